@@ -1,0 +1,34 @@
+# The two commands of the README are `make demo` and `make test`; both run
+# scripts/setup first, which installs what is missing and nothing else.
+SHELL := /bin/bash
+CARGO ?= cargo
+
+.PHONY: setup build bpf lint test demo bench-packet bench-drain
+
+setup:
+	@bash scripts/setup
+
+build: setup
+	$(CARGO) build --workspace
+
+# The classifier object, for inspection with bpftool (DESIGN §4.1).
+bpf: setup
+	$(CARGO) build -p lachesis-datapath
+	@test -f target/bpf/lachesis.bpf.o && echo "bpf: target/bpf/lachesis.bpf.o"
+
+lint: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Kernel tests need root (BPF, namespaces, TC): they fail loudly without it.
+test: lint
+	$(CARGO) test --workspace
+
+demo: setup
+	$(CARGO) run --release --bin lachesis -- demo
+
+bench-packet: setup
+	$(CARGO) run --release -p lachesis-datapath --example bench_packet
+
+bench-drain: setup
+	$(CARGO) run --release -p lachesis-datapath --example bench_drain

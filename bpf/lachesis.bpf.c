@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Lachesis classifier (DESIGN §4.2): counts every skb crossing a tap, keyed by
+ * (MACs, inner ethertype, direction, zone, L4 class). It never drops or
+ * modifies a packet.
+ *
+ * Return value: -1 is TC_ACT_UNSPEC for cls_bpf (continue with the next
+ * filter) and TCX_NEXT for TCX (continue with the next program). Returning
+ * 0 would be TCX_PASS, which ends the chain and silently disables any other
+ * tool's program attached after ours.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lachesis.h"
+
+#define CONTINUE (-1)
+
+#define ETH_P_8021Q_ 0x8100
+#define ETH_P_8021AD_ 0x88A8
+#define ETH_P_IP_ 0x0800
+#define ETH_P_IPV6_ 0x86DD
+#define ETH_HLEN_ 14
+#define VLAN_HLEN_ 4
+#define IPV4_HLEN 20
+#define IPV6_HLEN 40
+/* Ethernet + one tag + the IPv6 fixed header: the most a parse ever reads. */
+#define PARSE_MAX (ETH_HLEN_ + VLAN_HLEN_ + IPV6_HLEN)
+
+#define IPPROTO_ICMP_ 1
+#define IPPROTO_TCP_ 6
+#define IPPROTO_UDP_ 17
+#define IPPROTO_ICMPV6_ 58
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct flow_counters);
+	__uint(max_entries, FLOWS_DEFAULT_ENTRIES);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u64);
+	__type(value, struct endpoint_value);
+	__uint(max_entries, 16384);
+} endpoints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct zone_key_v4);
+	__type(value, __u8);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} zones_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct zone_key_v6);
+	__type(value, __u8);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} zones_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct amphora_key);
+	__type(value, __u8);
+	__uint(max_entries, 8192);
+} amphora_ips SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, STAT_COUNT);
+} stats SEC(".maps");
+
+static __always_inline void stat_inc(__u32 reason)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &reason);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 mac_key(const __u8 *m)
+{
+	return ((__u64)m[0] << 40) | ((__u64)m[1] << 32) | ((__u64)m[2] << 24) |
+	       ((__u64)m[3] << 16) | ((__u64)m[4] << 8) | (__u64)m[5];
+}
+
+static __always_inline __u8 l4_class(__u8 proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP_:
+		return L4_TCP;
+	case IPPROTO_UDP_:
+		return L4_UDP;
+	case IPPROTO_ICMP_:
+	case IPPROTO_ICMPV6_:
+		return L4_ICMP;
+	default:
+		return L4_OTHER;
+	}
+}
+
+/* Both addresses in 16-byte form; IPv4 as ::ffff:a.b.c.d (the amphora_ips
+ * convention), so one code path serves both families. */
+struct addrs {
+	__u8 local[16];
+	__u8 remote[16];
+};
+
+static __always_inline __u8 trie_zone(int v6, __u32 tenant, const __u8 *remote)
+{
+	__u8 *z;
+
+	if (v6) {
+		struct zone_key_v6 k = { .prefixlen = 32 + 128, .tenant_id = tenant };
+
+		__builtin_memcpy(k.addr, remote, 16);
+		z = bpf_map_lookup_elem(&zones_v6, &k);
+		if (z)
+			return *z;
+		k.tenant_id = 0;
+		z = bpf_map_lookup_elem(&zones_v6, &k);
+	} else {
+		struct zone_key_v4 k = { .prefixlen = 32 + 32, .tenant_id = tenant };
+
+		__builtin_memcpy(k.addr, remote + 12, 4);
+		z = bpf_map_lookup_elem(&zones_v4, &k);
+		if (z)
+			return *z;
+		k.tenant_id = 0;
+		z = bpf_map_lookup_elem(&zones_v4, &k);
+	}
+	/* No global catch-all row: a boot-order bug, visible as zone miss. */
+	return z ? *z : ZONE_MISS;
+}
+
+static __always_inline int is_amphora_addr(__u32 tenant, const __u8 *addr)
+{
+	struct amphora_key k = { .tenant_id = tenant };
+
+	__builtin_memcpy(k.addr, addr, 16);
+	return bpf_map_lookup_elem(&amphora_ips, &k) != 0;
+}
+
+static __always_inline void add_bytes(struct flow_key *key, __u32 len)
+{
+	struct flow_counters *c = bpf_map_lookup_elem(&flows, key);
+	__u64 now = bpf_ktime_get_coarse_ns();
+
+	if (c) {
+		c->bytes += len;
+		c->packets += 1;
+		c->last_seen_ns = now;
+		return;
+	}
+	/* created_ns uses the precise clock: it is the entry's identity
+	 * (DESIGN §4.3), and a delete + recreate within one coarse tick must
+	 * still read as a new entry. It is paid once per entry. */
+	struct flow_counters init = {
+		.bytes = len,
+		.packets = 1,
+		.created_ns = bpf_ktime_get_ns(),
+	};
+	init.last_seen_ns = init.created_ns;
+	if (bpf_map_update_elem(&flows, key, &init, BPF_NOEXIST) == 0)
+		return;
+	/* Another CPU created it between our lookup and insert. */
+	c = bpf_map_lookup_elem(&flows, key);
+	if (c) {
+		c->bytes += len;
+		c->packets += 1;
+		c->last_seen_ns = now;
+		return;
+	}
+	stat_inc(STAT_UPDATE_FAILURE);
+}
+
+static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
+{
+	__u32 len = skb->len;
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+
+	/* Pull only when the linear area is shorter than what we read and the
+	 * packet is longer than the linear area: the helper costs more than
+	 * this check. */
+	__u32 want = len < PARSE_MAX ? len : PARSE_MAX;
+	if (data + want > data_end) {
+		bpf_skb_pull_data(skb, want);
+		data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+	}
+
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end) {
+		/* Not even an Ethernet header: no ethertype to call it IP. */
+		stat_inc(STAT_SKIPPED_ETHERTYPE);
+		return CONTINUE;
+	}
+
+	__u16 proto = bpf_ntohs(eth->h_proto);
+	void *l3 = data + ETH_HLEN_;
+	if (proto == ETH_P_8021Q_ || proto == ETH_P_8021AD_) {
+		__be16 *inner = data + ETH_HLEN_ + 2;
+		if ((void *)(inner + 1) > data_end) {
+			stat_inc(STAT_SKIPPED_ETHERTYPE);
+			return CONTINUE;
+		}
+		stat_inc(STAT_VLAN);
+		proto = bpf_ntohs(*inner);
+		l3 = data + ETH_HLEN_ + VLAN_HLEN_;
+	}
+	if (proto != ETH_P_IP_ && proto != ETH_P_IPV6_) {
+		stat_inc(STAT_SKIPPED_ETHERTYPE);
+		return CONTINUE;
+	}
+
+	struct flow_key key;
+	__builtin_memset(&key, 0, sizeof(key));
+	__builtin_memcpy(key.src_mac, eth->h_source, 6);
+	__builtin_memcpy(key.dst_mac, eth->h_dest, 6);
+	key.eth_proto = proto;
+	key.direction = direction;
+
+	int v6 = proto == ETH_P_IPV6_;
+	struct addrs a;
+	__u8 ipproto;
+	__builtin_memset(&a, 0, sizeof(a));
+	if (v6) {
+		__u8 *ip6 = l3;
+		if ((void *)(ip6 + IPV6_HLEN) > data_end)
+			goto truncated;
+		ipproto = ip6[6];
+		__builtin_memcpy(direction == DIR_TX ? a.local : a.remote, ip6 + 8, 16);
+		__builtin_memcpy(direction == DIR_TX ? a.remote : a.local, ip6 + 24, 16);
+	} else {
+		__u8 *ip4 = l3;
+		if ((void *)(ip4 + IPV4_HLEN) > data_end)
+			goto truncated;
+		ipproto = ip4[9];
+		a.local[10] = 0xff;
+		a.local[11] = 0xff;
+		a.remote[10] = 0xff;
+		a.remote[11] = 0xff;
+		__builtin_memcpy(direction == DIR_TX ? a.local + 12 : a.remote + 12, ip4 + 12, 4);
+		__builtin_memcpy(direction == DIR_TX ? a.remote + 12 : a.local + 12, ip4 + 16, 4);
+	}
+	key.l4 = l4_class(ipproto);
+
+	/* Multicast gate: the group bit of the destination MAC. */
+	if (eth->h_dest[0] & 1) {
+		key.zone = ZONE_MULTICAST;
+		goto count;
+	}
+
+	/* Directional swap: the VM is the sender on tx, the receiver on rx. */
+	__u64 vm_mac = mac_key(direction == DIR_TX ? eth->h_source : eth->h_dest);
+	__u64 peer_mac = mac_key(direction == DIR_TX ? eth->h_dest : eth->h_source);
+
+	struct endpoint_value *vmv = bpf_map_lookup_elem(&endpoints, &vm_mac);
+	if (!vmv) {
+		key.zone = ZONE_MISS;
+		goto count;
+	}
+	__u32 vm_tenant = vmv->tenant_id;
+	__u32 vm_flags = vmv->flags;
+
+	struct endpoint_value *peerv = bpf_map_lookup_elem(&endpoints, &peer_mac);
+	__u32 peer_tenant = 0, peer_flags = 0;
+	if (peerv) {
+		/* Direct L2: the peer MAC is the remote endpoint itself. */
+		peer_tenant = peerv->tenant_id;
+		peer_flags = peerv->flags;
+		key.zone = peer_tenant == vm_tenant ? ZONE_SAME_TENANT : ZONE_OTHER_TENANT;
+	} else {
+		key.zone = trie_zone(v6, vm_tenant, a.remote);
+	}
+
+	/* Load-balancer segment 2 (DESIGN §4.2, §6.5); only when a flag is set. */
+	if ((vm_flags & ENDPOINT_FLAG_AMPHORA) && is_amphora_addr(vm_tenant, a.local))
+		key.zone = ZONE_INFRA;
+	else if ((peer_flags & ENDPOINT_FLAG_AMPHORA) && is_amphora_addr(peer_tenant, a.remote))
+		key.zone = ZONE_INFRA;
+
+count:
+	add_bytes(&key, len);
+	return CONTINUE;
+
+truncated:
+	stat_inc(STAT_TRUNCATED);
+	key.zone = ZONE_MISS;
+	key.l4 = L4_OTHER;
+	add_bytes(&key, len);
+	return CONTINUE;
+}
+
+SEC("tcx/ingress")
+int lachesis_tx(struct __sk_buff *skb)
+{
+	return account(skb, DIR_TX);
+}
+
+SEC("tcx/egress")
+int lachesis_rx(struct __sk_buff *skb)
+{
+	return account(skb, DIR_RX);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,230 @@
+//! Map keys and values, byte for byte as `bpf/lachesis.h` declares them.
+//!
+//! Every struct derives `bytemuck::Pod`, which refuses to compile if the
+//! layout has implicit padding, and the `const` block below pins each size
+//! and offset to the numbers the C header asserts.
+
+use bytemuck::{Pod, Zeroable};
+use std::mem::{offset_of, size_of};
+
+use crate::codes::{Direction, L4Class, UnknownCode, Zone};
+use crate::mac::Mac;
+
+/// Key of the `flows` map. The MACs are the frame's own (not swapped), so the
+/// key reads like the wire; `eth_proto` is the inner ethertype in host order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct FlowKey {
+    /// Source MAC as on the wire.
+    pub src_mac: [u8; 6],
+    /// Destination MAC as on the wire.
+    pub dst_mac: [u8; 6],
+    /// Inner ethertype (after at most one VLAN tag), host byte order.
+    pub eth_proto: u16,
+    /// [`Direction`] code.
+    pub direction: u8,
+    /// [`Zone`] code.
+    pub zone: u8,
+    /// [`L4Class`] code.
+    pub l4: u8,
+    /// Always zero.
+    pub pad: u8,
+}
+
+/// Size of [`FlowKey`] in bytes.
+pub const FLOW_KEY_SIZE: usize = 18;
+
+impl FlowKey {
+    /// The VM's own MAC: the source when it sends, the destination when it receives.
+    pub fn vm_mac(&self) -> Result<Mac, UnknownCode> {
+        Ok(match self.direction()? {
+            Direction::Tx => Mac(self.src_mac),
+            Direction::Rx => Mac(self.dst_mac),
+        })
+    }
+
+    /// The other MAC in the frame.
+    pub fn peer_mac(&self) -> Result<Mac, UnknownCode> {
+        Ok(match self.direction()? {
+            Direction::Tx => Mac(self.dst_mac),
+            Direction::Rx => Mac(self.src_mac),
+        })
+    }
+
+    /// Decoded direction.
+    pub fn direction(&self) -> Result<Direction, UnknownCode> {
+        Direction::from_code(self.direction)
+    }
+
+    /// Decoded zone.
+    pub fn zone(&self) -> Result<Zone, UnknownCode> {
+        Zone::from_code(self.zone)
+    }
+
+    /// Decoded L4 class.
+    pub fn l4(&self) -> Result<L4Class, UnknownCode> {
+        L4Class::from_code(self.l4)
+    }
+}
+
+/// Value of the `flows` map, one per possible CPU in the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct FlowCounters {
+    /// Sum of `skb->len` at the hook.
+    pub bytes: u64,
+    /// Number of skbs.
+    pub packets: u64,
+    /// Coarse monotonic time of the last packet.
+    pub last_seen_ns: u64,
+    /// Monotonic time the entry was created; stamped once (DESIGN §4.3).
+    pub created_ns: u64,
+}
+
+/// Size of [`FlowCounters`] in bytes.
+pub const FLOW_COUNTERS_SIZE: usize = 32;
+
+impl FlowCounters {
+    /// Folds another CPU's slot into this one: counters add, stamps take the
+    /// maximum (only the creating CPU's slot carries `created_ns`).
+    pub fn fold(&mut self, other: &FlowCounters) {
+        self.bytes = self.bytes.wrapping_add(other.bytes);
+        self.packets = self.packets.wrapping_add(other.packets);
+        self.last_seen_ns = self.last_seen_ns.max(other.last_seen_ns);
+        self.created_ns = self.created_ns.max(other.created_ns);
+    }
+}
+
+/// Bit 0 of [`EndpointValue::flags`]: the port is an amphora data port.
+pub const ENDPOINT_FLAG_AMPHORA: u32 = 1;
+
+/// Value of the `endpoints` map (key: the MAC as a u64, see [`Mac::to_u64`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct EndpointValue {
+    /// Interned tenant id (never 0 for a binding).
+    pub tenant_id: u32,
+    /// Flag bits, see [`ENDPOINT_FLAG_AMPHORA`].
+    pub flags: u32,
+}
+
+/// Key of the `zones_v4` LPM trie. `prefixlen` counts the 32 tenant bits plus
+/// the address bits; the address is in network byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct ZoneKeyV4 {
+    /// 32 + address prefix length.
+    pub prefixlen: u32,
+    /// Interned tenant id, 0 for global rows.
+    pub tenant_id: u32,
+    /// Address bytes, most significant first.
+    pub addr: [u8; 4],
+}
+
+/// Key of the `zones_v6` LPM trie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct ZoneKeyV6 {
+    /// 32 + address prefix length.
+    pub prefixlen: u32,
+    /// Interned tenant id, 0 for global rows.
+    pub tenant_id: u32,
+    /// Address bytes, most significant first.
+    pub addr: [u8; 16],
+}
+
+/// Key of the `amphora_ips` hash; IPv4 addresses are stored as `::ffff:a.b.c.d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct AmphoraKey {
+    /// Interned tenant id of the load balancer's owner.
+    pub tenant_id: u32,
+    /// Address bytes, most significant first.
+    pub addr: [u8; 16],
+}
+
+// The numbers below are the ones `bpf/lachesis.h` asserts with _Static_assert.
+const _: () = {
+    assert!(size_of::<FlowKey>() == FLOW_KEY_SIZE);
+    assert!(offset_of!(FlowKey, src_mac) == 0);
+    assert!(offset_of!(FlowKey, dst_mac) == 6);
+    assert!(offset_of!(FlowKey, eth_proto) == 12);
+    assert!(offset_of!(FlowKey, direction) == 14);
+    assert!(offset_of!(FlowKey, zone) == 15);
+    assert!(offset_of!(FlowKey, l4) == 16);
+    assert!(offset_of!(FlowKey, pad) == 17);
+
+    assert!(size_of::<FlowCounters>() == FLOW_COUNTERS_SIZE);
+    assert!(offset_of!(FlowCounters, bytes) == 0);
+    assert!(offset_of!(FlowCounters, packets) == 8);
+    assert!(offset_of!(FlowCounters, last_seen_ns) == 16);
+    assert!(offset_of!(FlowCounters, created_ns) == 24);
+
+    assert!(size_of::<EndpointValue>() == 8);
+    assert!(offset_of!(EndpointValue, tenant_id) == 0);
+    assert!(offset_of!(EndpointValue, flags) == 4);
+
+    assert!(size_of::<ZoneKeyV4>() == 12);
+    assert!(offset_of!(ZoneKeyV4, prefixlen) == 0);
+    assert!(offset_of!(ZoneKeyV4, tenant_id) == 4);
+    assert!(offset_of!(ZoneKeyV4, addr) == 8);
+
+    assert!(size_of::<ZoneKeyV6>() == 24);
+    assert!(offset_of!(ZoneKeyV6, prefixlen) == 0);
+    assert!(offset_of!(ZoneKeyV6, tenant_id) == 4);
+    assert!(offset_of!(ZoneKeyV6, addr) == 8);
+
+    assert!(size_of::<AmphoraKey>() == 20);
+    assert!(offset_of!(AmphoraKey, tenant_id) == 0);
+    assert!(offset_of!(AmphoraKey, addr) == 4);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_key_bytes_read_like_the_wire() {
+        let key = FlowKey {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            eth_proto: 0x0800,
+            direction: Direction::Rx.code(),
+            zone: Zone::Infra.code(),
+            l4: L4Class::Udp.code(),
+            pad: 0,
+        };
+        let bytes = bytemuck::bytes_of(&key);
+        assert_eq!(&bytes[0..6], &[2, 0, 0, 0, 0, 1]);
+        assert_eq!(&bytes[6..12], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(&bytes[12..14], &0x0800u16.to_ne_bytes());
+        assert_eq!(&bytes[14..18], &[1, 3, 2, 0]);
+        assert_eq!(key.vm_mac().unwrap(), Mac([2, 0, 0, 0, 0, 2]));
+        assert_eq!(key.peer_mac().unwrap(), Mac([2, 0, 0, 0, 0, 1]));
+    }
+
+    #[test]
+    fn fold_sums_counters_and_keeps_latest_stamps() {
+        let mut a = FlowCounters {
+            bytes: 100,
+            packets: 2,
+            last_seen_ns: 50,
+            created_ns: 10,
+        };
+        a.fold(&FlowCounters {
+            bytes: 40,
+            packets: 1,
+            last_seen_ns: 70,
+            created_ns: 0,
+        });
+        assert_eq!(
+            a,
+            FlowCounters {
+                bytes: 140,
+                packets: 3,
+                last_seen_ns: 70,
+                created_ns: 10
+            }
+        );
+    }
+}

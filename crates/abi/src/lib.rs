@@ -1,0 +1,21 @@
+//! The kernel ABI of the Lachesis classifier (DESIGN §3, §4.1) as Rust types.
+//!
+//! `bpf/lachesis.h` is the C side of this contract. Both sides assert every
+//! size and field offset at compile time (`_Static_assert` there, `const`
+//! assertions here) against the same numbers, and the datapath crate's tests
+//! compare these types with the ones generated from the compiled object's BTF,
+//! so the two cannot drift silently.
+//!
+//! The zone, direction, L4 and stats codes are persisted and exported: a code
+//! never changes meaning once released.
+
+mod codes;
+mod layout;
+mod mac;
+
+pub use codes::{Direction, L4Class, StatReason, UnknownCode, Zone};
+pub use layout::{
+    AmphoraKey, EndpointValue, FlowCounters, FlowKey, ZoneKeyV4, ZoneKeyV6, ENDPOINT_FLAG_AMPHORA,
+    FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE,
+};
+pub use mac::{Mac, MacParseError};

@@ -1,0 +1,45 @@
+//! `lachesis`: the per-node metering agent and its operator commands (DESIGN §14).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "lachesis", version, about = "Per-node OpenStack traffic metering agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the metering daemon.
+    Agent,
+    /// Print the desired kernel state for a cloud or a folder of API responses.
+    Plan,
+    /// Serve a simulated OpenStack API from a topology file.
+    Sim,
+    /// Run the whole system on this machine with no cloud.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("lachesis: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let what = match cli.command {
+        Command::Agent => "agent",
+        Command::Plan => "plan",
+        Command::Sim => "sim",
+        Command::Demo => "demo",
+    };
+    eprintln!("lachesis {what}: not built yet (see the open issues); nothing was done");
+    Ok(ExitCode::from(2))
+}

@@ -1,0 +1,50 @@
+//! Compiles the classifier (and the benchmark baseline) with clang and
+//! generates their libbpf skeletons. The object is also copied to
+//! `<target>/bpf/lachesis.bpf.o` so operators can inspect it with bpftool.
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+use libbpf_cargo::SkeletonBuilder;
+
+fn main() {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let bpf_dir = manifest.join("../../bpf").canonicalize().expect("bpf/ folder");
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    // Debian's kernel headers keep asm/types.h under the multiarch folder.
+    let multiarch = format!("-I/usr/include/{}-linux-gnu", env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into()));
+    let include = format!("-I{}", bpf_dir.display());
+
+    for name in ["lachesis", "baseline"] {
+        let src = bpf_dir.join(format!("{name}.bpf.c"));
+        let obj = out.join(format!("{name}.bpf.o"));
+        SkeletonBuilder::new()
+            .source(&src)
+            .obj(&obj)
+            .clang_args([multiarch.as_str(), include.as_str(), "-O2", "-g", "-Wall", "-Werror"])
+            .build_and_generate(out.join(format!("{name}.skel.rs")))
+            .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
+        println!("cargo:rerun-if-changed={}", src.display());
+    }
+    println!("cargo:rerun-if-changed={}", bpf_dir.join("lachesis.h").display());
+
+    if let Some(target) = target_dir(&out) {
+        let dest = target.join("bpf");
+        std::fs::create_dir_all(&dest).expect("create target/bpf");
+        std::fs::copy(out.join("lachesis.bpf.o"), dest.join("lachesis.bpf.o")).expect("copy object");
+    }
+}
+
+/// `<target>/<profile>/build/<pkg>-<hash>/out` → `<target>` (also with a
+/// `--target` triple folder in between).
+fn target_dir(out: &Path) -> Option<PathBuf> {
+    let build = out.ancestors().find(|p| p.file_name().is_some_and(|n| n == "build"))?;
+    let profile = build.parent()?;
+    let parent = profile.parent()?;
+    // With --target, the profile sits under <target>/<triple>/.
+    if parent.join("CACHEDIR.TAG").exists() || parent.file_name().is_some_and(|n| n == "target") {
+        Some(parent.to_path_buf())
+    } else {
+        parent.parent().map(Path::to_path_buf)
+    }
+}

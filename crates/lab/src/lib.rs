@@ -1,0 +1,1 @@
+//! Network-namespace lab for integration tests and the demo.

@@ -1,0 +1,1 @@
+//! Cumulative ledger rows, settle/absorbers, state file and billing export.

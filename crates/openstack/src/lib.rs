@@ -1,0 +1,1 @@
+//! Keystone/Neutron/Nova/Octavia client and the API simulator.

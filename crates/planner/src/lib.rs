@@ -1,0 +1,1 @@
+//! Pure planner: OpenStack snapshot to the desired kernel state.
