@@ -16,6 +16,7 @@ mod flow;
 mod health;
 mod interner;
 mod ledger;
+pub mod memory;
 mod settle;
 pub mod state;
 mod unresolved;
