@@ -123,14 +123,14 @@ fn restart_from_the_file_continues_without_loss_or_double_count() {
     let p = paths(dir.path());
     let attr = world();
     let k = key(mac(1), mac(100), Tx, External, Tcp);
-    let a = Arc::new(Ledger::default());
-    a.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
-    state::flush(&a, &p, json!(null)).unwrap();
+    let before = Arc::new(Ledger::default());
+    before.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
+    state::flush(&before, &p, json!(null)).unwrap();
     // The kernel keeps counting while the agent restarts.
-    let b = Arc::new(Ledger::default());
-    b.restore_loaded(state::load(&p).unwrap(), 0);
-    b.apply_drain(&attr, &[(k, reading(1600, 16, 5))], 1);
-    let s = parse(&render(&b, &attr));
+    let after = Arc::new(Ledger::default());
+    after.restore_loaded(state::load(&p).unwrap(), 0);
+    after.apply_drain(&attr, &[(k, reading(1600, 16, 5))], 1);
+    let s = parse(&render(&after, &attr));
     assert_eq!(
         value(
             &s,
