@@ -22,10 +22,19 @@ pub struct InternerFull {
 
 /// Bidirectional project ↔ id map. Ids are never reused: a released id may
 /// still sit in a kernel key, and u32 is far beyond any cloud's project count.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantInterner {
     by_project: BTreeMap<String, u32>,
     next: u32,
+}
+
+impl Default for TenantInterner {
+    fn default() -> Self {
+        TenantInterner {
+            by_project: BTreeMap::new(),
+            next: GLOBAL_TENANT_ID + 1,
+        }
+    }
 }
 
 impl TenantInterner {
