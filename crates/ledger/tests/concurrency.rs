@@ -1,0 +1,155 @@
+//! Scrapes render while drains and settles run on other threads. Every scrape
+//! must show a whole state: drains add 1, 10, 100 and 1000 bytes to four
+//! flows, so any total that is not a multiple of 1111 is a drain seen
+//! half-applied; a settle seen half-applied (row zeroed, bucket not yet
+//! filled, or labels swapped before the fold) makes some series go down
+//! between two scrapes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use common::{family, key, mac, parse, reading, world, Labels};
+use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
+use lachesis_ledger::memory::{OwnedBinding, SwapSource};
+use lachesis_ledger::{Exporter, Format, Ledger, Selector, SettleMode};
+
+const DRAINS: u64 = 1500;
+
+#[test]
+fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
+    let ledger = Arc::new(Ledger::default());
+    let source = Arc::new(SwapSource::new(world()));
+    let done = Arc::new(AtomicBool::new(false));
+    let scrapes = Arc::new(AtomicUsize::new(0));
+    let settles = Arc::new(AtomicUsize::new(0));
+    let keys = [
+        key(mac(1), mac(100), Tx, External, Tcp),
+        key(mac(1), mac(2), Rx, SameTenant, Udp),
+        key(mac(2), mac(100), Tx, External, Udp),
+        key(mac(3), mac(1), Rx, OtherTenant, Icmp),
+    ];
+
+    let drainer = {
+        let (ledger, source) = (ledger.clone(), source.clone());
+        thread::spawn(move || {
+            for i in 1..=DRAINS {
+                let readings: Vec<_> = keys
+                    .iter()
+                    .zip([1, 10, 100, 1000])
+                    .map(|(k, unit)| (*k, reading(unit * i, i, 7)))
+                    .collect();
+                ledger.apply_drain(source.current().as_ref(), &readings, i);
+            }
+        })
+    };
+
+    let settler = {
+        let (ledger, source, done, settles) = (
+            ledger.clone(),
+            source.clone(),
+            done.clone(),
+            settles.clone(),
+        );
+        thread::spawn(move || {
+            let mut flip = false;
+            while !done.load(Ordering::Relaxed) {
+                flip = !flip;
+                let old = source.current();
+                let mut next = (*old).clone();
+                next.bindings.insert(
+                    mac(1),
+                    OwnedBinding::new(if flip { "t-c" } else { "t-a" }, "s-1", "p-1"),
+                );
+                ledger.settle(
+                    old.as_ref(),
+                    SettleMode::Rebase(Selector::VmMac(mac(1))),
+                    || {
+                        source.store(next.clone());
+                    },
+                );
+                let old = source.current();
+                let mut next = (*old).clone();
+                next.routers.insert(
+                    mac(100),
+                    if flip { "public-2" } else { "public" }.to_owned(),
+                );
+                ledger.settle(
+                    old.as_ref(),
+                    SettleMode::Rebase(Selector::RouterPeer(mac(100))),
+                    || source.store(next.clone()),
+                );
+                settles.fetch_add(2, Ordering::Relaxed);
+            }
+        })
+    };
+
+    let scrapers: Vec<_> = (0..2)
+        .map(|_| {
+            let exporter = Exporter::new(ledger.clone(), source.clone());
+            let (done, scrapes) = (done.clone(), scrapes.clone());
+            thread::spawn(move || {
+                let mut prev: BTreeMap<(String, Labels), u64> = BTreeMap::new();
+                let mut out = String::new();
+                while !done.load(Ordering::Relaxed) {
+                    out.clear();
+                    exporter.render(Format::OpenMetrics, &mut out).unwrap();
+                    let s = parse(&out);
+                    let sum = |f: &str| family(&s, f).values().sum::<u64>();
+                    let total = sum("lachesis_bytes_total");
+                    assert_eq!(
+                        total % 1111,
+                        0,
+                        "a drain was observed half-applied: {total}"
+                    );
+                    // No evictions or prunes here: every tier holds every byte.
+                    for f in [
+                        "lachesis_tenant_bytes_total",
+                        "lachesis_server_bytes_total",
+                        "lachesis_port_bytes_total",
+                        "lachesis_port_proto_bytes_total",
+                    ] {
+                        assert_eq!(sum(f), total, "{f} disagrees with the total in one scrape");
+                    }
+                    for f in [
+                        "lachesis_bytes_total",
+                        "lachesis_tenant_bytes_total",
+                        "lachesis_port_proto_bytes_total",
+                    ] {
+                        for (labels, v) in family(&s, f) {
+                            let before =
+                                prev.insert((f.to_owned(), labels.clone()), v).unwrap_or(0);
+                            assert!(v >= before, "{f}{labels:?} went down {before} → {v}");
+                        }
+                    }
+                    scrapes.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+
+    drainer.join().unwrap();
+    // Let the scrapers and the settler overlap with the final state too.
+    // A scraper or the settler that stopped early has panicked: stop waiting
+    // and let the joins below report it.
+    while (scrapes.load(Ordering::Relaxed) < 20 || settles.load(Ordering::Relaxed) < 20)
+        && !settler.is_finished()
+        && !scrapers.iter().any(thread::JoinHandle::is_finished)
+    {
+        thread::yield_now();
+    }
+    done.store(true, Ordering::Relaxed);
+    settler.join().unwrap();
+    for s in scrapers {
+        s.join().unwrap();
+    }
+    let mut out = String::new();
+    Exporter::new(ledger, source)
+        .render(Format::PrometheusText, &mut out)
+        .unwrap();
+    let total: u64 = family(&parse(&out), "lachesis_bytes_total").values().sum();
+    assert_eq!(total, 1111 * DRAINS, "every drained byte, exactly once");
+}
