@@ -20,11 +20,11 @@ use lachesis_ledger::{Exporter, Format, Ledger, Selector, SettleMode};
 const DRAINS: u64 = 1500;
 
 #[test]
-fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
+fn scrape_count_never_see_a_drain_or_a_fold_half_applied() {
     let ledger = Arc::new(Ledger::default());
     let source = Arc::new(SwapSource::new(world()));
     let done = Arc::new(AtomicBool::new(false));
-    let scrapes = Arc::new(AtomicUsize::new(0));
+    let scrape_count = Arc::new(AtomicUsize::new(0));
     let settles = Arc::new(AtomicUsize::new(0));
     let keys = [
         key(mac(1), mac(100), Tx, External, Tcp),
@@ -87,47 +87,11 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
         })
     };
 
-    let scrapers: Vec<_> = (0..2)
+    let scraper_threads: Vec<_> = (0..2)
         .map(|_| {
             let exporter = Exporter::new(ledger.clone(), source.clone());
-            let (done, scrapes) = (done.clone(), scrapes.clone());
-            thread::spawn(move || {
-                let mut prev: BTreeMap<(String, Labels), u64> = BTreeMap::new();
-                let mut out = String::new();
-                while !done.load(Ordering::Relaxed) {
-                    out.clear();
-                    exporter.render(Format::OpenMetrics, &mut out).unwrap();
-                    let s = parse(&out);
-                    let sum = |f: &str| family(&s, f).values().sum::<u64>();
-                    let total = sum("lachesis_bytes_total");
-                    assert_eq!(
-                        total % 1111,
-                        0,
-                        "a drain was observed half-applied: {total}"
-                    );
-                    // No evictions or prunes here: every tier holds every byte.
-                    for f in [
-                        "lachesis_tenant_bytes_total",
-                        "lachesis_server_bytes_total",
-                        "lachesis_port_bytes_total",
-                        "lachesis_port_proto_bytes_total",
-                    ] {
-                        assert_eq!(sum(f), total, "{f} disagrees with the total in one scrape");
-                    }
-                    for f in [
-                        "lachesis_bytes_total",
-                        "lachesis_tenant_bytes_total",
-                        "lachesis_port_proto_bytes_total",
-                    ] {
-                        for (labels, v) in family(&s, f) {
-                            let before =
-                                prev.insert((f.to_owned(), labels.clone()), v).unwrap_or(0);
-                            assert!(v >= before, "{f}{labels:?} went down {before} → {v}");
-                        }
-                    }
-                    scrapes.fetch_add(1, Ordering::Relaxed);
-                }
-            })
+            let (done, scrape_count) = (done.clone(), scrape_count.clone());
+            thread::spawn(move || scrape_until(&exporter, &done, &scrape_count))
         })
         .collect();
 
@@ -135,15 +99,15 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
     // Let the scrapers and the settler overlap with the final state too.
     // A scraper or the settler that stopped early has panicked: stop waiting
     // and let the joins below report it.
-    while (scrapes.load(Ordering::Relaxed) < 20 || settles.load(Ordering::Relaxed) < 20)
+    while (scrape_count.load(Ordering::Relaxed) < 20 || settles.load(Ordering::Relaxed) < 20)
         && !settler.is_finished()
-        && !scrapers.iter().any(thread::JoinHandle::is_finished)
+        && !scraper_threads.iter().any(thread::JoinHandle::is_finished)
     {
         thread::yield_now();
     }
     done.store(true, Ordering::Relaxed);
     settler.join().unwrap();
-    for s in scrapers {
+    for s in scraper_threads {
         s.join().unwrap();
     }
     let mut out = String::new();
@@ -152,4 +116,42 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
         .unwrap();
     let total: u64 = family(&parse(&out), "lachesis_bytes_total").values().sum();
     assert_eq!(total, 1111 * DRAINS, "every drained byte, exactly once");
+}
+
+/// Renders until `done`, checking every scrape for a torn state.
+fn scrape_until(exporter: &Exporter, done: &AtomicBool, scrape_count: &AtomicUsize) {
+    let mut prev: BTreeMap<(String, Labels), u64> = BTreeMap::new();
+    let mut out = String::new();
+    while !done.load(Ordering::Relaxed) {
+        out.clear();
+        exporter.render(Format::OpenMetrics, &mut out).unwrap();
+        let s = parse(&out);
+        let sum = |f: &str| family(&s, f).values().sum::<u64>();
+        let total = sum("lachesis_bytes_total");
+        assert_eq!(
+            total % 1111,
+            0,
+            "a drain was observed half-applied: {total}"
+        );
+        // No evictions or prunes here: every tier holds every byte.
+        for f in [
+            "lachesis_tenant_bytes_total",
+            "lachesis_server_bytes_total",
+            "lachesis_port_bytes_total",
+            "lachesis_port_proto_bytes_total",
+        ] {
+            assert_eq!(sum(f), total, "{f} disagrees with the total in one scrape");
+        }
+        for f in [
+            "lachesis_bytes_total",
+            "lachesis_tenant_bytes_total",
+            "lachesis_port_proto_bytes_total",
+        ] {
+            for (labels, v) in family(&s, f) {
+                let before = prev.insert((f.to_owned(), labels.clone()), v).unwrap_or(0);
+                assert!(v >= before, "{f}{labels:?} went down {before} → {v}");
+            }
+        }
+        scrape_count.fetch_add(1, Ordering::Relaxed);
+    }
 }
