@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: setup build bpf lint test demo bench-packet bench-drain
+.PHONY: setup build bpf lint test demo bench-packet bench-drain bench-ledger
 
 setup:
 	@bash scripts/setup
@@ -32,3 +32,7 @@ bench-packet: setup
 
 bench-drain: setup
 	$(CARGO) run --release -p lachesis-datapath --example bench_drain
+
+# Ledger: drain apply, /metrics render and state flush at DESIGN §16 sizes.
+bench-ledger: setup
+	$(CARGO) run --release -p lachesis-ledger --example bench_ledger

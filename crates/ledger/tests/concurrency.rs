@@ -20,7 +20,7 @@ use lachesis_ledger::{Exporter, Format, Ledger, Selector, SettleMode};
 const DRAINS: u64 = 1500;
 
 #[test]
-fn scrape_count_never_see_a_drain_or_a_fold_half_applied() {
+fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
     let ledger = Arc::new(Ledger::default());
     let source = Arc::new(SwapSource::new(world()));
     let done = Arc::new(AtomicBool::new(false));

@@ -121,17 +121,6 @@ impl Acc {
             port_proto: FxHashMap::with_capacity_and_hasher(n / 2 + 64, h()),
         }
     }
-
-    /// A series of the tenant tier and everything above it.
-    fn add_tenant_tier(&mut self, t: u32, zone: u32, ext: u32, dir: u32, c: Counts) {
-        add(&mut self.tenant, [t, zone, ext, dir], c);
-        add(&mut self.total, [zone, ext, dir], c);
-    }
-
-    fn add_server_tier(&mut self, s: u32, t: u32, zone: u32, ext: u32, dir: u32, c: Counts) {
-        add(&mut self.server, [s, t, zone, ext, dir], c);
-        self.add_tenant_tier(t, zone, ext, dir, c);
-    }
 }
 
 fn finish<const N: usize>(
@@ -152,6 +141,77 @@ fn finish<const N: usize>(
         .collect();
     v.sort_unstable_by_key(|(k, _)| *k);
     v
+}
+
+/// Adds the absorbers and derives each tier from the one below it.
+fn build_upper_tiers<'a>(
+    acc: &mut Acc,
+    strings: &mut Strings<'a>,
+    book: &'a Book,
+    none: u32,
+    unknown: u32,
+) {
+    // Each tier is built from the one below plus its own absorber, so a row
+    // costs two hash adds and the upper tiers only as many as there are
+    // series below them.
+    let a = &book.absorbers;
+    for (b, c) in &a.port {
+        let k = [
+            strings.id(&b.server_id),
+            strings.id(&b.port_id),
+            strings.id(&b.tenant_id),
+            z(b.zone),
+            strings.id(&b.external_network),
+            d(b.direction),
+        ];
+        add(&mut acc.port, k, *c);
+    }
+    for (b, c) in &a.port_proto {
+        let (s, po, t) = (
+            strings.id(&b.server_id),
+            strings.id(&b.port_id),
+            strings.id(&b.tenant_id),
+        );
+        add(
+            &mut acc.port_proto,
+            [s, po, t, p(b.proto), d(b.direction)],
+            *c,
+        );
+    }
+    for (k, c) in &acc.port {
+        add(&mut acc.server, [k[0], k[2], k[3], k[4], k[5]], *c);
+    }
+    for (b, c) in &a.server {
+        let (s, t, e) = (
+            strings.id(&b.server_id),
+            strings.id(&b.tenant_id),
+            strings.id(&b.external_network),
+        );
+        add(&mut acc.server, [s, t, z(b.zone), e, d(b.direction)], *c);
+    }
+    for (k, c) in &acc.server {
+        add(&mut acc.tenant, [k[1], k[2], k[3], k[4]], *c);
+    }
+    for (b, c) in &a.tenant {
+        let (t, e) = (strings.id(&b.tenant_id), strings.id(&b.external_network));
+        add(&mut acc.tenant, [t, z(b.zone), e, d(b.direction)], *c);
+    }
+    for (k, c) in &a.unknown {
+        if let Some(dk) = decode(k) {
+            add(
+                &mut acc.tenant,
+                [unknown, z(dk.zone), none, d(dk.direction)],
+                *c,
+            );
+        }
+    }
+    for (k, c) in &acc.tenant {
+        add(&mut acc.total, [k[1], k[2], k[3]], *c);
+    }
+    for (b, c) in &a.total {
+        let e = strings.id(&b.external_network);
+        add(&mut acc.total, [z(b.zone), e, d(b.direction)], *c);
+    }
 }
 
 /// Aggregates the book into the five billing tiers.
@@ -178,7 +238,7 @@ pub(crate) fn aggregate<'a>(book: &'a Book, attr: &'a dyn Attribution) -> Tiers<
         let Some(b) = bound else {
             // Not bound (a caller removed a binding without settling): shown
             // under `unknown`, exactly where a settle would have put it.
-            acc.add_tenant_tier(unknown, zone, none, dir, c);
+            add(&mut acc.tenant, [unknown, zone, none, dir], c);
             continue;
         };
         let ext = if dk.zone == Zone::External {
@@ -203,54 +263,9 @@ pub(crate) fn aggregate<'a>(book: &'a Book, attr: &'a dyn Attribution) -> Tiers<
             [b.server, b.port, b.tenant, p(dk.l4), dir],
             c,
         );
-        acc.add_server_tier(b.server, b.tenant, zone, ext, dir, c);
     }
 
-    let a = &book.absorbers;
-    for (b, c) in &a.port {
-        let (s, po, t, e) = (
-            strings.id(&b.server_id),
-            strings.id(&b.port_id),
-            strings.id(&b.tenant_id),
-            strings.id(&b.external_network),
-        );
-        let (zone, dir) = (z(b.zone), d(b.direction));
-        add(&mut acc.port, [s, po, t, zone, e, dir], *c);
-        acc.add_server_tier(s, t, zone, e, dir, *c);
-    }
-    for (b, c) in &a.port_proto {
-        let (s, po, t) = (
-            strings.id(&b.server_id),
-            strings.id(&b.port_id),
-            strings.id(&b.tenant_id),
-        );
-        add(
-            &mut acc.port_proto,
-            [s, po, t, p(b.proto), d(b.direction)],
-            *c,
-        );
-    }
-    for (b, c) in &a.server {
-        let (s, t, e) = (
-            strings.id(&b.server_id),
-            strings.id(&b.tenant_id),
-            strings.id(&b.external_network),
-        );
-        acc.add_server_tier(s, t, z(b.zone), e, d(b.direction), *c);
-    }
-    for (b, c) in &a.tenant {
-        let (t, e) = (strings.id(&b.tenant_id), strings.id(&b.external_network));
-        acc.add_tenant_tier(t, z(b.zone), e, d(b.direction), *c);
-    }
-    for (b, c) in &a.total {
-        let e = strings.id(&b.external_network);
-        add(&mut acc.total, [z(b.zone), e, d(b.direction)], *c);
-    }
-    for (k, c) in &a.unknown {
-        if let Some(dk) = decode(k) {
-            acc.add_tenant_tier(unknown, z(dk.zone), none, d(dk.direction), *c);
-        }
-    }
+    build_upper_tiers(&mut acc, &mut strings, book, none, unknown);
 
     let rank = strings.rank();
     Tiers {

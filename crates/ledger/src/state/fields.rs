@@ -13,7 +13,15 @@ pub struct MacField(pub Mac);
 
 impl Serialize for MacField {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&self.0)
+        // Same text as `Mac`'s Display, without the fmt machinery (hot in flushes).
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [b':'; 17];
+        for (i, b) in self.0 .0.iter().enumerate() {
+            buf[i * 3] = HEX[usize::from(b >> 4)];
+            buf[i * 3 + 1] = HEX[usize::from(b & 0xf)];
+        }
+        // Only ASCII hex digits and colons were written.
+        s.serialize_str(std::str::from_utf8(&buf).unwrap_or_default())
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::metrics::{FlushPhase, LoadFallback};
-use super::schema::{FileDto, Probe, SCHEMA};
+use super::schema::{write_rows, FileDto, Probe, SCHEMA};
 use crate::book::Book;
 use crate::ledger::Ledger;
 
@@ -121,10 +121,15 @@ impl FlushReport {
 pub fn encode(book: &Book, plan: Value) -> Vec<u8> {
     let dto = FileDto::from_book(book, plan);
     let mut out = Vec::with_capacity(256 * (book.rows.len() + 16));
-    // Serializing plain structs into a Vec cannot fail.
-    if serde_json::to_writer(&mut out, &dto).is_err() {
+    // Serializing plain structs into a Vec cannot fail, and the object
+    // always ends in `}`: the rows array is appended as its last member.
+    if serde_json::to_writer(&mut out, &dto).is_err() || out.pop() != Some(b'}') {
         out.clear();
+        return out;
     }
+    out.extend_from_slice(b",\"rows\":");
+    write_rows(&mut out, book);
+    out.push(b'}');
     out
 }
 
