@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: setup build bpf lint test demo bench-packet bench-drain bench-ledger
+.PHONY: setup build bpf lint test demo bench-packet bench-drain
 
 setup:
 	@bash scripts/setup
@@ -34,5 +34,6 @@ bench-drain: setup
 	$(CARGO) run --release -p lachesis-datapath --example bench_drain
 
 # Ledger: drain apply, /metrics render and state flush at DESIGN §16 sizes.
+.PHONY: bench-ledger
 bench-ledger: setup
 	$(CARGO) run --release -p lachesis-ledger --example bench_ledger
