@@ -153,7 +153,7 @@ fn crash_between_temp_write_and_rename_keeps_the_current_file() {
     state::flush(&l, &p, json!({"gen": 1})).unwrap();
     let good = fs::read(&p.current).unwrap();
     // The next flush died after writing half its temp file.
-    let next = state::encode(&l.snapshot(), json!({"gen": 2}));
+    let next = state::encode(&l.snapshot(), json!({"gen": 2})).unwrap();
     fs::write(&p.temp, &next[..next.len() / 2]).unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Current);
@@ -173,7 +173,11 @@ fn crash_between_rotate_and_rename_falls_back_to_bak() {
     state::flush(&l, &p, json!({"gen": 1})).unwrap();
     // Rotated, not yet renamed: no current file, a complete temp file.
     fs::rename(&p.current, &p.backup).unwrap();
-    fs::write(&p.temp, state::encode(&l.snapshot(), json!({"gen": 2}))).unwrap();
+    fs::write(
+        &p.temp,
+        state::encode(&l.snapshot(), json!({"gen": 2})).unwrap(),
+    )
+    .unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Backup);
     assert_eq!(loaded.plan, json!({"gen": 1}));

@@ -117,20 +117,17 @@ impl FlushReport {
 }
 
 /// Encodes a book and plan to the file's bytes (exposed for tests and tools).
-#[must_use]
-pub fn encode(book: &Book, plan: Value) -> Vec<u8> {
+pub fn encode(book: &Book, plan: Value) -> Result<Vec<u8>, serde_json::Error> {
     let dto = FileDto::from_book(book, plan);
     let mut out = Vec::with_capacity(256 * (book.rows.len() + 16));
-    // Serializing plain structs into a Vec cannot fail, and the object
-    // always ends in `}`: the rows array is appended as its last member.
-    if serde_json::to_writer(&mut out, &dto).is_err() || out.pop() != Some(b'}') {
-        out.clear();
-        return out;
-    }
+    serde_json::to_writer(&mut out, &dto)?;
+    // A serialized struct always ends in `}`: the rows array is appended as
+    // its last member.
+    out.pop();
     out.extend_from_slice(b",\"rows\":");
     write_rows(&mut out, book);
     out.push(b'}');
-    out
+    Ok(out)
 }
 
 struct Phases<'a> {
@@ -170,7 +167,9 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
     };
     // The only lock-held phase: a clone of plain data.
     let book = ph.run(FlushPhase::Copy, || Ok(ledger.snapshot()))?;
-    let bytes = ph.run(FlushPhase::Serialize, || Ok(encode(&book, plan)))?;
+    let bytes = ph.run(FlushPhase::Serialize, || {
+        encode(&book, plan).map_err(io::Error::other)
+    })?;
     drop(book);
     let file = ph.run(FlushPhase::Write, || {
         let mut f = File::create(&paths.temp)?;
