@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::metrics::{FlushPhase, LoadFallback};
-use super::schema::{write_rows, FileDto, Probe, SCHEMA};
+use super::rows::write_rows;
+use super::schema::{FileDto, Probe, SCHEMA};
 use crate::book::Book;
 use crate::ledger::Ledger;
 

@@ -3,6 +3,7 @@
 mod fields;
 mod file;
 pub(crate) mod metrics;
+mod rows;
 mod schema;
 pub(crate) mod u64_string;
 
