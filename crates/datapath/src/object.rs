@@ -16,8 +16,9 @@ pub(crate) static CLASSIFIER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/
 
 /// File name of the pinned `flows` map inside the pin directory.
 const FLOWS_PIN: &str = "flows";
-/// Prefix of a retired (incompatible) `flows` pin awaiting its final drain.
-const RETIRED_PREFIX: &str = "flows.retired.";
+/// Prefix of a retired (incompatible) `flows` pin awaiting its final drain
+/// (bpffs refuses dots in names).
+const RETIRED_PREFIX: &str = "flows_retired_";
 
 /// How the datapath is set up.
 #[derive(Debug, Clone)]
@@ -121,8 +122,11 @@ pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
             // so even a crash before that drain loses nothing.
             let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
             let dest = config.bpffs_dir.join(format!("{RETIRED_PREFIX}{nanos}"));
-            std::fs::rename(&pin, &dest)
-                .map_err(Error::io(format!("retire {} to {}", pin.display(), dest.display())))?;
+            // bpffs has no rename: pin the second name first, then drop the
+            // first, so there is no instant without a pin.
+            let mut old = old;
+            old.pin(&dest).map_err(Error::bpf(format!("pin retired flows at {}", dest.display())))?;
+            std::fs::remove_file(&pin).map_err(Error::io(format!("unpin {}", pin.display())))?;
             retired.push(RetiredFlows::new(old, dest)?);
             flows_pin = FlowsPin::Replaced;
         }

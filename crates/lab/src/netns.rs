@@ -3,7 +3,8 @@
 //! Topology: each VM is a namespace whose `eth0` is one end of a veth pair;
 //! the other end (the "tap") stays in the caller's namespace, enslaved to a
 //! per-lab bridge. IPv6 is disabled on every lab link and neighbours and
-//! bridge forwarding entries are permanent, so the only frames on a tap are
+//! bridge forwarding entries are permanent and the bridge does no multicast
+//! snooping (which would send IGMP reports), so the only frames on a tap are
 //! the ones a test sends: interface counters are then exact ground truth.
 
 use std::fs::File;
@@ -137,7 +138,9 @@ impl Lab {
         let id = format!("{:x}{:x}", std::process::id() & 0xfffff, n);
         let bridge = format!("lcb{id}");
         assert!(bridge.len() <= 15, "interface name too long: {bridge}");
-        sh(&["ip", "link", "add", &bridge, "type", "bridge"]);
+        // Without snooping the bridge joins no group of its own (snooping
+        // joins 224.0.0.106 and sends IGMP reports through every tap).
+        sh(&["ip", "link", "add", &bridge, "type", "bridge", "mcast_snooping", "0"]);
         let lab = Lab { id, bridge, vms: Vec::new() };
         sh(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{}.disable_ipv6=1", lab.bridge)]);
         sh(&["ip", "link", "set", &lab.bridge, "up"]);
