@@ -69,11 +69,15 @@ fn kernel_release() -> String {
         return String::new();
     }
     // SAFETY: the kernel NUL-terminates the field.
-    unsafe { CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(u.release.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty());
     let maj: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     let min: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     (maj, min) >= (major, minor)
@@ -105,7 +109,8 @@ pub struct Attachment {
 
 /// Resolves an interface name in the current network namespace.
 pub fn ifindex(name: &str) -> Result<u32> {
-    let c = std::ffi::CString::new(name).map_err(|_| Error::NoSuchInterface { name: name.into() })?;
+    let c =
+        std::ffi::CString::new(name).map_err(|_| Error::NoSuchInterface { name: name.into() })?;
     // SAFETY: valid C string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
@@ -124,7 +129,11 @@ pub fn ifname(index: u32) -> Option<String> {
         return None;
     }
     // SAFETY: if_indextoname NUL-terminates on success.
-    Some(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 fn tcx_type(dir: Direction) -> libbpf_sys::bpf_attach_type {
@@ -150,12 +159,17 @@ fn prog_name(id: u32) -> Option<String> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
     let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
-    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &raw mut info, &raw mut len) };
+    let rc =
+        unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &raw mut info, &raw mut len) };
     if rc != 0 {
         return None;
     }
     // SAFETY: the kernel NUL-terminates the 16-byte name.
-    Some(unsafe { CStr::from_ptr(info.name.as_ptr()) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(info.name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// Programs of ours (by name) attached through TCX at `dir` on `ifindex`:
@@ -170,12 +184,17 @@ fn tcx_ours(ifindex: u32, dir: Direction) -> Result<Vec<(u32, u32)>> {
     opts.prog_ids = prog_ids.as_mut_ptr();
     opts.link_ids = link_ids.as_mut_ptr();
     opts.__bindgen_anon_1.count = MAX as u32;
-    let rc = unsafe { libbpf_sys::bpf_prog_query_opts(ifindex as i32, tcx_type(dir), &raw mut opts) };
+    let rc = unsafe {
+        libbpf_sys::bpf_prog_query_opts(ifindex.cast_signed(), tcx_type(dir), &raw mut opts)
+    };
     if rc < 0 {
         if -rc == libc::ENODEV || -rc == libc::EINVAL {
             return Ok(Vec::new()); // interface gone, or no TCX on this kernel
         }
-        return Err(Error::errno(format!("query TCX programs on ifindex {ifindex}"), rc));
+        return Err(Error::errno(
+            format!("query TCX programs on ifindex {ifindex}"),
+            rc,
+        ));
     }
     // SAFETY: the kernel wrote `count` into the union.
     let n = (unsafe { opts.__bindgen_anon_1.count } as usize).min(MAX);
@@ -214,8 +233,14 @@ impl Tcx<'_> {
         self.links_dir.join(format!("{ifindex}-{dir}"))
     }
 
-    pub fn attach(&self, prog: &Program<'_>, ifindex: u32, dir: Direction) -> Result<AttachOutcome> {
-        std::fs::create_dir_all(self.links_dir).map_err(Error::io(format!("create {}", self.links_dir.display())))?;
+    pub fn attach(
+        &self,
+        prog: &Program<'_>,
+        ifindex: u32,
+        dir: Direction,
+    ) -> Result<AttachOutcome> {
+        std::fs::create_dir_all(self.links_dir)
+            .map_err(Error::io(format!("create {}", self.links_dir.display())))?;
         let pin = self.pin_path(ifindex, dir);
         let ours = tcx_ours(ifindex, dir)?;
         let mut kept_link = None;
@@ -225,13 +250,15 @@ impl Tcx<'_> {
             // deleted, the index reused) is stale: drop it and start over.
             match Link::open(&pin) {
                 Ok(mut link) if link_on(&link, ifindex, dir) => {
-                    link.update_prog(prog)
-                        .map_err(Error::bpf(format!("replace program on ifindex {ifindex} {dir}")))?;
+                    link.update_prog(prog).map_err(Error::bpf(format!(
+                        "replace program on ifindex {ifindex} {dir}"
+                    )))?;
                     kept_link = link_id(&link);
                     outcome = AttachOutcome::Replaced;
                 }
                 _ => {
-                    std::fs::remove_file(&pin).map_err(Error::io(format!("remove stale pin {}", pin.display())))?;
+                    std::fs::remove_file(&pin)
+                        .map_err(Error::io(format!("remove stale pin {}", pin.display())))?;
                 }
             }
         }
@@ -240,9 +267,18 @@ impl Tcx<'_> {
                 // Ours, attached by an instance whose pins are gone: adopt it.
                 let fd = link_fd(link)?;
                 // SAFETY: both fds are valid; NULL opts means a plain update.
-                let rc = unsafe { libbpf_sys::bpf_link_update(fd.as_raw_fd(), prog.as_fd().as_raw_fd(), std::ptr::null()) };
+                let rc = unsafe {
+                    libbpf_sys::bpf_link_update(
+                        fd.as_raw_fd(),
+                        prog.as_fd().as_raw_fd(),
+                        std::ptr::null(),
+                    )
+                };
                 if rc < 0 {
-                    return Err(Error::errno(format!("adopt link {link} on ifindex {ifindex}"), rc));
+                    return Err(Error::errno(
+                        format!("adopt link {link} on ifindex {ifindex}"),
+                        rc,
+                    ));
                 }
                 pin_fd(&fd, &pin)?;
                 kept_link = Some(link);
@@ -252,23 +288,34 @@ impl Tcx<'_> {
                 let mut opts: libbpf_sys::bpf_tcx_opts = unsafe { std::mem::zeroed() };
                 opts.sz = size_of::<libbpf_sys::bpf_tcx_opts>() as _;
                 let raw = unsafe {
-                    libbpf_sys::bpf_program__attach_tcx(prog.as_libbpf_object().as_ptr(), ifindex as i32, &raw const opts)
+                    libbpf_sys::bpf_program__attach_tcx(
+                        prog.as_libbpf_object().as_ptr(),
+                        ifindex.cast_signed(),
+                        &raw const opts,
+                    )
                 };
                 // libbpf returns NULL (with errno) or an encoded error pointer.
                 let err = unsafe { libbpf_sys::libbpf_get_error(raw.cast()) };
                 let Some(ptr) = NonNull::new(raw).filter(|_| err == 0) else {
-                    return Err(Error::errno(format!("attach TCX on ifindex {ifindex} {dir}"), err as i32));
+                    return Err(Error::errno(
+                        format!("attach TCX on ifindex {ifindex} {dir}"),
+                        err as i32,
+                    ));
                 };
                 // SAFETY: a valid link pointer from libbpf, owned from here.
                 let mut link = unsafe { Link::from_ptr(ptr) };
-                link.pin(&pin).map_err(Error::bpf(format!("pin link {}", pin.display())))?;
+                link.pin(&pin)
+                    .map_err(Error::bpf(format!("pin link {}", pin.display())))?;
                 kept_link = link_id(&link);
             }
         }
         // Any other copy of ours on this hook would double count.
         for (prog_id, link) in ours {
             if Some(link) != kept_link && link != 0 {
-                link_detach(&link_fd(link)?, &format!("duplicate program {prog_id} on ifindex {ifindex}"))?;
+                link_detach(
+                    &link_fd(link)?,
+                    &format!("duplicate program {prog_id} on ifindex {ifindex}"),
+                )?;
             }
         }
         Ok(outcome)
@@ -278,7 +325,10 @@ impl Tcx<'_> {
         let mut any = false;
         for (prog_id, link) in tcx_ours(ifindex, dir)? {
             if link != 0 {
-                link_detach(&link_fd(link)?, &format!("program {prog_id} on ifindex {ifindex}"))?;
+                link_detach(
+                    &link_fd(link)?,
+                    &format!("program {prog_id} on ifindex {ifindex}"),
+                )?;
                 any = true;
             }
         }
@@ -291,13 +341,19 @@ impl Tcx<'_> {
 
     /// Removes pins whose links no longer sit on a live interface.
     pub fn prune_stale_pins(&self) -> Result<usize> {
-        let Ok(entries) = std::fs::read_dir(self.links_dir) else { return Ok(0) };
+        let Ok(entries) = std::fs::read_dir(self.links_dir) else {
+            return Ok(0);
+        };
         let mut n = 0;
         for entry in entries.flatten() {
             let path = entry.path();
-            let alive = Link::open(&path).ok().and_then(|l| tcx_ifindex(&l)).is_some_and(|i| i != 0);
+            let alive = Link::open(&path)
+                .ok()
+                .and_then(|l| tcx_ifindex(&l))
+                .is_some_and(|i| i != 0);
             if !alive {
-                std::fs::remove_file(&path).map_err(Error::io(format!("unpin {}", path.display())))?;
+                std::fs::remove_file(&path)
+                    .map_err(Error::io(format!("unpin {}", path.display())))?;
                 n += 1;
             }
         }
@@ -306,9 +362,11 @@ impl Tcx<'_> {
 }
 
 fn pin_fd(fd: &OwnedFd, path: &Path) -> Result<()> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Error::Invalid {
-        what: "pin path",
-        detail: format!("{} contains a NUL byte", path.display()),
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+        Error::Invalid {
+            what: "pin path",
+            detail: format!("{} contains a NUL byte", path.display()),
+        }
     })?;
     // SAFETY: valid fd and C string.
     let rc = unsafe { libbpf_sys::bpf_obj_pin(fd.as_raw_fd(), c.as_ptr()) };
@@ -345,7 +403,7 @@ fn link_on(link: &Link, ifindex: u32, dir: Direction) -> bool {
 
 fn tc_hook(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32, dir: Direction) -> TcHook {
     TcHookBuilder::new(fd)
-        .ifindex(ifindex as i32)
+        .ifindex(ifindex.cast_signed())
         .replace(true)
         .handle(TC_HANDLE)
         .priority(TC_PRIORITY)
@@ -366,9 +424,16 @@ pub(crate) fn tc_attach(prog: &Program<'_>, ifindex: u32, dir: Direction) -> Res
     let mut hook = tc_hook(prog.as_fd(), ifindex, dir);
     // Creating clsact is idempotent; the qdisc is never destroyed (it may
     // hold other tools' filters).
-    hook.create().map_err(Error::bpf(format!("create clsact on ifindex {ifindex}")))?;
-    hook.attach().map_err(Error::bpf(format!("attach cls_bpf on ifindex {ifindex} {dir}")))?;
-    Ok(if existed { AttachOutcome::Replaced } else { AttachOutcome::Attached })
+    hook.create()
+        .map_err(Error::bpf(format!("create clsact on ifindex {ifindex}")))?;
+    hook.attach().map_err(Error::bpf(format!(
+        "attach cls_bpf on ifindex {ifindex} {dir}"
+    )))?;
+    Ok(if existed {
+        AttachOutcome::Replaced
+    } else {
+        AttachOutcome::Attached
+    })
 }
 
 pub(crate) fn tc_detach(prog: &Program<'_>, ifindex: u32, dir: Direction) -> Result<bool> {
@@ -377,7 +442,9 @@ pub(crate) fn tc_detach(prog: &Program<'_>, ifindex: u32, dir: Direction) -> Res
     }
     tc_hook(prog.as_fd(), ifindex, dir)
         .detach()
-        .map_err(Error::bpf(format!("detach cls_bpf on ifindex {ifindex} {dir}")))?;
+        .map_err(Error::bpf(format!(
+            "detach cls_bpf on ifindex {ifindex} {dir}"
+        )))?;
     Ok(true)
 }
 
@@ -386,10 +453,22 @@ pub(crate) fn list(prog_fd: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result
     let mut out = Vec::new();
     for dir in [Direction::Tx, Direction::Rx] {
         for (prog_id, _) in tcx_ours(ifindex, dir)? {
-            out.push(Attachment { ifindex, ifname: ifname(ifindex), direction: dir, mode: AttachMode::Tcx, prog_id });
+            out.push(Attachment {
+                ifindex,
+                ifname: ifname(ifindex),
+                direction: dir,
+                mode: AttachMode::Tcx,
+                prog_id,
+            });
         }
         if let Some(prog_id) = tc_ours(prog_fd, ifindex, dir) {
-            out.push(Attachment { ifindex, ifname: ifname(ifindex), direction: dir, mode: AttachMode::Tc, prog_id });
+            out.push(Attachment {
+                ifindex,
+                ifname: ifname(ifindex),
+                direction: dir,
+                mode: AttachMode::Tc,
+                prog_id,
+            });
         }
     }
     Ok(out)
@@ -427,6 +506,9 @@ mod tests {
     fn attach_mode_spellings() {
         assert_eq!(AttachMode::parse("tc").unwrap(), AttachMode::Tc);
         assert_eq!(AttachMode::parse("auto").unwrap(), AttachMode::Auto);
-        assert!(AttachMode::parse("xdp").unwrap_err().to_string().contains("expected auto, tcx or tc"));
+        assert!(AttachMode::parse("xdp")
+            .unwrap_err()
+            .to_string()
+            .contains("expected auto, tcx or tc"));
     }
 }

@@ -18,7 +18,9 @@ fn is_bpffs(path: &Path) -> Result<bool> {
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statfs(c.as_ptr(), &raw mut st) };
     if rc != 0 {
-        return Err(Error::io(format!("statfs {}", path.display()))(std::io::Error::last_os_error()));
+        return Err(Error::io(format!("statfs {}", path.display()))(
+            std::io::Error::last_os_error(),
+        ));
     }
     #[allow(clippy::unnecessary_cast)] // f_type's width differs between libcs.
     Ok(st.f_type as i64 == BPF_FS_MAGIC)
@@ -33,15 +35,25 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
         let target = CString::new(DEFAULT_MOUNT).expect("static");
         // SAFETY: all pointers are valid C strings; data may be null.
         let rc = unsafe {
-            libc::mount(src.as_ptr(), target.as_ptr(), src.as_ptr(), 0, std::ptr::null())
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                src.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
         };
         if rc != 0 {
-            return Err(Error::io("mount bpffs at /sys/fs/bpf")(std::io::Error::last_os_error()));
+            return Err(Error::io("mount bpffs at /sys/fs/bpf")(
+                std::io::Error::last_os_error(),
+            ));
         }
     }
     std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
     if !is_bpffs(dir)? {
-        return Err(Error::NotBpffs { path: dir.to_path_buf() });
+        return Err(Error::NotBpffs {
+            path: dir.to_path_buf(),
+        });
     }
     Ok(())
 }

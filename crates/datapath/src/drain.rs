@@ -3,8 +3,8 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use lachesis_abi::{FlowCounters, FlowKey, StatReason, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::error::{Error, Result};
 
@@ -72,7 +72,11 @@ pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuf
         let ret = unsafe {
             libbpf_sys::bpf_map_lookup_batch(
                 map.as_raw_fd(),
-                if first { std::ptr::null_mut() } else { in_token.as_mut_ptr().cast() },
+                if first {
+                    std::ptr::null_mut()
+                } else {
+                    in_token.as_mut_ptr().cast()
+                },
                 out_token.as_mut_ptr().cast(),
                 buf.keys.as_mut_ptr().cast(),
                 buf.values.as_mut_ptr().cast(),
@@ -130,7 +134,10 @@ pub(crate) fn read_stats(map: &MapHandle) -> Result<[u64; StatReason::COUNT as u
     let mut out = [0u64; StatReason::COUNT as usize];
     for (i, slot) in out.iter_mut().enumerate() {
         let key = (i as u32).to_ne_bytes();
-        if let Some(per_cpu) = map.lookup_percpu(&key, MapFlags::ANY).map_err(Error::bpf("read stats"))? {
+        if let Some(per_cpu) = map
+            .lookup_percpu(&key, MapFlags::ANY)
+            .map_err(Error::bpf("read stats"))?
+        {
             *slot = per_cpu
                 .iter()
                 .map(|v| u64::from_ne_bytes(v[..8].try_into().expect("u64 slot")))
@@ -183,6 +190,7 @@ impl RetiredFlows {
 
     /// Unpins it; the kernel frees it once no program references it.
     pub fn remove(self) -> Result<()> {
-        std::fs::remove_file(&self.path).map_err(Error::io(format!("unpin {}", self.path.display())))
+        std::fs::remove_file(&self.path)
+            .map_err(Error::io(format!("unpin {}", self.path.display())))
     }
 }

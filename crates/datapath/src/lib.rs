@@ -7,6 +7,8 @@
 
 mod attach;
 mod bpffs;
+#[cfg(test)]
+mod btf_layout;
 mod drain;
 mod error;
 mod maps;
@@ -21,12 +23,16 @@ use std::path::{Path, PathBuf};
 use lachesis_abi::{Direction, EndpointValue, FlowKey, Mac, StatReason, Zone};
 use libbpf_rs::{MapCore, MapHandle, Object, Program};
 
-pub use attach::{ifindex, ifname, interfaces, AttachMode, AttachOutcome, Attachment, TC_HANDLE, TC_PRIORITY};
+pub use attach::{
+    ifindex, ifname, interfaces, AttachMode, AttachOutcome, Attachment, TC_HANDLE, TC_PRIORITY,
+};
 pub use drain::{DrainBuffer, RetiredFlows};
 pub use error::{Error, Result};
 pub use maps::Prefix;
 pub use object::{DatapathConfig, FlowsPin};
-pub use sizing::{flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES};
+pub use sizing::{
+    flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
+};
 pub use testrun::{baseline_object, TestRun};
 
 use maps::MetadataMaps;
@@ -55,10 +61,13 @@ pub struct Datapath {
 }
 
 fn handle(obj: &Object, name: &str) -> Result<MapHandle> {
-    let map = obj.maps().find(|m| m.name() == name).ok_or_else(|| Error::Invalid {
-        what: "classifier object",
-        detail: format!("has no map named {name}"),
-    })?;
+    let map = obj
+        .maps()
+        .find(|m| m.name() == name)
+        .ok_or_else(|| Error::Invalid {
+            what: "classifier object",
+            detail: format!("has no map named {name}"),
+        })?;
     MapHandle::try_from(&map).map_err(Error::bpf(format!("dup {name} fd")))
 }
 
@@ -119,7 +128,10 @@ impl Datapath {
 
     pub(crate) fn program(&self, dir: Direction) -> Program<'_> {
         let want = prog_name(dir);
-        self.obj.progs().find(|p| p.name() == want).expect("the object defines both programs")
+        self.obj
+            .progs()
+            .find(|p| p.name() == want)
+            .expect("the object defines both programs")
     }
 
     // ---- metadata writers -------------------------------------------------
@@ -180,7 +192,11 @@ impl Datapath {
 
     /// Writes a `flows` entry with the same value on every CPU slot
     /// (benchmarks and tests that need a full map).
-    pub fn write_flow_for_test(&self, key: &FlowKey, value: &lachesis_abi::FlowCounters) -> Result<()> {
+    pub fn write_flow_for_test(
+        &self,
+        key: &FlowKey,
+        value: &lachesis_abi::FlowCounters,
+    ) -> Result<()> {
         let slot = bytemuck::bytes_of(value).to_vec();
         let mut values = vec![vec![0u8; slot.len()]; self.possible_cpus];
         values[0] = slot;
@@ -199,17 +215,17 @@ impl Datapath {
         let mut out = [AttachOutcome::Attached; 2];
         for (slot, dir) in out.iter_mut().zip([Direction::Tx, Direction::Rx]) {
             let prog = self.program(dir);
-            *slot = match self.mode {
-                AttachMode::Tcx => {
-                    let o = attach::Tcx { links_dir: &self.links_dir() }.attach(&prog, idx, dir)?;
-                    attach::tc_detach(&prog, idx, dir)?;
-                    o
-                }
-                _ => {
-                    let o = attach::tc_attach(&prog, idx, dir)?;
-                    attach::Tcx { links_dir: &self.links_dir() }.detach(idx, dir)?;
-                    o
-                }
+            let tcx = attach::Tcx {
+                links_dir: &self.links_dir(),
+            };
+            *slot = if self.mode == AttachMode::Tcx {
+                let outcome = tcx.attach(&prog, idx, dir)?;
+                attach::tc_detach(&prog, idx, dir)?;
+                outcome
+            } else {
+                let outcome = attach::tc_attach(&prog, idx, dir)?;
+                tcx.detach(idx, dir)?;
+                outcome
             };
         }
         Ok(out)
@@ -223,7 +239,10 @@ impl Datapath {
     fn detach_index(&self, idx: u32) -> Result<bool> {
         let mut any = false;
         for dir in [Direction::Tx, Direction::Rx] {
-            any |= attach::Tcx { links_dir: &self.links_dir() }.detach(idx, dir)?;
+            any |= attach::Tcx {
+                links_dir: &self.links_dir(),
+            }
+            .detach(idx, dir)?;
             any |= attach::tc_detach(&self.program(dir), idx, dir)?;
         }
         Ok(any)
@@ -249,7 +268,10 @@ impl Datapath {
                 removed.push(a);
             }
         }
-        attach::Tcx { links_dir: &self.links_dir() }.prune_stale_pins()?;
+        attach::Tcx {
+            links_dir: &self.links_dir(),
+        }
+        .prune_stale_pins()?;
         Ok(removed)
     }
 
@@ -257,7 +279,11 @@ impl Datapath {
     /// program test-run facility (no interface involved).
     pub fn test_run(&self, dir: Direction, frame: &[u8], repeat: u32) -> Result<TestRun> {
         let want = prog_name(dir);
-        let prog = self.obj.progs_mut().find(|p| p.name() == want).expect("the object defines both programs");
+        let prog = self
+            .obj
+            .progs_mut()
+            .find(|p| p.name() == want)
+            .expect("the object defines both programs");
         testrun::run(&prog, frame, repeat)
     }
 }

@@ -3,8 +3,8 @@
 
 use std::net::IpAddr;
 
+use lachesis_abi::{AmphoraKey, EndpointValue, FlowKey, Mac, Zone, ZoneKeyV4, ZoneKeyV6};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
-use lachesis_abi::{AmphoraKey, EndpointValue, FlowKey, Mac, ZoneKeyV4, ZoneKeyV6, Zone};
 
 use crate::error::{Error, Result};
 
@@ -27,11 +27,19 @@ impl Prefix {
         }
         let addr = match addr {
             IpAddr::V4(a) => {
-                let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+                let mask = if len == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - u32::from(len))
+                };
                 IpAddr::V4((u32::from(a) & mask).into())
             }
             IpAddr::V6(a) => {
-                let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
+                let mask = if len == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - u32::from(len))
+                };
                 IpAddr::V6((u128::from(a) & mask).into())
             }
         };
@@ -89,11 +97,19 @@ pub(crate) fn zone_key(tenant_id: u32, prefix: Prefix) -> (bool, Vec<u8>) {
     let prefixlen = 32 + u32::from(prefix.len());
     match prefix.addr() {
         IpAddr::V4(a) => {
-            let key = ZoneKeyV4 { prefixlen, tenant_id, addr: a.octets() };
+            let key = ZoneKeyV4 {
+                prefixlen,
+                tenant_id,
+                addr: a.octets(),
+            };
             (false, bytemuck::bytes_of(&key).to_vec())
         }
         IpAddr::V6(a) => {
-            let key = ZoneKeyV6 { prefixlen, tenant_id, addr: a.octets() };
+            let key = ZoneKeyV6 {
+                prefixlen,
+                tenant_id,
+                addr: a.octets(),
+            };
             (true, bytemuck::bytes_of(&key).to_vec())
         }
     }
@@ -125,19 +141,29 @@ impl MetadataMaps {
             });
         }
         self.endpoints
-            .update(&mac.to_u64().to_ne_bytes(), bytemuck::bytes_of(&value), MapFlags::ANY)
+            .update(
+                &mac.to_u64().to_ne_bytes(),
+                bytemuck::bytes_of(&value),
+                MapFlags::ANY,
+            )
             .map_err(Error::bpf(format!("write endpoint {mac}")))
     }
 
     pub fn delete_endpoint(&self, mac: Mac) -> Result<bool> {
-        delete_existing(&self.endpoints, &mac.to_u64().to_ne_bytes(), &format!("endpoint {mac}"))
+        delete_existing(
+            &self.endpoints,
+            &mac.to_u64().to_ne_bytes(),
+            &format!("endpoint {mac}"),
+        )
     }
 
     pub fn upsert_zone(&self, tenant_id: u32, prefix: Prefix, zone: Zone) -> Result<()> {
         let (v6, key) = zone_key(tenant_id, prefix);
         let map = if v6 { &self.zones_v6 } else { &self.zones_v4 };
         map.update(&key, &[zone.code()], MapFlags::ANY)
-            .map_err(Error::bpf(format!("write trie row ({tenant_id}, {prefix})")))
+            .map_err(Error::bpf(format!(
+                "write trie row ({tenant_id}, {prefix})"
+            )))
     }
 
     pub fn delete_zone(&self, tenant_id: u32, prefix: Prefix) -> Result<bool> {
@@ -147,15 +173,27 @@ impl MetadataMaps {
     }
 
     pub fn upsert_amphora(&self, tenant_id: u32, addr: IpAddr) -> Result<()> {
-        let key = AmphoraKey { tenant_id, addr: addr16(addr) };
+        let key = AmphoraKey {
+            tenant_id,
+            addr: addr16(addr),
+        };
         self.amphora_ips
             .update(bytemuck::bytes_of(&key), &[1], MapFlags::ANY)
-            .map_err(Error::bpf(format!("write amphora address ({tenant_id}, {addr})")))
+            .map_err(Error::bpf(format!(
+                "write amphora address ({tenant_id}, {addr})"
+            )))
     }
 
     pub fn delete_amphora(&self, tenant_id: u32, addr: IpAddr) -> Result<bool> {
-        let key = AmphoraKey { tenant_id, addr: addr16(addr) };
-        delete_existing(&self.amphora_ips, bytemuck::bytes_of(&key), &format!("amphora address ({tenant_id}, {addr})"))
+        let key = AmphoraKey {
+            tenant_id,
+            addr: addr16(addr),
+        };
+        delete_existing(
+            &self.amphora_ips,
+            bytemuck::bytes_of(&key),
+            &format!("amphora address ({tenant_id}, {addr})"),
+        )
     }
 }
 
@@ -184,11 +222,21 @@ mod tests {
         let (v6, key) = zone_key(7, "192.168.0.0/16".parse().unwrap());
         assert!(!v6);
         let k: ZoneKeyV4 = bytemuck::pod_read_unaligned(&key);
-        assert_eq!(k, ZoneKeyV4 { prefixlen: 48, tenant_id: 7, addr: [192, 168, 0, 0] });
+        assert_eq!(
+            k,
+            ZoneKeyV4 {
+                prefixlen: 48,
+                tenant_id: 7,
+                addr: [192, 168, 0, 0]
+            }
+        );
         let (v6, key) = zone_key(0, "::/0".parse().unwrap());
         assert!(v6);
         let k: ZoneKeyV6 = bytemuck::pod_read_unaligned(&key);
         assert_eq!(k.prefixlen, 32);
-        assert_eq!(addr16("10.0.0.5".parse().unwrap())[10..], [0xff, 0xff, 10, 0, 0, 5]);
+        assert_eq!(
+            addr16("10.0.0.5".parse().unwrap())[10..],
+            [0xff, 0xff, 10, 0, 0, 5]
+        );
     }
 }

@@ -88,8 +88,10 @@ fn open_retired(dir: &Path) -> Result<Vec<RetiredFlows>> {
         let name = entry.file_name();
         if name.to_string_lossy().starts_with(RETIRED_PREFIX) {
             let path = entry.path();
-            let handle = MapHandle::from_pinned_path(&path)
-                .map_err(Error::bpf(format!("open retired flows pin {}", path.display())))?;
+            let handle = MapHandle::from_pinned_path(&path).map_err(Error::bpf(format!(
+                "open retired flows pin {}",
+                path.display()
+            )))?;
             out.push(RetiredFlows::new(handle, path)?);
         }
     }
@@ -100,7 +102,10 @@ fn open_retired(dir: &Path) -> Result<Vec<RetiredFlows>> {
 pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
     let possible_cpus = possible_cpus()?;
     let max_entries = config.flows_max_entries.unwrap_or_else(|| {
-        flows_max_entries(config.flows_memory_budget, u32::try_from(possible_cpus).unwrap_or(u32::MAX))
+        flows_max_entries(
+            config.flows_memory_budget,
+            u32::try_from(possible_cpus).unwrap_or(u32::MAX),
+        )
     });
     let mode = config.attach_mode.resolve()?;
     bpffs::ensure_dir(&config.bpffs_dir)?;
@@ -120,12 +125,17 @@ pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
         } else {
             // Keep it reachable under another name until its final drain,
             // so even a crash before that drain loses nothing.
-            let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
             let dest = config.bpffs_dir.join(format!("{RETIRED_PREFIX}{nanos}"));
             // bpffs has no rename: pin the second name first, then drop the
             // first, so there is no instant without a pin.
             let mut old = old;
-            old.pin(&dest).map_err(Error::bpf(format!("pin retired flows at {}", dest.display())))?;
+            old.pin(&dest).map_err(Error::bpf(format!(
+                "pin retired flows at {}",
+                dest.display()
+            )))?;
             std::fs::remove_file(&pin).map_err(Error::io(format!("unpin {}", pin.display())))?;
             retired.push(RetiredFlows::new(old, dest)?);
             flows_pin = FlowsPin::Replaced;
@@ -137,9 +147,11 @@ pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
         .map_err(Error::bpf("open the classifier object"))?;
     for mut map in open.maps_mut() {
         if map.name() == FLOWS_PIN {
-            map.set_max_entries(max_entries).map_err(Error::bpf("size flows"))?;
+            map.set_max_entries(max_entries)
+                .map_err(Error::bpf("size flows"))?;
             if let Some(old) = &reuse {
-                map.reuse_fd(old.as_fd()).map_err(Error::bpf("reuse pinned flows"))?;
+                map.reuse_fd(old.as_fd())
+                    .map_err(Error::bpf("reuse pinned flows"))?;
             }
         }
     }
@@ -150,13 +162,16 @@ pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
             prog.set_attach_type(ProgramAttachType::CgroupInetIngress);
         }
     }
-    let mut obj = open.load().map_err(Error::bpf("load the classifier (verifier)"))?;
+    let mut obj = open
+        .load()
+        .map_err(Error::bpf("load the classifier (verifier)"))?;
 
     let mut flows = None;
     for mut map in obj.maps_mut() {
         if map.name() == FLOWS_PIN {
             if reuse.is_none() {
-                map.pin(&pin).map_err(Error::bpf(format!("pin flows at {}", pin.display())))?;
+                map.pin(&pin)
+                    .map_err(Error::bpf(format!("pin flows at {}", pin.display())))?;
             }
             flows = Some(MapHandle::try_from(&*map).map_err(Error::bpf("dup flows fd"))?);
         }

@@ -14,7 +14,8 @@ pub const DEFAULT_FLOWS_MEMORY_BUDGET: u64 = 64 << 20;
 /// clamped to [`FLOWS_MIN_ENTRIES`, `FLOWS_MAX_ENTRIES`].
 #[must_use]
 pub fn flows_max_entries(budget_bytes: u64, possible_cpus: u32) -> u32 {
-    let per_entry = FLOW_KEY_SIZE as u64 + u64::from(possible_cpus.max(1)) * FLOW_COUNTERS_SIZE as u64;
+    let per_entry =
+        FLOW_KEY_SIZE as u64 + u64::from(possible_cpus.max(1)) * FLOW_COUNTERS_SIZE as u64;
     let fit = budget_bytes / per_entry;
     fit.clamp(u64::from(FLOWS_MIN_ENTRIES), u64::from(FLOWS_MAX_ENTRIES)) as u32
 }
@@ -27,8 +28,8 @@ mod tests {
     fn default_budget_by_cpu_count() {
         // 64 MiB / (18 + 2·32) = 818 400 → clamped to the ceiling.
         assert_eq!(flows_max_entries(DEFAULT_FLOWS_MEMORY_BUDGET, 2), 262_144);
-        // 64 MiB / (18 + 64·32) = 32 481.
-        assert_eq!(flows_max_entries(DEFAULT_FLOWS_MEMORY_BUDGET, 64), 32_481);
+        // 64 MiB / (18 + 64·32) = 32 482.
+        assert_eq!(flows_max_entries(DEFAULT_FLOWS_MEMORY_BUDGET, 64), 32_482);
         // 64 MiB / (18 + 256·32) = 8 174 → clamped to the floor.
         assert_eq!(flows_max_entries(DEFAULT_FLOWS_MEMORY_BUDGET, 256), 8_192);
     }

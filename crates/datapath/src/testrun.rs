@@ -17,11 +17,18 @@ pub struct TestRun {
 }
 
 pub(crate) fn run(prog: &ProgramMut<'_>, frame: &[u8], repeat: u32) -> Result<TestRun> {
-    let mut input = libbpf_rs::ProgramInput::default();
-    input.data_in = Some(frame);
-    input.repeat = repeat;
-    let out = prog.test_run(input).map_err(Error::bpf(format!("test-run {:?}", prog.name())))?;
-    Ok(TestRun { retval: out.return_value, duration: out.duration })
+    let input = libbpf_rs::ProgramInput {
+        data_in: Some(frame),
+        repeat,
+        ..Default::default()
+    };
+    let out = prog
+        .test_run(input)
+        .map_err(Error::bpf(format!("test-run {}", prog.name().display())))?;
+    Ok(TestRun {
+        retval: out.return_value,
+        duration: out.duration,
+    })
 }
 
 static BASELINE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/baseline.bpf.o"));
@@ -35,7 +42,9 @@ pub struct Baseline {
 
 /// Loads the baseline program.
 pub fn baseline_object() -> Result<Baseline> {
-    let open = ObjectBuilder::default().open_memory(BASELINE).map_err(Error::bpf("open baseline object"))?;
+    let open = ObjectBuilder::default()
+        .open_memory(BASELINE)
+        .map_err(Error::bpf("open baseline object"))?;
     let obj = open.load().map_err(Error::bpf("load baseline object"))?;
     Ok(Baseline { obj })
 }
@@ -43,7 +52,11 @@ pub fn baseline_object() -> Result<Baseline> {
 impl Baseline {
     /// Test-runs the baseline over `frame`.
     pub fn test_run(&self, frame: &[u8], repeat: u32) -> Result<TestRun> {
-        let prog = self.obj.progs_mut().next().expect("baseline object has one program");
+        let prog = self
+            .obj
+            .progs_mut()
+            .next()
+            .expect("baseline object has one program");
         run(&prog, frame, repeat)
     }
 }

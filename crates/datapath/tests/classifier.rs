@@ -5,73 +5,21 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
-use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, L4Class, Mac, StatReason, Zone, ENDPOINT_FLAG_AMPHORA};
+use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, StatReason, Zone};
 use lachesis_datapath::{Datapath, Stats};
 use lachesis_lab::frame::{non_ip, proto, Frame};
 
-const T1: u32 = 1;
-const T2: u32 = 2;
-const T3: u32 = 3; // load-balancer owner
-
-fn mac(s: &str) -> Mac {
-    s.parse().unwrap()
-}
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-struct Net {
-    a: Mac,       // T1 VM, 10.1.0.10, 2001:db8:1::10
-    a2: Mac,      // T1 VM, 10.1.0.11
-    b: Mac,       // T2 VM, 10.2.0.10
-    router: Mac,  // router port: never in endpoints
-    unknown: Mac, // not bound
-    amp: Mac,     // T3 amphora data port, 10.3.0.5 (flagged)
-    member: Mac,  // T3 pool member, 10.3.0.20
-}
-
-fn populate(dp: &Datapath) -> Net {
-    let n = Net {
-        a: mac("02:00:00:00:01:0a"),
-        a2: mac("02:00:00:00:01:0b"),
-        b: mac("02:00:00:00:02:0a"),
-        router: mac("fa:16:3e:00:00:01"),
-        unknown: mac("02:00:00:00:09:99"),
-        amp: mac("02:00:00:00:03:05"),
-        member: mac("02:00:00:00:03:20"),
-    };
-    let ep = |m: Mac, t: u32, flags: u32| dp.upsert_endpoint(m, EndpointValue { tenant_id: t, flags }).unwrap();
-    ep(n.a, T1, 0);
-    ep(n.a2, T1, 0);
-    ep(n.b, T2, 0);
-    ep(n.amp, T3, ENDPOINT_FLAG_AMPHORA);
-    ep(n.member, T3, 0);
-    let row = |t: u32, p: &str, z: Zone| dp.upsert_zone(t, p.parse().unwrap(), z).unwrap();
-    // Global rows.
-    row(0, "0.0.0.0/0", Zone::External);
-    row(0, "::/0", Zone::External);
-    row(0, "100.64.0.0/16", Zone::Shared);
-    row(0, "10.1.0.1/32", Zone::Infra);
-    row(0, "169.254.169.254/32", Zone::Infra);
-    row(0, "2001:db8:ffff::/48", Zone::Shared);
-    // T1: owned subnet, its gateway, a static route, a router neighbour, IPv6.
-    row(T1, "10.1.0.0/24", Zone::SameTenant);
-    row(T1, "10.1.0.1/32", Zone::Infra);
-    row(T1, "172.16.0.0/16", Zone::OtherTenant);
-    row(T1, "10.2.0.0/24", Zone::OtherTenant);
-    row(T1, "2001:db8:1::/64", Zone::SameTenant);
-    row(T1, "2001:db8:2::/64", Zone::OtherTenant);
-    row(T3, "10.3.0.0/24", Zone::SameTenant);
-    dp.upsert_amphora(T3, ip("10.3.0.5")).unwrap();
-    n
-}
+use common::topology::{ip, mac, populate, Net};
 
 /// What one frame must do.
 enum Expect {
     /// Exactly this key grows by the frame's length and one packet.
-    Key { zone: Zone, l4: L4Class, eth_proto: u16 },
+    Key {
+        zone: Zone,
+        l4: L4Class,
+        eth_proto: u16,
+    },
     /// No flow changes.
     Nothing,
 }
@@ -101,8 +49,14 @@ fn key_of(frame: &[u8], dir: Direction, zone: Zone, l4: L4Class, eth_proto: u16)
 fn run_case(dp: &Datapath, case: &Case) {
     let before = common::snapshot(dp);
     let stats_before = dp.stats().unwrap();
-    let out = dp.test_run(case.dir, &case.frame, 1).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-    assert_eq!(out.retval, CONTINUE, "{}: the program must pass the packet on", case.name);
+    let out = dp
+        .test_run(case.dir, &case.frame, 1)
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    assert_eq!(
+        out.retval, CONTINUE,
+        "{}: the program must pass the packet on",
+        case.name
+    );
     let after = common::snapshot(dp);
     let stats_after = dp.stats().unwrap();
 
@@ -110,24 +64,47 @@ fn run_case(dp: &Datapath, case: &Case) {
         .iter()
         .filter_map(|(k, v)| {
             let old = before.get(k).copied().unwrap_or_default();
-            (old.bytes != v.bytes || old.packets != v.packets).then(|| (*k, (v.bytes - old.bytes, v.packets - old.packets)))
+            (old.bytes != v.bytes || old.packets != v.packets)
+                .then(|| (*k, (v.bytes - old.bytes, v.packets - old.packets)))
         })
         .collect();
     let len = case.frame.len() as u64;
     match case.expect {
-        Expect::Key { zone, l4, eth_proto } => {
+        Expect::Key {
+            zone,
+            l4,
+            eth_proto,
+        } => {
             let want = key_of(&case.frame, case.dir, zone, l4, eth_proto);
             let got: Vec<_> = changed.iter().collect();
-            assert_eq!(got, vec![(&want, &(len, 1))], "{}: exactly one key must grow by the frame", case.name);
+            assert_eq!(
+                got,
+                vec![(&want, &(len, 1))],
+                "{}: exactly one key must grow by the frame",
+                case.name
+            );
         }
-        Expect::Nothing => assert!(changed.is_empty(), "{}: no flow may change, got {changed:?}", case.name),
+        Expect::Nothing => assert!(
+            changed.is_empty(),
+            "{}: no flow may change, got {changed:?}",
+            case.name
+        ),
     }
     let mut want_stats: Stats = [0; 4];
     for (r, n) in case.stats {
         want_stats[r.code() as usize] = *n;
     }
-    let got_stats: Vec<u64> = stats_after.iter().zip(stats_before.iter()).map(|(a, b)| a - b).collect();
-    assert_eq!(got_stats, want_stats.to_vec(), "{}: stats deltas", case.name);
+    let got_stats: Vec<u64> = stats_after
+        .iter()
+        .zip(stats_before.iter())
+        .map(|(a, b)| a - b)
+        .collect();
+    assert_eq!(
+        got_stats,
+        want_stats.to_vec(),
+        "{}: stats deltas",
+        case.name
+    );
 }
 
 fn udp(src: Mac, dst: Mac, s: &str, d: &str) -> Frame {
@@ -147,8 +124,18 @@ fn cases(n: &Net) -> Vec<Case> {
     use Zone::{External, Infra, Miss, Multicast, OtherTenant, SameTenant, Shared};
     const V4: u16 = 0x0800;
     const V6: u16 = 0x86dd;
-    let k = |zone, l4, eth_proto| Key { zone, l4, eth_proto };
-    let c = |name, dir, frame: Vec<u8>, expect, stats| Case { name, dir, frame, expect, stats };
+    let k = |zone, l4, eth_proto| Key {
+        zone,
+        l4,
+        eth_proto,
+    };
+    let c = |name, dir, frame: Vec<u8>, expect, stats| Case {
+        name,
+        dir,
+        frame,
+        expect,
+        stats,
+    };
     let vlan = |mut f: Frame, tpid| {
         f.vlan = Some((tpid, 42));
         f.bytes()
@@ -161,55 +148,367 @@ fn cases(n: &Net) -> Vec<Case> {
     let mut truncated6 = vlan(udp(n.a, n.router, "2001:db8:1::10", "2001:4860::1"), 0x8100);
     truncated6.truncate(18 + 30);
     vec![
-        c("unknown VM tx", Tx, udp(n.unknown, n.router, "10.9.0.1", "8.8.8.8").bytes(), k(Miss, Udp, V4), &[]),
-        c("unknown VM rx", Rx, udp(n.router, n.unknown, "8.8.8.8", "10.9.0.1").bytes(), k(Miss, Udp, V4), &[]),
-        c("unknown VM talking to a known peer", Tx, udp(n.unknown, n.a, "10.9.0.1", "10.1.0.10").bytes(), k(Miss, Udp, V4), &[]),
-        c("L2 same tenant tx", Tx, udp(n.a, n.a2, "10.1.0.10", "10.1.0.11").bytes(), k(SameTenant, Udp, V4), &[]),
-        c("L2 same tenant rx", Rx, udp(n.a2, n.a, "10.1.0.11", "10.1.0.10").bytes(), k(SameTenant, Udp, V4), &[]),
+        c(
+            "unknown VM tx",
+            Tx,
+            udp(n.unknown, n.router, "10.9.0.1", "8.8.8.8").bytes(),
+            k(Miss, Udp, V4),
+            &[],
+        ),
+        c(
+            "unknown VM rx",
+            Rx,
+            udp(n.router, n.unknown, "8.8.8.8", "10.9.0.1").bytes(),
+            k(Miss, Udp, V4),
+            &[],
+        ),
+        c(
+            "unknown VM talking to a known peer",
+            Tx,
+            udp(n.unknown, n.a, "10.9.0.1", "10.1.0.10").bytes(),
+            k(Miss, Udp, V4),
+            &[],
+        ),
+        c(
+            "L2 same tenant tx",
+            Tx,
+            udp(n.a, n.a2, "10.1.0.10", "10.1.0.11").bytes(),
+            k(SameTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "L2 same tenant rx",
+            Rx,
+            udp(n.a2, n.a, "10.1.0.11", "10.1.0.10").bytes(),
+            k(SameTenant, Udp, V4),
+            &[],
+        ),
         // Direct L2 ignores the IP: even an address the trie calls external.
-        c("L2 same tenant beats trie", Tx, udp(n.a, n.a2, "10.1.0.10", "8.8.8.8").bytes(), k(SameTenant, Udp, V4), &[]),
-        c("L2 other tenant tx", Tx, udp(n.a, n.b, "10.1.0.10", "10.2.0.10").bytes(), k(OtherTenant, Udp, V4), &[]),
-        c("L2 other tenant rx", Rx, udp(n.b, n.a, "10.2.0.10", "10.1.0.10").bytes(), k(OtherTenant, Udp, V4), &[]),
-        c("routed own subnet tx", Tx, udp(n.a, n.router, "10.1.0.10", "10.1.0.77").bytes(), k(SameTenant, Udp, V4), &[]),
-        c("routed own subnet rx", Rx, udp(n.router, n.a, "10.1.0.77", "10.1.0.10").bytes(), k(SameTenant, Udp, V4), &[]),
-        c("routed static-route row tx", Tx, udp(n.a, n.router, "10.1.0.10", "172.16.9.9").bytes(), k(OtherTenant, Udp, V4), &[]),
-        c("routed static-route row rx", Rx, udp(n.router, n.a, "172.16.9.9", "10.1.0.10").bytes(), k(OtherTenant, Udp, V4), &[]),
-        c("routed router neighbour", Tx, udp(n.a, n.router, "10.1.0.10", "10.2.0.10").bytes(), k(OtherTenant, Udp, V4), &[]),
-        c("tenant gateway /32 beats owned /24", Tx, udp(n.a, n.router, "10.1.0.10", "10.1.0.1").bytes(), k(Infra, Udp, V4), &[]),
-        c("fallback to global shared tx", Tx, udp(n.a, n.router, "10.1.0.10", "100.64.3.3").bytes(), k(Shared, Udp, V4), &[]),
-        c("fallback to global shared rx", Rx, udp(n.router, n.b, "100.64.3.3", "10.2.0.10").bytes(), k(Shared, Udp, V4), &[]),
-        c("fallback to global infra (other tenant's gateway)", Tx, udp(n.b, n.router, "10.2.0.10", "10.1.0.1").bytes(), k(Infra, Udp, V4), &[]),
-        c("metadata address", Tx, with_proto(udp(n.b, n.router, "10.2.0.10", "169.254.169.254"), proto::TCP).bytes(), k(Infra, Tcp, V4), &[]),
-        c("catch-all external tx", Tx, udp(n.a, n.router, "10.1.0.10", "8.8.8.8").bytes(), k(External, Udp, V4), &[]),
-        c("catch-all external rx", Rx, udp(n.router, n.a, "8.8.8.8", "10.1.0.10").bytes(), k(External, Udp, V4), &[]),
-        c("multicast v4 tx", Tx, udp(n.a, mac("01:00:5e:00:00:fb"), "10.1.0.10", "224.0.0.251").bytes(), k(Multicast, Udp, V4), &[]),
-        c("multicast v4 rx (unknown sender)", Rx, udp(n.unknown, mac("01:00:5e:00:00:01"), "10.9.0.1", "224.0.0.1").bytes(), k(Multicast, Udp, V4), &[]),
-        c("broadcast", Tx, udp(n.a, mac("ff:ff:ff:ff:ff:ff"), "10.1.0.10", "10.1.0.255").bytes(), k(Multicast, Udp, V4), &[]),
-        c("multicast v6", Tx, with_proto(udp(n.a, mac("33:33:00:00:00:01"), "fe80::1", "ff02::1"), proto::ICMPV6).bytes(), k(Multicast, Icmp, V6), &[]),
-        c("ipv6 own subnet", Tx, udp(n.a, n.router, "2001:db8:1::10", "2001:db8:1::99").bytes(), k(SameTenant, Udp, V6), &[]),
-        c("ipv6 other tenant row", Rx, udp(n.router, n.a, "2001:db8:2::7", "2001:db8:1::10").bytes(), k(OtherTenant, Udp, V6), &[]),
-        c("ipv6 global shared", Tx, udp(n.a, n.router, "2001:db8:1::10", "2001:db8:ffff:1::1").bytes(), k(Shared, Udp, V6), &[]),
-        c("ipv6 catch-all", Tx, udp(n.a, n.router, "2001:db8:1::10", "2001:4860::8888").bytes(), k(External, Udp, V6), &[]),
-        c("ipv6 L2 other tenant", Tx, udp(n.a, n.b, "2001:db8:1::10", "2001:db8:2::10").bytes(), k(OtherTenant, Udp, V6), &[]),
-        c("vlan 802.1Q ipv4", Tx, vlan(udp(n.a, n.router, "10.1.0.10", "8.8.8.8"), 0x8100), k(External, Udp, V4), &[(StatReason::Vlan, 1)]),
-        c("vlan 802.1ad ipv6", Rx, vlan(udp(n.router, n.a, "2001:db8:1::5", "2001:db8:1::10"), 0x88a8), k(SameTenant, Udp, V6), &[(StatReason::Vlan, 1)]),
-        c("vlan non-IP inside", Tx, { let mut f = non_ip(n.a, n.router, 0x8100, 60); f[16] = 0x08; f[17] = 0x06; f }, Nothing, &[(StatReason::Vlan, 1), (StatReason::SkippedEthertype, 1)]),
-        c("ARP skipped", Tx, non_ip(n.a, mac("ff:ff:ff:ff:ff:ff"), 0x0806, 42), Nothing, &[(StatReason::SkippedEthertype, 1)]),
-        c("LLDP skipped", Rx, non_ip(n.router, n.a, 0x88cc, 60), Nothing, &[(StatReason::SkippedEthertype, 1)]),
-        c("truncated ipv4", Tx, truncated4, k(Miss, Other, V4), &[(StatReason::Vlan, 1), (StatReason::Truncated, 1)]),
-        c("truncated ipv6", Rx, truncated6, k(Miss, Other, V6), &[(StatReason::Vlan, 1), (StatReason::Truncated, 1)]),
-        c("amphora segment 2 at the amphora (routed)", Tx, udp(n.amp, n.router, "10.3.0.5", "10.2.0.10").bytes(), k(Infra, Udp, V4), &[]),
-        c("amphora segment 2 at the amphora (L2)", Tx, with_proto(udp(n.amp, n.member, "10.3.0.5", "10.3.0.20"), proto::TCP).bytes(), k(Infra, Tcp, V4), &[]),
-        c("amphora segment 2 reply at the amphora", Rx, udp(n.member, n.amp, "10.3.0.20", "10.3.0.5").bytes(), k(Infra, Udp, V4), &[]),
-        c("amphora segment 2 at the member rx", Rx, udp(n.amp, n.member, "10.3.0.5", "10.3.0.20").bytes(), k(Infra, Udp, V4), &[]),
-        c("amphora segment 2 at the member tx", Tx, udp(n.member, n.amp, "10.3.0.20", "10.3.0.5").bytes(), k(Infra, Udp, V4), &[]),
-        c("amphora segment 1 keeps the client's zone", Rx, udp(n.router, n.amp, "8.8.8.8", "10.3.0.100").bytes(), k(External, Udp, V4), &[]),
-        c("amphora flag with an unlisted address", Tx, udp(n.amp, n.member, "10.3.0.6", "10.3.0.20").bytes(), k(SameTenant, Udp, V4), &[]),
-        c("l4 tcp", Tx, with_proto(udp(n.a, n.router, "10.1.0.10", "8.8.4.4"), proto::TCP).bytes(), k(External, Tcp, V4), &[]),
-        c("l4 icmp", Tx, with_proto(udp(n.a, n.router, "10.1.0.10", "8.8.4.4"), proto::ICMP).bytes(), k(External, Icmp, V4), &[]),
-        c("l4 icmpv6", Rx, with_proto(udp(n.router, n.a, "2001:4860::1", "2001:db8:1::10"), proto::ICMPV6).bytes(), k(External, Icmp, V6), &[]),
-        c("l4 other (gre)", Tx, with_proto(udp(n.a, n.router, "10.1.0.10", "8.8.4.4"), proto::GRE).bytes(), k(External, Other, V4), &[]),
-        c("l4 other (ipv6 hop-by-hop header)", Tx, with_proto(udp(n.a, n.router, "2001:db8:1::10", "2001:4860::1"), proto::HOPOPTS).bytes(), k(External, Other, V6), &[]),
+        c(
+            "L2 same tenant beats trie",
+            Tx,
+            udp(n.a, n.a2, "10.1.0.10", "8.8.8.8").bytes(),
+            k(SameTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "L2 other tenant tx",
+            Tx,
+            udp(n.a, n.b, "10.1.0.10", "10.2.0.10").bytes(),
+            k(OtherTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "L2 other tenant rx",
+            Rx,
+            udp(n.b, n.a, "10.2.0.10", "10.1.0.10").bytes(),
+            k(OtherTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "routed own subnet tx",
+            Tx,
+            udp(n.a, n.router, "10.1.0.10", "10.1.0.77").bytes(),
+            k(SameTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "routed own subnet rx",
+            Rx,
+            udp(n.router, n.a, "10.1.0.77", "10.1.0.10").bytes(),
+            k(SameTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "routed static-route row tx",
+            Tx,
+            udp(n.a, n.router, "10.1.0.10", "172.16.9.9").bytes(),
+            k(OtherTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "routed static-route row rx",
+            Rx,
+            udp(n.router, n.a, "172.16.9.9", "10.1.0.10").bytes(),
+            k(OtherTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "routed router neighbour",
+            Tx,
+            udp(n.a, n.router, "10.1.0.10", "10.2.0.10").bytes(),
+            k(OtherTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "tenant gateway /32 beats owned /24",
+            Tx,
+            udp(n.a, n.router, "10.1.0.10", "10.1.0.1").bytes(),
+            k(Infra, Udp, V4),
+            &[],
+        ),
+        c(
+            "fallback to global shared tx",
+            Tx,
+            udp(n.a, n.router, "10.1.0.10", "100.64.3.3").bytes(),
+            k(Shared, Udp, V4),
+            &[],
+        ),
+        c(
+            "fallback to global shared rx",
+            Rx,
+            udp(n.router, n.b, "100.64.3.3", "10.2.0.10").bytes(),
+            k(Shared, Udp, V4),
+            &[],
+        ),
+        c(
+            "fallback to global infra (other tenant's gateway)",
+            Tx,
+            udp(n.b, n.router, "10.2.0.10", "10.1.0.1").bytes(),
+            k(Infra, Udp, V4),
+            &[],
+        ),
+        c(
+            "metadata address",
+            Tx,
+            with_proto(
+                udp(n.b, n.router, "10.2.0.10", "169.254.169.254"),
+                proto::TCP,
+            )
+            .bytes(),
+            k(Infra, Tcp, V4),
+            &[],
+        ),
+        c(
+            "catch-all external tx",
+            Tx,
+            udp(n.a, n.router, "10.1.0.10", "8.8.8.8").bytes(),
+            k(External, Udp, V4),
+            &[],
+        ),
+        c(
+            "catch-all external rx",
+            Rx,
+            udp(n.router, n.a, "8.8.8.8", "10.1.0.10").bytes(),
+            k(External, Udp, V4),
+            &[],
+        ),
+        c(
+            "multicast v4 tx",
+            Tx,
+            udp(n.a, mac("01:00:5e:00:00:fb"), "10.1.0.10", "224.0.0.251").bytes(),
+            k(Multicast, Udp, V4),
+            &[],
+        ),
+        c(
+            "multicast v4 rx (unknown sender)",
+            Rx,
+            udp(n.unknown, mac("01:00:5e:00:00:01"), "10.9.0.1", "224.0.0.1").bytes(),
+            k(Multicast, Udp, V4),
+            &[],
+        ),
+        c(
+            "broadcast",
+            Tx,
+            udp(n.a, mac("ff:ff:ff:ff:ff:ff"), "10.1.0.10", "10.1.0.255").bytes(),
+            k(Multicast, Udp, V4),
+            &[],
+        ),
+        c(
+            "multicast v6",
+            Tx,
+            with_proto(
+                udp(n.a, mac("33:33:00:00:00:01"), "fe80::1", "ff02::1"),
+                proto::ICMPV6,
+            )
+            .bytes(),
+            k(Multicast, Icmp, V6),
+            &[],
+        ),
+        c(
+            "ipv6 own subnet",
+            Tx,
+            udp(n.a, n.router, "2001:db8:1::10", "2001:db8:1::99").bytes(),
+            k(SameTenant, Udp, V6),
+            &[],
+        ),
+        c(
+            "ipv6 other tenant row",
+            Rx,
+            udp(n.router, n.a, "2001:db8:2::7", "2001:db8:1::10").bytes(),
+            k(OtherTenant, Udp, V6),
+            &[],
+        ),
+        c(
+            "ipv6 global shared",
+            Tx,
+            udp(n.a, n.router, "2001:db8:1::10", "2001:db8:ffff:1::1").bytes(),
+            k(Shared, Udp, V6),
+            &[],
+        ),
+        c(
+            "ipv6 catch-all",
+            Tx,
+            udp(n.a, n.router, "2001:db8:1::10", "2001:4860::8888").bytes(),
+            k(External, Udp, V6),
+            &[],
+        ),
+        c(
+            "ipv6 L2 other tenant",
+            Tx,
+            udp(n.a, n.b, "2001:db8:1::10", "2001:db8:2::10").bytes(),
+            k(OtherTenant, Udp, V6),
+            &[],
+        ),
+        c(
+            "vlan 802.1Q ipv4",
+            Tx,
+            vlan(udp(n.a, n.router, "10.1.0.10", "8.8.8.8"), 0x8100),
+            k(External, Udp, V4),
+            &[(StatReason::Vlan, 1)],
+        ),
+        c(
+            "vlan 802.1ad ipv6",
+            Rx,
+            vlan(
+                udp(n.router, n.a, "2001:db8:1::5", "2001:db8:1::10"),
+                0x88a8,
+            ),
+            k(SameTenant, Udp, V6),
+            &[(StatReason::Vlan, 1)],
+        ),
+        c(
+            "vlan non-IP inside",
+            Tx,
+            {
+                let mut f = non_ip(n.a, n.router, 0x8100, 60);
+                f[16] = 0x08;
+                f[17] = 0x06;
+                f
+            },
+            Nothing,
+            &[(StatReason::Vlan, 1), (StatReason::SkippedEthertype, 1)],
+        ),
+        c(
+            "ARP skipped",
+            Tx,
+            non_ip(n.a, mac("ff:ff:ff:ff:ff:ff"), 0x0806, 42),
+            Nothing,
+            &[(StatReason::SkippedEthertype, 1)],
+        ),
+        c(
+            "LLDP skipped",
+            Rx,
+            non_ip(n.router, n.a, 0x88cc, 60),
+            Nothing,
+            &[(StatReason::SkippedEthertype, 1)],
+        ),
+        c(
+            "truncated ipv4",
+            Tx,
+            truncated4,
+            k(Miss, Other, V4),
+            &[(StatReason::Vlan, 1), (StatReason::Truncated, 1)],
+        ),
+        c(
+            "truncated ipv6",
+            Rx,
+            truncated6,
+            k(Miss, Other, V6),
+            &[(StatReason::Vlan, 1), (StatReason::Truncated, 1)],
+        ),
+        c(
+            "amphora segment 2 at the amphora (routed)",
+            Tx,
+            udp(n.amp, n.router, "10.3.0.5", "10.2.0.10").bytes(),
+            k(Infra, Udp, V4),
+            &[],
+        ),
+        c(
+            "amphora segment 2 at the amphora (L2)",
+            Tx,
+            with_proto(udp(n.amp, n.member, "10.3.0.5", "10.3.0.20"), proto::TCP).bytes(),
+            k(Infra, Tcp, V4),
+            &[],
+        ),
+        c(
+            "amphora segment 2 reply at the amphora",
+            Rx,
+            udp(n.member, n.amp, "10.3.0.20", "10.3.0.5").bytes(),
+            k(Infra, Udp, V4),
+            &[],
+        ),
+        c(
+            "amphora segment 2 at the member rx",
+            Rx,
+            udp(n.amp, n.member, "10.3.0.5", "10.3.0.20").bytes(),
+            k(Infra, Udp, V4),
+            &[],
+        ),
+        c(
+            "amphora segment 2 at the member tx",
+            Tx,
+            udp(n.member, n.amp, "10.3.0.20", "10.3.0.5").bytes(),
+            k(Infra, Udp, V4),
+            &[],
+        ),
+        c(
+            "amphora segment 1 keeps the client's zone",
+            Rx,
+            udp(n.router, n.amp, "8.8.8.8", "10.3.0.100").bytes(),
+            k(External, Udp, V4),
+            &[],
+        ),
+        c(
+            "amphora flag with an unlisted address",
+            Tx,
+            udp(n.amp, n.member, "10.3.0.6", "10.3.0.20").bytes(),
+            k(SameTenant, Udp, V4),
+            &[],
+        ),
+        c(
+            "l4 tcp",
+            Tx,
+            with_proto(udp(n.a, n.router, "10.1.0.10", "8.8.4.4"), proto::TCP).bytes(),
+            k(External, Tcp, V4),
+            &[],
+        ),
+        c(
+            "l4 icmp",
+            Tx,
+            with_proto(udp(n.a, n.router, "10.1.0.10", "8.8.4.4"), proto::ICMP).bytes(),
+            k(External, Icmp, V4),
+            &[],
+        ),
+        c(
+            "l4 icmpv6",
+            Rx,
+            with_proto(
+                udp(n.router, n.a, "2001:4860::1", "2001:db8:1::10"),
+                proto::ICMPV6,
+            )
+            .bytes(),
+            k(External, Icmp, V6),
+            &[],
+        ),
+        c(
+            "l4 other (gre)",
+            Tx,
+            with_proto(udp(n.a, n.router, "10.1.0.10", "8.8.4.4"), proto::GRE).bytes(),
+            k(External, Other, V4),
+            &[],
+        ),
+        c(
+            "l4 other (ipv6 hop-by-hop header)",
+            Tx,
+            with_proto(
+                udp(n.a, n.router, "2001:db8:1::10", "2001:4860::1"),
+                proto::HOPOPTS,
+            )
+            .bytes(),
+            k(External, Other, V6),
+            &[],
+        ),
     ]
 }
 
@@ -231,14 +530,35 @@ fn missing_catch_all_is_miss() {
     let (dp, _, _) = pins.load();
     let net = populate(&dp);
     assert!(dp.delete_zone(0, "0.0.0.0/0".parse().unwrap()).unwrap());
-    assert!(!dp.delete_zone(0, "0.0.0.0/0".parse().unwrap()).unwrap(), "a second delete finds nothing");
+    assert!(
+        !dp.delete_zone(0, "0.0.0.0/0".parse().unwrap()).unwrap(),
+        "a second delete finds nothing"
+    );
     for (name, dir, frame) in [
-        ("tx", Direction::Tx, udp(net.a, net.router, "10.1.0.10", "8.8.8.8").bytes()),
-        ("rx", Direction::Rx, udp(net.router, net.b, "8.8.8.8", "10.2.0.10").bytes()),
+        (
+            "tx",
+            Direction::Tx,
+            udp(net.a, net.router, "10.1.0.10", "8.8.8.8").bytes(),
+        ),
+        (
+            "rx",
+            Direction::Rx,
+            udp(net.router, net.b, "8.8.8.8", "10.2.0.10").bytes(),
+        ),
     ] {
         run_case(
             &dp,
-            &Case { name, dir, frame, expect: Expect::Key { zone: Zone::Miss, l4: L4Class::Udp, eth_proto: 0x0800 }, stats: &[] },
+            &Case {
+                name,
+                dir,
+                frame,
+                expect: Expect::Key {
+                    zone: Zone::Miss,
+                    l4: L4Class::Udp,
+                    eth_proto: 0x0800,
+                },
+                stats: &[],
+            },
         );
     }
     // IPv6 still has its catch-all.
@@ -248,7 +568,11 @@ fn missing_catch_all_is_miss() {
             name: "v6 unaffected",
             dir: Direction::Tx,
             frame: udp(net.a, net.router, "2001:db8:1::10", "2001:4860::1").bytes(),
-            expect: Expect::Key { zone: Zone::External, l4: L4Class::Udp, eth_proto: 0x86dd },
+            expect: Expect::Key {
+                zone: Zone::External,
+                l4: L4Class::Udp,
+                eth_proto: 0x86dd,
+            },
             stats: &[],
         },
     );
@@ -271,14 +595,20 @@ fn created_stamp_is_set_once_and_renewed_after_delete() {
     dp.test_run(Direction::Tx, &frame, 3).unwrap();
     let second = read(&dp);
     assert_eq!((second.bytes, second.packets), (4 * frame.len() as u64, 4));
-    assert_eq!(second.created_ns, first.created_ns, "created_ns is stamped only at creation");
+    assert_eq!(
+        second.created_ns, first.created_ns,
+        "created_ns is stamped only at creation"
+    );
     assert!(second.last_seen_ns >= first.last_seen_ns);
 
     assert!(dp.delete_flow(&key).unwrap());
     dp.test_run(Direction::Tx, &frame, 1).unwrap();
     let third = read(&dp);
     assert_eq!((third.bytes, third.packets), (frame.len() as u64, 1));
-    assert!(third.created_ns > first.created_ns, "a recreated entry carries a new identity");
+    assert!(
+        third.created_ns > first.created_ns,
+        "a recreated entry carries a new identity"
+    );
 }
 
 #[test]
@@ -303,9 +633,18 @@ fn full_map_counts_update_failure() {
     // A fifth key cannot be inserted: the loss must be counted, not silent.
     dp.test_run(Direction::Rx, &frames[0], 1).unwrap();
     let after = dp.stats().unwrap();
-    assert_eq!(after[StatReason::UpdateFailure.code() as usize] - before[StatReason::UpdateFailure.code() as usize], 1);
+    assert_eq!(
+        after[StatReason::UpdateFailure.code() as usize]
+            - before[StatReason::UpdateFailure.code() as usize],
+        1
+    );
     // Existing keys still count.
     dp.test_run(Direction::Tx, &frames[0], 1).unwrap();
-    assert_eq!(common::snapshot(&dp).values().map(|v| v.packets).sum::<u64>(), 5);
+    assert_eq!(
+        common::snapshot(&dp)
+            .values()
+            .map(|v| v.packets)
+            .sum::<u64>(),
+        5
+    );
 }
-

@@ -58,27 +58,75 @@ fn sub(a: Totals, b: Totals) -> Totals {
 /// What the interface counters say the VM sent (tap received) and received
 /// (tap sent).
 fn truth(delta: IfCounters) -> Totals {
-    Totals { tx_bytes: delta.rx_bytes, tx_packets: delta.rx_packets, rx_bytes: delta.tx_bytes, rx_packets: delta.tx_packets }
+    Totals {
+        tx_bytes: delta.rx_bytes,
+        tx_packets: delta.rx_packets,
+        rx_bytes: delta.tx_bytes,
+        rx_packets: delta.tx_packets,
+    }
 }
 
 fn two_vms() -> (Lab, Vm, Vm) {
     let mut lab = Lab::new();
-    let a = lab.add_vm("02:00:00:00:aa:01".parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
-    let b = lab.add_vm("02:00:00:00:bb:02".parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2));
+    let a = lab.add_vm(
+        "02:00:00:00:aa:01".parse().unwrap(),
+        Ipv4Addr::new(10, 77, 0, 1),
+    );
+    let b = lab.add_vm(
+        "02:00:00:00:bb:02".parse().unwrap(),
+        Ipv4Addr::new(10, 77, 0, 2),
+    );
     lab.static_neighbours();
     (lab, a, b)
 }
 
 fn program_metadata(dp: &Datapath, a: &Vm, b: &Vm) {
-    dp.upsert_endpoint(a.mac, EndpointValue { tenant_id: 1, flags: 0 }).unwrap();
-    dp.upsert_endpoint(b.mac, EndpointValue { tenant_id: 2, flags: 0 }).unwrap();
-    dp.upsert_zone(0, "0.0.0.0/0".parse().unwrap(), Zone::External).unwrap();
+    dp.upsert_endpoint(
+        a.mac,
+        EndpointValue {
+            tenant_id: 1,
+            flags: 0,
+        },
+    )
+    .unwrap();
+    dp.upsert_endpoint(
+        b.mac,
+        EndpointValue {
+            tenant_id: 2,
+            flags: 0,
+        },
+    )
+    .unwrap();
+    dp.upsert_zone(0, "0.0.0.0/0".parse().unwrap(), Zone::External)
+        .unwrap();
 }
 
 /// Ping, a UDP burst and a TCP exchange of known sizes, both directions.
 fn traffic(a: &Vm, b: &Vm, round: u16) {
-    a.exec(&["ping", "-q", "-c", "5", "-i", "0.01", "-s", "1000", &b.ip.to_string()]).unwrap();
-    b.exec(&["ping", "-q", "-c", "3", "-i", "0.01", "-s", "56", &a.ip.to_string()]).unwrap();
+    a.exec(&[
+        "ping",
+        "-q",
+        "-c",
+        "5",
+        "-i",
+        "0.01",
+        "-s",
+        "1000",
+        &b.ip.to_string(),
+    ])
+    .unwrap();
+    b.exec(&[
+        "ping",
+        "-q",
+        "-c",
+        "3",
+        "-i",
+        "0.01",
+        "-s",
+        "56",
+        &a.ip.to_string(),
+    ])
+    .unwrap();
 
     let port = 40000 + round;
     let b_addr = SocketAddr::from((b.ip, port));
@@ -128,11 +176,19 @@ fn assert_single_attachment(dp: &Datapath, vms: &[&Vm], mode: AttachMode) {
     let all = dp.attachments().unwrap();
     for vm in vms {
         let mut seen: BTreeMap<u8, usize> = BTreeMap::new();
-        for at in all.iter().filter(|at| at.ifname.as_deref() == Some(vm.tap.as_str())) {
+        for at in all
+            .iter()
+            .filter(|at| at.ifname.as_deref() == Some(vm.tap.as_str()))
+        {
             assert_eq!(at.mode, mode, "{at:?}");
             *seen.entry(at.direction.code()).or_default() += 1;
         }
-        assert_eq!(seen, BTreeMap::from([(0, 1), (1, 1)]), "one program per hook on {}: {all:?}", vm.tap);
+        assert_eq!(
+            seen,
+            BTreeMap::from([(0, 1), (1, 1)]),
+            "one program per hook on {}: {all:?}",
+            vm.tap
+        );
     }
 }
 
@@ -152,14 +208,28 @@ fn quiet_reading<T>(vms: &[&Vm], mut read: impl FnMut() -> T) -> (Vec<IfCounters
     panic!("interface counters never settled");
 }
 
-fn check_against_counters(label: &str, vms: &[&Vm], before_if: &[IfCounters], before: &[Totals], read: impl FnMut() -> Vec<(FlowKey, FlowCounters)>) {
+fn check_against_counters(
+    label: &str,
+    vms: &[&Vm],
+    before_if: &[IfCounters],
+    before: &[Totals],
+    read: impl FnMut() -> Vec<(FlowKey, FlowCounters)>,
+) {
     let (now, entries) = quiet_reading(vms, read);
     let entries = &entries;
     for (i, vm) in vms.iter().enumerate() {
         let want = truth(now[i].since(&before_if[i]));
         let got = sub(totals_for(entries, vm.mac), before[i]);
-        assert!(want.tx_packets > 0 && want.rx_packets > 0, "{label}: no traffic crossed {}", vm.tap);
-        assert_eq!(got, want, "{label}: drain vs interface counters of {}; entries: {entries:?}", vm.tap);
+        assert!(
+            want.tx_packets > 0 && want.rx_packets > 0,
+            "{label}: no traffic crossed {}",
+            vm.tap
+        );
+        assert_eq!(
+            got, want,
+            "{label}: drain vs interface counters of {}; entries: {entries:?}",
+            vm.tap
+        );
     }
 }
 
@@ -168,38 +238,64 @@ fn continuity(mode: AttachMode) {
     let pins = common::PinDir::new("netns");
     let mut cfg = pins.config();
     cfg.attach_mode = mode;
-    let (dp1, pin1, _) = Datapath::load(&cfg).unwrap();
-    assert_eq!(pin1, FlowsPin::Created);
+    let (dp1, first_pin, _) = Datapath::load(&cfg).unwrap();
+    assert_eq!(first_pin, FlowsPin::Created);
     program_metadata(&dp1, &a, &b);
     // Counters before our programs exist: everything from here on is ours.
     let if0 = [a.tap_counters(), b.tap_counters()];
-    assert_eq!(attach_both(&dp1, &a, &b), vec![[AttachOutcome::Attached; 2]; 2]);
+    assert_eq!(
+        attach_both(&dp1, &a, &b),
+        vec![[AttachOutcome::Attached; 2]; 2]
+    );
     assert_single_attachment(&dp1, &[&a, &b], mode);
 
     traffic(&a, &b, 1);
     let mut e1 = Vec::new();
-    check_against_counters("first instance", &[&a, &b], &if0, &[Totals::default(); 2], || {
-        e1 = drain(&dp1);
-        e1.clone()
-    });
+    check_against_counters(
+        "first instance",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || {
+            e1 = drain(&dp1);
+            e1.clone()
+        },
+    );
     // T1 ↔ T2 over direct L2: every byte is other_tenant.
-    assert!(e1.iter().all(|(k, _)| k.zone().unwrap() == Zone::OtherTenant), "{e1:?}");
+    assert!(
+        e1.iter()
+            .all(|(k, _)| k.zone().unwrap() == Zone::OtherTenant),
+        "{e1:?}"
+    );
 
     // A second instance: same pins, fresh metadata maps, replaces in place.
-    let (dp2, pin2, retired) = Datapath::load(&cfg).unwrap();
-    assert_eq!(pin2, FlowsPin::Reused);
+    let (dp2, second_pin, retired) = Datapath::load(&cfg).unwrap();
+    assert_eq!(second_pin, FlowsPin::Reused);
     assert!(retired.is_empty());
     program_metadata(&dp2, &a, &b);
-    assert_eq!(attach_both(&dp2, &a, &b), vec![[AttachOutcome::Replaced; 2]; 2]);
+    assert_eq!(
+        attach_both(&dp2, &a, &b),
+        vec![[AttachOutcome::Replaced; 2]; 2]
+    );
     assert_single_attachment(&dp2, &[&a, &b], mode);
     drop(dp1); // the old agent exits; its attachments must not go with it
 
     traffic(&a, &b, 2);
-    check_against_counters("after restart", &[&a, &b], &if0, &[Totals::default(); 2], || drain(&dp2));
+    check_against_counters(
+        "after restart",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || drain(&dp2),
+    );
 
     assert!(dp2.detach(&a.tap).unwrap());
     assert!(dp2.detach(&b.tap).unwrap());
-    assert!(dp2.attachments().unwrap().iter().all(|at| at.ifname.as_deref() != Some(a.tap.as_str())));
+    assert!(dp2
+        .attachments()
+        .unwrap()
+        .iter()
+        .all(|at| at.ifname.as_deref() != Some(a.tap.as_str())));
     assert!(!dp2.detach(&a.tap).unwrap(), "nothing left to detach");
 }
 
@@ -229,7 +325,13 @@ fn attach_mode_change_leaves_one_copy() {
     attach_both(&tcx, &a, &b);
     assert_single_attachment(&tcx, &[&a, &b], AttachMode::Tcx);
     traffic(&a, &b, 3);
-    check_against_counters("tcx after tc", &[&a, &b], &if0, &[Totals::default(); 2], || drain(&tcx));
+    check_against_counters(
+        "tcx after tc",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || drain(&tcx),
+    );
 }
 
 #[test]
@@ -261,13 +363,19 @@ fn incompatible_pin_is_replaced_after_its_last_drain() {
     // Old map's last reading + new map = everything, nothing twice.
     std::thread::sleep(Duration::from_millis(50));
     let r = retired.pop().unwrap();
-    check_against_counters("across the swap", &[&a, &b], &if0, &[Totals::default(); 2], || {
-        let mut buf = DrainBuffer::new();
-        r.drain(&mut buf).unwrap();
-        let mut all = buf.entries.clone();
-        all.extend(drain(&new));
-        all
-    });
+    check_against_counters(
+        "across the swap",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || {
+            let mut buf = DrainBuffer::new();
+            r.drain(&mut buf).unwrap();
+            let mut all = buf.entries.clone();
+            all.extend(drain(&new));
+            all
+        },
+    );
     let path = r.path().to_path_buf();
     r.remove().unwrap();
     assert!(!path.exists());

@@ -44,7 +44,15 @@ impl Frame {
     /// A UDP frame between two endpoints.
     #[must_use]
     pub fn udp(src: Mac, dst: Mac, src_ip: IpAddr, dst_ip: IpAddr) -> Frame {
-        Frame { src, dst, vlan: None, src_ip, dst_ip, proto: proto::UDP, payload: 64 }
+        Frame {
+            src,
+            dst,
+            vlan: None,
+            src_ip,
+            dst_ip,
+            proto: proto::UDP,
+            payload: 64,
+        }
     }
 
     /// Serialises the frame.
@@ -76,7 +84,10 @@ impl Frame {
                 f.extend_from_slice(&s.octets());
                 f.extend_from_slice(&d.octets());
             }
-            _ => panic!("frame with mixed address families: {} → {}", self.src_ip, self.dst_ip),
+            _ => panic!(
+                "frame with mixed address families: {} → {}",
+                self.src_ip, self.dst_ip
+            ),
         }
         f.resize(f.len() + self.payload, 0xab);
         f
@@ -102,12 +113,23 @@ mod tests {
     fn layouts() {
         let a: Mac = "02:00:00:00:00:01".parse().unwrap();
         let b: Mac = "02:00:00:00:00:02".parse().unwrap();
-        let f = Frame::udp(a, b, "10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()).bytes();
+        let f = Frame::udp(
+            a,
+            b,
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+        )
+        .bytes();
         assert_eq!(f.len(), 14 + 20 + 64);
         assert_eq!(&f[12..14], &[0x08, 0x00]);
         assert_eq!(f[14 + 9], proto::UDP);
         assert_eq!(&f[14 + 16..14 + 20], &[10, 0, 0, 2]);
-        let mut v = Frame::udp(a, b, "2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap());
+        let mut v = Frame::udp(
+            a,
+            b,
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
         v.vlan = Some((0x8100, 5));
         let f = v.bytes();
         assert_eq!(f.len(), 18 + 40 + 64);

@@ -23,7 +23,11 @@ fn run(args: &[&str]) -> Result<(), String> {
         .output()
         .map_err(|e| format!("{}: {e}", args.join(" ")))?;
     if !out.status.success() {
-        return Err(format!("`{}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     Ok(())
 }
@@ -95,13 +99,21 @@ pub struct Vm {
 impl Vm {
     /// Runs `f` on a thread that has entered this VM's namespace (only that
     /// thread changes namespace), returning its result.
-    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+    pub fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
         let path = format!("/run/netns/{}", self.netns);
         std::thread::spawn(move || {
             let ns = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
             // SAFETY: a valid namespace fd; affects only this thread.
             let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns into {path}: {}", std::io::Error::last_os_error());
+            assert_eq!(
+                rc,
+                0,
+                "setns into {path}: {}",
+                std::io::Error::last_os_error()
+            );
             f()
         })
     }
@@ -140,9 +152,27 @@ impl Lab {
         assert!(bridge.len() <= 15, "interface name too long: {bridge}");
         // Without snooping the bridge joins no group of its own (snooping
         // joins 224.0.0.106 and sends IGMP reports through every tap).
-        sh(&["ip", "link", "add", &bridge, "type", "bridge", "mcast_snooping", "0"]);
-        let lab = Lab { id, bridge, vms: Vec::new() };
-        sh(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{}.disable_ipv6=1", lab.bridge)]);
+        sh(&[
+            "ip",
+            "link",
+            "add",
+            &bridge,
+            "type",
+            "bridge",
+            "mcast_snooping",
+            "0",
+        ]);
+        let lab = Lab {
+            id,
+            bridge,
+            vms: Vec::new(),
+        };
+        sh(&[
+            "sysctl",
+            "-q",
+            "-w",
+            &format!("net.ipv6.conf.{}.disable_ipv6=1", lab.bridge),
+        ]);
         sh(&["ip", "link", "set", &lab.bridge, "up"]);
         lab
     }
@@ -160,19 +190,67 @@ impl Lab {
         assert!(tap.len() <= 15, "interface name too long: {tap}");
         let netns = format!("lachesis-{}-{idx}", self.id);
         sh(&["ip", "netns", "add", &netns]);
-        let vm = Vm { netns: netns.clone(), tap: tap.clone(), mac, ip };
+        let vm = Vm {
+            netns: netns.clone(),
+            tap: tap.clone(),
+            mac,
+            ip,
+        };
         self.vms.push(vm.clone());
         // Before any link exists in the namespace, so eth0 never speaks IPv6.
         for key in ["all", "default"] {
-            sh(&["ip", "netns", "exec", &netns, "sysctl", "-q", "-w", &format!("net.ipv6.conf.{key}.disable_ipv6=1")]);
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                &netns,
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
+            ]);
         }
-        sh(&["ip", "link", "add", &tap, "type", "veth", "peer", "name", "eth0", "netns", &netns]);
-        sh(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{tap}.disable_ipv6=1")]);
-        sh(&["ip", "-n", &netns, "link", "set", "eth0", "address", &mac.to_string()]);
-        sh(&["ip", "-n", &netns, "addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
+        sh(&[
+            "ip", "link", "add", &tap, "type", "veth", "peer", "name", "eth0", "netns", &netns,
+        ]);
+        sh(&[
+            "sysctl",
+            "-q",
+            "-w",
+            &format!("net.ipv6.conf.{tap}.disable_ipv6=1"),
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &netns,
+            "link",
+            "set",
+            "eth0",
+            "address",
+            &mac.to_string(),
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &netns,
+            "addr",
+            "add",
+            &format!("{ip}/24"),
+            "dev",
+            "eth0",
+        ]);
         sh(&["ip", "-n", &netns, "link", "set", "lo", "up"]);
         sh(&["ip", "link", "set", &tap, "master", &self.bridge]);
-        sh(&["bridge", "fdb", "add", &mac.to_string(), "dev", &tap, "master", "static"]);
+        sh(&[
+            "bridge",
+            "fdb",
+            "add",
+            &mac.to_string(),
+            "dev",
+            &tap,
+            "master",
+            "static",
+        ]);
         sh(&["ip", "link", "set", &tap, "up"]);
         sh(&["ip", "-n", &netns, "link", "set", "eth0", "up"]);
         vm
@@ -184,8 +262,18 @@ impl Lab {
             for b in &self.vms {
                 if a.netns != b.netns {
                     sh(&[
-                        "ip", "-n", &a.netns, "neigh", "replace", &b.ip.to_string(), "lladdr", &b.mac.to_string(),
-                        "dev", "eth0", "nud", "permanent",
+                        "ip",
+                        "-n",
+                        &a.netns,
+                        "neigh",
+                        "replace",
+                        &b.ip.to_string(),
+                        "lladdr",
+                        &b.mac.to_string(),
+                        "dev",
+                        "eth0",
+                        "nud",
+                        "permanent",
                     ]);
                 }
             }

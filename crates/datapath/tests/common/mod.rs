@@ -1,12 +1,16 @@
 //! Shared helpers of the datapath integration tests (root required).
 #![allow(dead_code)]
 
+pub mod topology;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use lachesis_abi::{FlowCounters, FlowKey};
-use lachesis_datapath::{AttachMode, Datapath, DatapathConfig, DrainBuffer, FlowsPin, RetiredFlows};
+use lachesis_datapath::{
+    AttachMode, Datapath, DatapathConfig, DrainBuffer, FlowsPin, RetiredFlows,
+};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -17,7 +21,10 @@ impl PinDir {
     pub fn new(tag: &str) -> PinDir {
         lachesis_lab::require_root();
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        PinDir(PathBuf::from(format!("/sys/fs/bpf/lachesis-test-{tag}-{}-{n}", std::process::id())))
+        PinDir(PathBuf::from(format!(
+            "/sys/fs/bpf/lachesis-test-{tag}-{}-{n}",
+            std::process::id()
+        )))
     }
 
     pub fn config(&self) -> DatapathConfig {
