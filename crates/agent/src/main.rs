@@ -5,7 +5,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "lachesis", version, about = "Per-node OpenStack traffic metering agent")]
+#[command(
+    name = "lachesis",
+    version,
+    about = "Per-node OpenStack traffic metering agent"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,7 +28,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    match run(&Cli::parse()) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("lachesis: error: {err:#}");
@@ -33,7 +37,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+#[allow(clippy::unnecessary_wraps)] // the commands that land next return errors
+fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
         Command::Agent => "agent",
         Command::Plan => "plan",
