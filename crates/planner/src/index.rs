@@ -65,7 +65,7 @@ pub(crate) struct Index<'a> {
     pub router_reach: HashMap<&'a str, Vec<&'a Subnet>>,
     /// (subnet id, address) → ports holding it, sorted by port id.
     pub port_at: HashMap<(&'a str, IpAddr), Vec<&'a Port>>,
-    /// Subnet id → platform addresses on it (step 3 ports and gateway_ip), sorted.
+    /// Subnet id → platform addresses on it (step 3 ports and `gateway_ip`), sorted.
     pub platform_by_subnet: HashMap<&'a str, Vec<IpAddr>>,
     /// Port id → floating IPs bound to it, sorted by id.
     pub fips_by_port: HashMap<&'a str, Vec<&'a FloatingIp>>,

@@ -7,9 +7,6 @@
 //! ApiBodies --parse_snapshot--> Snapshot --plan--> Plan --diff(old, new)--> PlanDelta
 //! ```
 
-// Product and protocol names (OpenStack, IPv6) are prose, not code.
-#![allow(clippy::doc_markdown)]
-
 mod bindings;
 mod bodies;
 mod diff;

@@ -133,7 +133,7 @@ pub enum AnomalyClass {
     /// A trunk subport whose traffic cannot be told apart from another
     /// port's, or whose parent port is unknown.
     TrunkSubports,
-    /// A port whose device_owner this planner does not know.
+    /// A port whose `device_owner` this planner does not know.
     UnknownDeviceOwner,
     /// An admitted port whose project is not in the Keystone list.
     UnknownProject,
