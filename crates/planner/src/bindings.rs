@@ -20,7 +20,7 @@ pub(crate) struct BoundPorts<'a> {
     /// Sorted by MAC, one per MAC.
     pub bindings: Vec<Binding>,
     /// Subnet id → tenants with an admitted port on it (DESIGN §6.1 step 5).
-    pub tenants_by_subnet: HashMap<&'a str, HashSet<String>>,
+    pub tenants_by_subnet: HashMap<&'a str, HashSet<&'a str>>,
 }
 
 /// How strongly a port claims a MAC: its own MAC beats a trunk subport
@@ -139,7 +139,7 @@ pub(crate) fn bind<'a>(
     }
 
     let mut claims: BTreeMap<Mac, Vec<Claim<'a>>> = BTreeMap::new();
-    let mut tenants_by_subnet: HashMap<&'a str, HashSet<String>> = HashMap::new();
+    let mut tenants_by_subnet: HashMap<&'a str, HashSet<&'a str>> = HashMap::new();
     for port in &idx.snap.ports {
         let Some(adm) = admit(idx, octavia, &parent_of, port, anomalies) else {
             continue;
@@ -149,7 +149,7 @@ pub(crate) fn bind<'a>(
                 tenants_by_subnet
                     .entry(s.id.as_str())
                     .or_default()
-                    .insert(adm.tenant.to_owned());
+                    .insert(adm.tenant);
             }
         }
         let claim = |kind| Claim {

@@ -1,6 +1,6 @@
 //! Trie rows, the seven steps of DESIGN §6.1.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use lachesis_abi::Zone;
@@ -29,15 +29,19 @@ enum Source {
     Infra,
 }
 
+/// A row's tenant while planning: `None` is the global scope. Borrowed, so
+/// building 10⁵ rows allocates no strings; sorted once at the end.
+type Tenant<'r> = Option<&'r str>;
+
 #[derive(Default)]
-struct Rows {
-    map: BTreeMap<(Scope, Prefix), (Zone, Source)>,
+struct Rows<'r> {
+    map: HashMap<(Tenant<'r>, Prefix), (Zone, Source)>,
 }
 
-impl Rows {
-    fn put(&mut self, scope: &Scope, prefix: Prefix, zone: Zone, source: Source) {
-        use std::collections::btree_map::Entry;
-        match self.map.entry((scope.clone(), prefix)) {
+impl<'r> Rows<'r> {
+    fn put(&mut self, scope: Tenant<'r>, prefix: Prefix, zone: Zone, source: Source) {
+        use std::collections::hash_map::Entry;
+        match self.map.entry((scope, prefix)) {
             Entry::Vacant(v) => {
                 v.insert((zone, source));
             }
@@ -58,25 +62,25 @@ pub(crate) struct TrieOut {
     pub fallbacks: BTreeMap<FallbackReason, u64>,
 }
 
-pub(crate) fn rows(
-    idx: &Index<'_>,
-    bound: &BoundPorts<'_>,
-    octavia: &OctaviaJoin<'_>,
+pub(crate) fn rows<'r>(
+    idx: &'r Index<'r>,
+    bound: &'r BoundPorts<'r>,
+    octavia: &'r OctaviaJoin<'r>,
     opts: PlanOptions,
     anomalies: &mut Vec<Anomaly>,
 ) -> TrieOut {
     let mut rows = Rows::default();
-    let global = Scope::Global;
+    let global: Tenant<'r> = None;
 
     // 1. Catch-all.
     rows.put(
-        &global,
+        global,
         Prefix::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0).expect("/0"),
         Zone::External,
         Source::CatchAll,
     );
     rows.put(
-        &global,
+        global,
         Prefix::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0).expect("/0"),
         Zone::External,
         Source::CatchAll,
@@ -86,7 +90,7 @@ pub(crate) fn rows(
 
     // 4. Owned subnets. `subnet_rows` collects every per-tenant subnet row
     // (steps 4 and 5) for step 7.
-    let mut subnet_rows: Vec<(Scope, &Subnet)> = Vec::new();
+    let mut subnet_rows: Vec<(Tenant<'r>, &Subnet)> = Vec::new();
     let mut owned_by_tenant: BTreeMap<&str, Vec<&Subnet>> = BTreeMap::new();
     for subnet in &idx.snap.subnets {
         let Some(net) = idx.network_of(subnet) else {
@@ -99,8 +103,8 @@ pub(crate) fn rows(
             .entry(net.project.as_str())
             .or_default()
             .push(subnet);
-        let scope = Scope::Tenant(net.project.clone());
-        rows.put(&scope, subnet.cidr, Zone::SameTenant, Source::Owned);
+        let scope = Some(net.project.as_str());
+        rows.put(scope, subnet.cidr, Zone::SameTenant, Source::Owned);
         subnet_rows.push((scope, subnet));
     }
     for (tenant, subnets) in &mut owned_by_tenant {
@@ -114,7 +118,7 @@ pub(crate) fn rows(
     // 7. Platform addresses inside a tenant's subnet rows, and amphora
     // data-port addresses under the LB owner: per-tenant rows are looked up
     // before global ones, so a /24 would otherwise hide its gateway's /32.
-    for (scope, subnet) in &subnet_rows {
+    for &(scope, subnet) in &subnet_rows {
         if let Some(addrs) = idx.platform_by_subnet.get(subnet.id.as_str()) {
             for a in addrs {
                 rows.put(scope, Prefix::host(*a), Zone::Infra, Source::Infra);
@@ -128,19 +132,25 @@ pub(crate) fn rows(
     }
     for amp in &octavia.amphora_ips {
         rows.put(
-            &Scope::Tenant(amp.tenant.clone()),
+            Some(amp.tenant.as_str()),
             Prefix::host(amp.address),
             Zone::Infra,
             Source::Infra,
         );
     }
 
+    let mut sorted: Vec<((Tenant<'r>, Prefix), Zone)> = rows
+        .map
+        .into_iter()
+        .map(|(k, (zone, _))| (k, zone))
+        .collect();
+    // `None` sorts first, as `*` does in the output.
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     TrieOut {
-        rows: rows
-            .map
+        rows: sorted
             .into_iter()
-            .map(|((tenant, prefix), (zone, _))| TrieRow {
-                tenant,
+            .map(|((tenant, prefix), zone)| TrieRow {
+                tenant: tenant.map_or(Scope::Global, |t| Scope::Tenant(t.to_owned())),
                 prefix,
                 zone,
             })
@@ -176,9 +186,9 @@ fn overlapping(tenant: &str, subnets: &mut [&Subnet], anomalies: &mut Vec<Anomal
 }
 
 /// Step 6: static routes, resolved for the router's owner.
-fn static_routes(
-    idx: &Index<'_>,
-    rows: &mut Rows,
+fn static_routes<'r>(
+    idx: &'r Index<'r>,
+    rows: &mut Rows<'r>,
     opts: PlanOptions,
     anomalies: &mut Vec<Anomaly>,
 ) -> BTreeMap<FallbackReason, u64> {
@@ -186,7 +196,7 @@ fn static_routes(
     // project disagreeing is reported the same way in any input order.
     let mut fallbacks: BTreeMap<FallbackReason, u64> =
         FallbackReason::ALL.iter().map(|r| (*r, 0)).collect();
-    let mut routed: BTreeMap<(Scope, Prefix), Vec<(&str, Zone)>> = BTreeMap::new();
+    let mut routed: BTreeMap<(&str, Prefix), Vec<(&str, Zone)>> = BTreeMap::new();
     for router in &idx.snap.routers {
         if router.project.is_empty() {
             continue;
@@ -198,12 +208,12 @@ fn static_routes(
             }
             anomalies.extend(res.anomaly);
             routed
-                .entry((Scope::Tenant(router.project.clone()), route.destination))
+                .entry((router.project.as_str(), route.destination))
                 .or_default()
                 .push((router.id.as_str(), res.zone));
         }
     }
-    for ((scope, destination), mut answers) in routed {
+    for ((tenant, destination), mut answers) in routed {
         answers.sort_unstable();
         let mut zones: Vec<Zone> = answers.iter().map(|a| a.1).collect();
         zones.sort_unstable();
@@ -213,75 +223,76 @@ fn static_routes(
             anomalies.push(Anomaly {
                 class: AnomalyClass::Ambiguity,
                 detail: format!(
-                    "project {scope} routes {destination} through several routers with different zones: {}; row uses {}",
+                    "project {tenant} routes {destination} through several routers with different zones: {}; row uses {}",
                     list.join(", "),
                     zones[0]
                 ),
             });
         }
-        rows.put(&scope, destination, zones[0], Source::Route);
+        rows.put(Some(tenant), destination, zones[0], Source::Route);
     }
     fallbacks
 }
 
 /// Steps 2 and 3: shared subnets and platform addresses, for every tenant.
-fn global_rows(idx: &Index<'_>, rows: &mut Rows) {
-    let global = Scope::Global;
+fn global_rows<'r>(idx: &'r Index<'r>, rows: &mut Rows<'r>) {
+    let global: Tenant<'r> = None;
     // 2. Shared, non-external subnets.
     for subnet in &idx.snap.subnets {
         if idx
             .network_of(subnet)
             .is_some_and(|n| n.shared && !n.external)
         {
-            rows.put(&global, subnet.cidr, Zone::Shared, Source::Shared);
+            rows.put(global, subnet.cidr, Zone::Shared, Source::Shared);
         }
     }
 
     // 3. Platform addresses.
     for addrs in idx.platform_by_subnet.values() {
         for a in addrs {
-            rows.put(&global, Prefix::host(*a), Zone::Infra, Source::Infra);
+            rows.put(global, Prefix::host(*a), Zone::Infra, Source::Infra);
         }
     }
     for a in METADATA_ADDRESSES {
-        rows.put(&global, Prefix::host(a), Zone::Infra, Source::Infra);
+        rows.put(global, Prefix::host(a), Zone::Infra, Source::Infra);
     }
 }
 
 /// Step 5: router neighbours, for tenants with a bound port on the router.
-fn neighbours<'a>(
-    idx: &Index<'a>,
-    bound: &BoundPorts<'_>,
-    rows: &mut Rows,
-    subnet_rows: &mut Vec<(Scope, &'a Subnet)>,
+fn neighbours<'r>(
+    idx: &'r Index<'r>,
+    bound: &'r BoundPorts<'r>,
+    rows: &mut Rows<'r>,
+    subnet_rows: &mut Vec<(Tenant<'r>, &'r Subnet)>,
 ) {
     for attached in idx.router_interfaces.values() {
-        let mut tenants: Vec<&String> = attached
+        let mut tenants: Vec<&str> = attached
             .iter()
             .filter_map(|s| bound.tenants_by_subnet.get(s.id.as_str()))
             .flatten()
+            .copied()
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
         tenants.sort_unstable();
         for tenant in tenants {
-            let scope = Scope::Tenant(tenant.clone());
+            let scope = Some(tenant);
             for subnet in attached {
                 let net = idx.network_of(subnet);
                 if net.is_some_and(|n| n.shared || n.external) {
                     continue;
                 }
                 let owner = idx.owner_of(subnet);
-                if owner == tenant.as_str() {
+                if owner == tenant {
                     continue;
                 }
                 rows.put(
-                    &scope,
+                    scope,
                     subnet.cidr,
                     zone_for(owner, tenant, net),
                     Source::Neighbour,
                 );
-                subnet_rows.push((scope.clone(), subnet));
+                subnet_rows.push((scope, subnet));
             }
         }
     }
