@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::index::{is_router_interface, Index, ROUTER_MAC_OWNERS};
 use crate::plan::{Anomaly, AnomalyClass, RouterMac};
+use crate::prefix::Prefix;
 use crate::snapshot::{Port, Router};
 
 /// The label of a router's external gateway; several gateways → the
@@ -91,18 +92,26 @@ pub(crate) fn vm_fallback(
         .flatten()
         .map(|f| idx.network_label(&f.network_id))
         .collect();
+    // Only single-address pairs are VIPs: a pair such as 0.0.0.0/0 (common
+    // on Kubernetes nodes) would otherwise claim every neighbour's FIP.
     for pair in &port.allowed_address_pairs {
-        for fip in &idx.snap.floating_ips {
-            let (Some(addr), Some(fport)) = (fip.fixed_ip, fip.port_id.as_deref()) else {
+        if pair.prefix != Prefix::host(pair.prefix.addr()) {
+            continue;
+        }
+        for fip in idx
+            .fips_by_fixed
+            .get(&pair.prefix.addr())
+            .into_iter()
+            .flatten()
+        {
+            let Some(fport) = fip.port_id.as_deref() else {
                 continue;
             };
-            if fport == port.id || !pair.prefix.contains(addr) {
-                continue;
-            }
-            if idx
-                .ports
-                .get(fport)
-                .is_some_and(|p| p.network_id == port.network_id)
+            if fport != port.id
+                && idx
+                    .ports
+                    .get(fport)
+                    .is_some_and(|p| p.network_id == port.network_id)
             {
                 fip_labels.push(idx.network_label(&fip.network_id));
             }

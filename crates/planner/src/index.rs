@@ -69,6 +69,8 @@ pub(crate) struct Index<'a> {
     pub platform_by_subnet: HashMap<&'a str, Vec<IpAddr>>,
     /// Port id → floating IPs bound to it, sorted by id.
     pub fips_by_port: HashMap<&'a str, Vec<&'a FloatingIp>>,
+    /// Fixed address → floating IPs mapped to it, sorted by id.
+    pub fips_by_fixed: HashMap<IpAddr, Vec<&'a FloatingIp>>,
 }
 
 impl<'a> Index<'a> {
@@ -150,15 +152,7 @@ impl<'a> Index<'a> {
             v.sort_by(|a, b| a.id.cmp(&b.id));
             v.dedup_by(|a, b| a.id == b.id);
         }
-        let mut fips_by_port: HashMap<&str, Vec<&FloatingIp>> = HashMap::new();
-        for fip in &snap.floating_ips {
-            if let Some(p) = &fip.port_id {
-                fips_by_port.entry(p.as_str()).or_default().push(fip);
-            }
-        }
-        for v in fips_by_port.values_mut() {
-            v.sort_by(|a, b| a.id.cmp(&b.id));
-        }
+        let (fips_by_port, fips_by_fixed) = index_fips(snap);
         Index {
             snap,
             networks,
@@ -171,6 +165,7 @@ impl<'a> Index<'a> {
             port_at,
             platform_by_subnet,
             fips_by_port,
+            fips_by_fixed,
         }
     }
 
@@ -193,4 +188,27 @@ impl<'a> Index<'a> {
             _ => &subnet.project,
         }
     }
+}
+
+type FipIndex<'a> = (
+    HashMap<&'a str, Vec<&'a FloatingIp>>,
+    HashMap<IpAddr, Vec<&'a FloatingIp>>,
+);
+
+/// Floating IPs by port and by fixed address, each list sorted by id.
+fn index_fips(snap: &Snapshot) -> FipIndex<'_> {
+    let mut fips_by_port: HashMap<&str, Vec<&FloatingIp>> = HashMap::new();
+    let mut fips_by_fixed: HashMap<IpAddr, Vec<&FloatingIp>> = HashMap::new();
+    for fip in &snap.floating_ips {
+        if let Some(p) = &fip.port_id {
+            fips_by_port.entry(p.as_str()).or_default().push(fip);
+            if let Some(a) = fip.fixed_ip {
+                fips_by_fixed.entry(a).or_default().push(fip);
+            }
+        }
+    }
+    for v in fips_by_port.values_mut().chain(fips_by_fixed.values_mut()) {
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+    }
+    (fips_by_port, fips_by_fixed)
 }

@@ -247,3 +247,22 @@ fn regatewaying_changes_only_the_affected_labels() {
     assert_eq!(del, ["* 203.0.113.10/32 infra"]);
     assert!(diff(&after, &after).is_empty());
 }
+
+#[test]
+fn a_catch_all_address_pair_does_not_claim_neighbours_floating_ips() {
+    let mut c = base();
+    c.vm(
+        "k8s-node",
+        "t1",
+        "fa:16:3e:00:00:01",
+        "srv1",
+        "s1",
+        "10.1.0.10",
+    )["allowed_address_pairs"] = json!([{"ip_address": "0.0.0.0/0"}]);
+    c.vm("web", "t1", "fa:16:3e:00:00:02", "srv2", "s1", "10.1.0.11");
+    c.fip("f1", "extA", "web", "10.1.0.11");
+    let plan = c.plan();
+    assert_eq!(label(&plan, "web"), "public-a");
+    assert_eq!(label(&plan, "k8s-node"), "public-b");
+    assert!(plan.anomalies.is_empty(), "{:?}", plan.anomalies);
+}
