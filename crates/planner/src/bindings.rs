@@ -1,11 +1,12 @@
 //! Bindings (DESIGN §6.3): the single definition of what the `endpoints`
 //! map holds. Cold start and every reconcile pass call this same code.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use lachesis_abi::Mac;
 
 use crate::external::vm_fallback;
+use crate::fasthash::{FastMap, FastSet};
 use crate::index::{is_compute, Index};
 use crate::octavia::OctaviaJoin;
 use crate::plan::{Anomaly, AnomalyClass, Binding};
@@ -20,7 +21,7 @@ pub(crate) struct BoundPorts<'a> {
     /// Sorted by MAC, one per MAC.
     pub bindings: Vec<Binding>,
     /// Subnet id → tenants with an admitted port on it (DESIGN §6.1 step 5).
-    pub tenants_by_subnet: HashMap<&'a str, HashSet<&'a str>>,
+    pub tenants_by_subnet: FastMap<&'a str, FastSet<&'a str>>,
 }
 
 /// How strongly a port claims a MAC: its own MAC beats a trunk subport
@@ -44,7 +45,7 @@ struct Admitted<'a> {
 fn admit<'a>(
     idx: &Index<'a>,
     octavia: &OctaviaJoin<'a>,
-    parent_of: &HashMap<&str, &'a Port>,
+    parent_of: &FastMap<&str, &'a Port>,
     port: &'a Port,
     anomalies: &mut Vec<Anomaly>,
 ) -> Option<Admitted<'a>> {
@@ -124,7 +125,7 @@ pub(crate) fn bind<'a>(
     anomalies: &mut Vec<Anomaly>,
 ) -> BoundPorts<'a> {
     // Trunk parents: subport id → parent port.
-    let mut parent_of: HashMap<&str, &Port> = HashMap::new();
+    let mut parent_of: FastMap<&str, &Port> = FastMap::default();
     for port in &idx.snap.ports {
         for sub in &port.trunk_subports {
             parent_of
@@ -139,7 +140,7 @@ pub(crate) fn bind<'a>(
     }
 
     let mut claims: BTreeMap<Mac, Vec<Claim<'a>>> = BTreeMap::new();
-    let mut tenants_by_subnet: HashMap<&'a str, HashSet<&'a str>> = HashMap::new();
+    let mut tenants_by_subnet: FastMap<&'a str, FastSet<&'a str>> = FastMap::default();
     for port in &idx.snap.ports {
         let Some(adm) = admit(idx, octavia, &parent_of, port, anomalies) else {
             continue;

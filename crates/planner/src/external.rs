@@ -15,12 +15,12 @@ pub(crate) fn router_label(
     router: &Router,
     anomalies: &mut Vec<Anomaly>,
 ) -> Option<String> {
-    let mut labels: Vec<String> = router
+    let mut labels: Vec<&str> = router
         .gateway_networks
         .iter()
         .map(|n| idx.network_label(n))
         .collect();
-    labels.sort();
+    labels.sort_unstable();
     labels.dedup();
     if labels.len() > 1 {
         anomalies.push(Anomaly {
@@ -33,7 +33,7 @@ pub(crate) fn router_label(
             ),
         });
     }
-    labels.into_iter().next()
+    labels.first().map(|l| (*l).to_owned())
 }
 
 /// Router interface MAC → router and its external network, one per MAC.
@@ -85,7 +85,7 @@ pub(crate) fn vm_fallback(
 ) -> Option<String> {
     // (a) Floating IPs on the port, or on a VIP the port carries as an
     // allowed address pair (keepalived, amphora) in the same network.
-    let mut fip_labels: Vec<String> = idx
+    let mut fip_labels: Vec<&str> = idx
         .fips_by_port
         .get(port.id.as_str())
         .into_iter()
@@ -128,16 +128,14 @@ pub(crate) fn vm_fallback(
             continue;
         };
         let Some(gw) = subnet.gateway else { continue };
-        let Some(holders) = idx.port_at.get(&(subnet.id.as_str(), gw)) else {
+        let Some(holder) = idx.port_at.get(&(subnet.id.as_str(), gw)) else {
             continue;
         };
-        for h in holders
-            .iter()
-            .filter(|h| is_router_interface(&h.device_owner))
-        {
-            if let Some(r) = idx.routers.get(h.device_id.as_str()) {
-                gw_labels.extend(r.gateway_networks.iter().map(|n| idx.network_label(n)));
-            }
+        if !is_router_interface(&holder.device_owner) {
+            continue;
+        }
+        if let Some(r) = idx.routers.get(holder.device_id.as_str()) {
+            gw_labels.extend(r.gateway_networks.iter().map(|n| idx.network_label(n)));
         }
     }
     if gw_labels.is_empty() {
@@ -149,10 +147,10 @@ pub(crate) fn vm_fallback(
 fn pick(
     port: &Port,
     via: &str,
-    mut labels: Vec<String>,
+    mut labels: Vec<&str>,
     anomalies: &mut Vec<Anomaly>,
 ) -> Option<String> {
-    labels.sort();
+    labels.sort_unstable();
     labels.dedup();
     if labels.len() > 1 {
         anomalies.push(Anomaly {
@@ -166,5 +164,5 @@ fn pick(
             ),
         });
     }
-    labels.into_iter().next()
+    labels.first().map(|l| (*l).to_owned())
 }

@@ -3,8 +3,9 @@
 //! Every list here is sorted so that "the first match" never depends on the
 //! order of the input lists (DESIGN §6: same snapshot, same plan).
 
-use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+
+use crate::fasthash::{FastMap, FastSet};
 
 use crate::snapshot::{FloatingIp, Network, Port, Router, Snapshot, Subnet};
 
@@ -54,37 +55,38 @@ pub(crate) fn is_router_interface(owner: &str) -> bool {
 
 pub(crate) struct Index<'a> {
     pub snap: &'a Snapshot,
-    pub networks: HashMap<&'a str, &'a Network>,
-    pub subnets: HashMap<&'a str, &'a Subnet>,
-    pub routers: HashMap<&'a str, &'a Router>,
-    pub ports: HashMap<&'a str, &'a Port>,
-    pub projects: HashSet<&'a str>,
+    pub networks: FastMap<&'a str, &'a Network>,
+    pub subnets: FastMap<&'a str, &'a Subnet>,
+    pub routers: FastMap<&'a str, &'a Router>,
+    pub ports: FastMap<&'a str, &'a Port>,
+    pub projects: FastSet<&'a str>,
     /// Router id → subnets attached by router-interface ports, sorted by id.
-    pub router_interfaces: HashMap<&'a str, Vec<&'a Subnet>>,
+    pub router_interfaces: FastMap<&'a str, Vec<&'a Subnet>>,
     /// Router id → interface subnets plus external gateway subnets, sorted by id.
-    pub router_reach: HashMap<&'a str, Vec<&'a Subnet>>,
-    /// (subnet id, address) → ports holding it, sorted by port id.
-    pub port_at: HashMap<(&'a str, IpAddr), Vec<&'a Port>>,
+    pub router_reach: FastMap<&'a str, Vec<&'a Subnet>>,
+    /// (subnet id, address) → the port holding it; when stale data has
+    /// several, a router interface, then a VM, then the smallest port id.
+    pub port_at: FastMap<(&'a str, IpAddr), &'a Port>,
     /// Subnet id → platform addresses on it (step 3 ports and `gateway_ip`), sorted.
-    pub platform_by_subnet: HashMap<&'a str, Vec<IpAddr>>,
+    pub platform_by_subnet: FastMap<&'a str, Vec<IpAddr>>,
     /// Port id → floating IPs bound to it, sorted by id.
-    pub fips_by_port: HashMap<&'a str, Vec<&'a FloatingIp>>,
+    pub fips_by_port: FastMap<&'a str, Vec<&'a FloatingIp>>,
     /// Fixed address → floating IPs mapped to it, sorted by id.
-    pub fips_by_fixed: HashMap<IpAddr, Vec<&'a FloatingIp>>,
+    pub fips_by_fixed: FastMap<IpAddr, Vec<&'a FloatingIp>>,
 }
 
 impl<'a> Index<'a> {
     pub fn new(snap: &'a Snapshot) -> Index<'a> {
         let networks = snap.networks.iter().map(|n| (n.id.as_str(), n)).collect();
-        let subnets: HashMap<&str, &Subnet> =
+        let subnets: FastMap<&str, &Subnet> =
             snap.subnets.iter().map(|s| (s.id.as_str(), s)).collect();
         let routers = snap.routers.iter().map(|r| (r.id.as_str(), r)).collect();
         let ports = snap.ports.iter().map(|p| (p.id.as_str(), p)).collect();
         let projects = snap.projects.iter().map(|p| p.id.as_str()).collect();
 
-        let mut router_interfaces: HashMap<&str, Vec<&Subnet>> = HashMap::new();
-        let mut port_at: HashMap<(&str, IpAddr), Vec<&Port>> = HashMap::new();
-        let mut platform_by_subnet: HashMap<&str, Vec<IpAddr>> = HashMap::new();
+        let mut router_interfaces: FastMap<&str, Vec<&Subnet>> = FastMap::default();
+        let mut port_at: FastMap<(&str, IpAddr), &Port> = FastMap::default();
+        let mut platform_by_subnet: FastMap<&str, Vec<IpAddr>> = FastMap::default();
         for port in &snap.ports {
             let interface = is_router_interface(&port.device_owner) && !port.device_id.is_empty();
             let platform = PLATFORM_OWNERS.contains(&port.device_owner.as_str());
@@ -99,8 +101,12 @@ impl<'a> Index<'a> {
                 }
                 port_at
                     .entry((subnet.id.as_str(), fip.address))
-                    .or_default()
-                    .push(port);
+                    .and_modify(|held| {
+                        if holder_rank(port) < holder_rank(held) {
+                            *held = port;
+                        }
+                    })
+                    .or_insert(port);
                 if interface {
                     router_interfaces
                         .entry(port.device_id.as_str())
@@ -128,10 +134,6 @@ impl<'a> Index<'a> {
         for v in platform_by_subnet.values_mut() {
             v.sort_unstable();
             v.dedup();
-        }
-        for v in port_at.values_mut() {
-            v.sort_by(|a, b| a.id.cmp(&b.id));
-            v.dedup_by(|a, b| a.id == b.id);
         }
         for v in router_interfaces.values_mut() {
             v.sort_by(|a, b| a.id.cmp(&b.id));
@@ -174,10 +176,13 @@ impl<'a> Index<'a> {
     }
 
     /// The external-network label of a network id: its name, else the id.
-    pub fn network_label(&self, network_id: &str) -> String {
+    pub fn network_label<'s>(&self, network_id: &'s str) -> &'s str
+    where
+        'a: 's,
+    {
         self.networks
             .get(network_id)
-            .map_or_else(|| network_id.to_owned(), |n| n.label().to_owned())
+            .map_or(network_id, |n| n.label())
     }
 
     /// The owner of a subnet for zone purposes: its network's project, else
@@ -191,14 +196,14 @@ impl<'a> Index<'a> {
 }
 
 type FipIndex<'a> = (
-    HashMap<&'a str, Vec<&'a FloatingIp>>,
-    HashMap<IpAddr, Vec<&'a FloatingIp>>,
+    FastMap<&'a str, Vec<&'a FloatingIp>>,
+    FastMap<IpAddr, Vec<&'a FloatingIp>>,
 );
 
 /// Floating IPs by port and by fixed address, each list sorted by id.
 fn index_fips(snap: &Snapshot) -> FipIndex<'_> {
-    let mut fips_by_port: HashMap<&str, Vec<&FloatingIp>> = HashMap::new();
-    let mut fips_by_fixed: HashMap<IpAddr, Vec<&FloatingIp>> = HashMap::new();
+    let mut fips_by_port: FastMap<&str, Vec<&FloatingIp>> = FastMap::default();
+    let mut fips_by_fixed: FastMap<IpAddr, Vec<&FloatingIp>> = FastMap::default();
     for fip in &snap.floating_ips {
         if let Some(p) = &fip.port_id {
             fips_by_port.entry(p.as_str()).or_default().push(fip);
@@ -211,4 +216,18 @@ fn index_fips(snap: &Snapshot) -> FipIndex<'_> {
         v.sort_by(|a, b| a.id.cmp(&b.id));
     }
     (fips_by_port, fips_by_fixed)
+}
+
+/// Preference among ports holding one address (stale data): a router
+/// interface, then a VM, then anything; ties by port id, so the choice does
+/// not depend on list order.
+fn holder_rank(port: &Port) -> (u8, &str) {
+    let class = if is_router_interface(&port.device_owner) {
+        0
+    } else if is_compute(&port.device_owner) {
+        1
+    } else {
+        2
+    };
+    (class, port.id.as_str())
 }

@@ -11,6 +11,7 @@ mod bindings;
 mod bodies;
 mod diff;
 mod external;
+mod fasthash;
 mod index;
 mod octavia;
 mod plan;

@@ -1,9 +1,9 @@
 //! The Octavia join of DESIGN §6.5: amphora data ports bill to their load
 //! balancer's owner and their addresses become `amphora_ips`.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 
+use crate::fasthash::FastMap;
 use crate::index::Index;
 use crate::plan::{AmphoraIp, Anomaly, AnomalyClass};
 
@@ -12,7 +12,7 @@ const AMPHORA_PROVIDERS: &[&str] = &["amphora", "octavia"];
 
 pub(crate) struct OctaviaJoin<'a> {
     /// Data port id → the load balancer's project.
-    pub data_ports: HashMap<&'a str, &'a str>,
+    pub data_ports: FastMap<&'a str, &'a str>,
     /// Sorted, deduplicated.
     pub amphora_ips: Vec<AmphoraIp>,
     pub anomalies: Vec<Anomaly>,
@@ -20,7 +20,7 @@ pub(crate) struct OctaviaJoin<'a> {
 
 pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
     let mut out = OctaviaJoin {
-        data_ports: HashMap::new(),
+        data_ports: FastMap::default(),
         amphora_ips: Vec::new(),
         anomalies: Vec::new(),
     };
@@ -31,7 +31,7 @@ pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
         return out;
     };
     non_amphora(lbs.iter(), &mut out.anomalies);
-    let owners: HashMap<&str, &str> = lbs
+    let owners: FastMap<&str, &str> = lbs
         .iter()
         .filter(|lb| {
             AMPHORA_PROVIDERS.contains(&lb.provider.as_str()) && lb.provisioning_status != "DELETED"
@@ -42,7 +42,7 @@ pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
     // id order so a (corrupt) shared compute_id resolves the same way always.
     let mut live: Vec<_> = amphorae.iter().filter(|a| a.status != "DELETED").collect();
     live.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut by_compute: HashMap<&str, (&str, Option<IpAddr>)> = HashMap::new();
+    let mut by_compute: FastMap<&str, (&str, Option<IpAddr>)> = FastMap::default();
     for amp in live {
         let (Some(lb), Some(compute)) = (&amp.loadbalancer_id, &amp.compute_id) else {
             continue;

@@ -79,8 +79,7 @@ pub(crate) fn resolve(
             );
         };
         // B: who holds the nexthop address on that subnet.
-        let holders = idx.port_at.get(&(transit.id.as_str(), nexthop));
-        let Some(port) = holders.and_then(|h| pick_holder(h)) else {
+        let Some(&port) = idx.port_at.get(&(transit.id.as_str(), nexthop)) else {
             return Resolution::fallback(FallbackReason::NexthopNoPort);
         };
         if is_compute(&port.device_owner) {
@@ -204,17 +203,6 @@ fn attached_containing<'a>(idx: &Index<'a>, router: &str, addr: IpAddr) -> Optio
                 .cmp(&b.cidr.prefix_len())
                 .then_with(|| b.id.cmp(&a.id))
         })
-}
-
-/// Among several ports holding one address (stale data), prefer a router
-/// interface, then a VM, then the smallest port id (the list is sorted).
-fn pick_holder<'a>(holders: &[&'a crate::snapshot::Port]) -> Option<&'a crate::snapshot::Port> {
-    holders
-        .iter()
-        .find(|p| is_router_interface(&p.device_owner))
-        .or_else(|| holders.iter().find(|p| is_compute(&p.device_owner)))
-        .or_else(|| holders.first())
-        .copied()
 }
 
 /// The route with the longest destination containing `destination`; equal
