@@ -264,6 +264,17 @@ fn five_router_chain_full_rows() {
 }
 
 #[test]
+fn hop_limit_counts_router_to_router_hops() {
+    // R1 → R2 → R3 → R4 → R5 is four hops: a limit of 4 is enough.
+    let plan = chain().plan_with(PlanOptions { hop_limit: 4 });
+    assert_eq!(
+        lpm(&plan, "t1", "10.5.0.7").as_deref(),
+        Some("other_tenant")
+    );
+    assert!(plan.anomalies.is_empty(), "{:?}", plan.anomalies);
+}
+
+#[test]
 fn hop_limit_exceeded_falls_back_for_the_longest_walk_only() {
     // R1 needs four router hops, R2 three: a limit of 3 cuts R1 only.
     let plan = chain().plan_with(PlanOptions { hop_limit: 3 });
