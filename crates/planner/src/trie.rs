@@ -91,7 +91,7 @@ pub(crate) fn rows<'r>(
 
     // 4. Owned subnets. `subnet_rows` collects every per-tenant subnet row
     // (steps 4 and 5) for step 7.
-    let mut subnet_rows: Vec<(Tenant<'r>, &Subnet)> = Vec::new();
+    let mut subnet_rows: Vec<(Tenant<'r>, &Subnet, Source)> = Vec::new();
     let mut owned_by_tenant: BTreeMap<&str, Vec<&Subnet>> = BTreeMap::new();
     for subnet in &idx.snap.subnets {
         let Some(net) = idx.network_of(subnet) else {
@@ -106,7 +106,7 @@ pub(crate) fn rows<'r>(
             .push(subnet);
         let scope = Some(net.project.as_str());
         rows.put(scope, subnet.cidr, Zone::SameTenant, Source::Owned);
-        subnet_rows.push((scope, subnet));
+        subnet_rows.push((scope, subnet, Source::Owned));
     }
     for (tenant, subnets) in &mut owned_by_tenant {
         overlapping(tenant, subnets, anomalies);
@@ -119,7 +119,16 @@ pub(crate) fn rows<'r>(
     // 7. Platform addresses inside a tenant's subnet rows, and amphora
     // data-port addresses under the LB owner: per-tenant rows are looked up
     // before global ones, so a /24 would otherwise hide its gateway's /32.
-    for &(scope, subnet) in &subnet_rows {
+    for &(scope, subnet, source) in &subnet_rows {
+        // A neighbour subnet hidden by the tenant's own subnet of the same
+        // CIDR lends it no /32s: they would describe someone else's ports.
+        if rows
+            .map
+            .get(&(scope, subnet.cidr))
+            .is_none_or(|(_, s)| *s != source)
+        {
+            continue;
+        }
         if let Some(addrs) = idx.platform_by_subnet.get(subnet.id.as_str()) {
             for a in addrs {
                 rows.put(scope, Prefix::host(*a), Zone::Infra, Source::Infra);
@@ -276,7 +285,7 @@ fn neighbours<'r>(
     idx: &'r Index<'r>,
     bound: &'r BoundPorts<'r>,
     rows: &mut Rows<'r>,
-    subnet_rows: &mut Vec<(Tenant<'r>, &'r Subnet)>,
+    subnet_rows: &mut Vec<(Tenant<'r>, &'r Subnet, Source)>,
 ) {
     for attached in idx.router_interfaces.values() {
         let mut tenants: Vec<&str> = attached
@@ -305,7 +314,7 @@ fn neighbours<'r>(
                     zone_for(owner, tenant, net),
                     Source::Neighbour,
                 );
-                subnet_rows.push((scope, subnet));
+                subnet_rows.push((scope, subnet, Source::Neighbour));
             }
         }
     }

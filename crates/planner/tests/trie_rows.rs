@@ -571,3 +571,43 @@ fn overlapping_owned_subnets_are_reported() {
     assert_eq!(anomaly_classes(&plan), ["overlapping_owned_subnets"]);
     assert!(plan.anomalies[0].detail.contains("s1") && plan.anomalies[0].detail.contains("s2"));
 }
+
+#[test]
+fn own_subnet_hides_a_neighbour_of_the_same_cidr_and_its_ports() {
+    // t1 and t2 both use 10.0.0.0/24, on one router (admin-made); t2's
+    // DHCP port sits at an address t1 uses for a VM.
+    let mut c = Cloud::default();
+    c.projects(&["t1", "t2"]);
+    c.network("n1", "t1")
+        .subnet("s1", "n1", "10.0.0.0/24", Some("10.0.0.1"));
+    c.network("n2", "t2")
+        .subnet("s2", "n2", "10.0.0.0/24", Some("10.0.0.254"));
+    c.router("R", "t1", None, &[]);
+    c.iface("R", "fa:16:3e:00:01:01", "s1", "10.0.0.1");
+    c.iface("R", "fa:16:3e:00:01:02", "s2", "10.0.0.254");
+    c.port(
+        "dhcp2",
+        "t2",
+        "fa:16:3e:00:02:02",
+        "network:dhcp",
+        "h",
+        &[("s2", "10.0.0.3")],
+    );
+    c.vm("vm1", "t1", "fa:16:3e:00:00:01", "srv1", "s1", "10.0.0.3");
+    c.vm("vm2", "t2", "fa:16:3e:00:00:02", "srv2", "s2", "10.0.0.4");
+    let plan = c.plan();
+    assert_rows(
+        &plan,
+        &with_base(&[
+            "* 10.0.0.1/32 infra",
+            "* 10.0.0.3/32 infra",
+            "* 10.0.0.254/32 infra",
+            "t1 10.0.0.0/24 same_tenant",
+            "t1 10.0.0.1/32 infra",
+            "t2 10.0.0.0/24 same_tenant",
+            "t2 10.0.0.3/32 infra",
+            "t2 10.0.0.254/32 infra",
+        ]),
+    );
+    assert_eq!(lpm(&plan, "t1", "10.0.0.3").as_deref(), Some("same_tenant"));
+}
