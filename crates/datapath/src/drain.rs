@@ -19,7 +19,7 @@ const _: () = assert!(FLOW_COUNTERS_SIZE.is_multiple_of(8));
 #[derive(Debug, Default)]
 pub struct DrainBuffer {
     keys: Vec<FlowKey>,
-    /// `count × cpus` slots; FlowCounters is 32 bytes, already the kernel's
+    /// `count × cpus` slots; `FlowCounters` is 32 bytes, already the kernel's
     /// 8-byte per-CPU stride, so the buffer is typed and aligned.
     values: Vec<FlowCounters>,
     /// The last drain's entries, per-CPU slots folded (sum counters, max stamps).
