@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod plan_cmd;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "lachesis",
@@ -20,7 +22,7 @@ enum Command {
     /// Run the metering daemon.
     Agent,
     /// Print the desired kernel state for a cloud or a folder of API responses.
-    Plan,
+    Plan(plan_cmd::PlanArgs),
     /// Serve a simulated OpenStack API from a topology file.
     Sim,
     /// Run the whole system on this machine with no cloud.
@@ -41,7 +43,7 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
         Command::Agent => "agent",
-        Command::Plan => "plan",
+        Command::Plan(ref args) => return plan_cmd::run(args),
         Command::Sim => "sim",
         Command::Demo => "demo",
     };
