@@ -10,15 +10,18 @@ use crate::error::{Error, Result};
 
 /// Entries asked for per batch call; grown when a hash bucket holds more.
 const DEFAULT_BATCH: u32 = 4096;
-/// Per-CPU values are laid out at 8-byte strides by the kernel.
-const VALUE_STRIDE: usize = FLOW_COUNTERS_SIZE.next_multiple_of(8);
+// Per-CPU values are laid out at 8-byte strides by the kernel; the typed
+// buffer below relies on FlowCounters needing no padding to get there.
+const _: () = assert!(FLOW_COUNTERS_SIZE.is_multiple_of(8));
 
 /// Reusable buffers for draining `flows`: allocation happens once, later
 /// drains reuse the capacity.
 #[derive(Debug, Default)]
 pub struct DrainBuffer {
     keys: Vec<FlowKey>,
-    values: Vec<u8>,
+    /// `count × cpus` slots; `FlowCounters` is 32 bytes, already the kernel's
+    /// 8-byte per-CPU stride, so the buffer is typed and aligned.
+    values: Vec<FlowCounters>,
     /// The last drain's entries, per-CPU slots folded (sum counters, max stamps).
     pub entries: Vec<(FlowKey, FlowCounters)>,
     /// Batch calls made by the last drain (the syscall count).
@@ -33,12 +36,10 @@ impl DrainBuffer {
     }
 }
 
-fn fold_cpus(raw: &[u8], cpus: usize) -> FlowCounters {
-    let mut total = FlowCounters::default();
-    for cpu in 0..cpus {
-        let at = cpu * VALUE_STRIDE;
-        let slot: FlowCounters = bytemuck::pod_read_unaligned(&raw[at..at + FLOW_COUNTERS_SIZE]);
-        total.fold(&slot);
+fn fold_cpus(slots: &[FlowCounters]) -> FlowCounters {
+    let mut total = slots[0];
+    for slot in &slots[1..] {
+        total.fold(slot);
     }
     total
 }
@@ -60,15 +61,15 @@ pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuf
     loop {
         let want = batch as usize;
         buf.keys.resize(want, FlowKey::default());
-        buf.values.resize(want * VALUE_STRIDE * cpus, 0);
+        buf.values.resize(want * cpus, FlowCounters::default());
         let mut count = batch;
         // SAFETY: `opts` is zeroed then sized as libbpf requires.
         let mut opts: libbpf_sys::bpf_map_batch_opts = unsafe { std::mem::zeroed() };
         opts.sz = size_of::<libbpf_sys::bpf_map_batch_opts>() as _;
         // SAFETY: keys holds `count` FlowKeys (18 bytes each, the map's key
-        // size) and values holds `count × cpus` slots of VALUE_STRIDE bytes,
-        // exactly what the kernel writes for a per-CPU map; tokens are 8
-        // bytes, more than the 4 the hash map uses.
+        // size) and values holds `count × cpus` 32-byte slots, exactly what
+        // the kernel writes for a per-CPU map; tokens are 8 bytes, more than
+        // the 4 the hash map uses.
         let ret = unsafe {
             libbpf_sys::bpf_map_lookup_batch(
                 map.as_raw_fd(),
@@ -94,10 +95,12 @@ pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuf
             return Err(Error::errno("batch lookup of flows", ret));
         }
         let got = (count as usize).min(want);
-        for i in 0..got {
-            let raw = &buf.values[i * VALUE_STRIDE * cpus..(i + 1) * VALUE_STRIDE * cpus];
-            buf.entries.push((buf.keys[i], fold_cpus(raw, cpus)));
-        }
+        buf.entries.extend(
+            buf.keys[..got]
+                .iter()
+                .zip(buf.values.chunks_exact(cpus))
+                .map(|(k, slots)| (*k, fold_cpus(slots))),
+        );
         if errno == libc::ENOENT {
             return Ok(());
         }

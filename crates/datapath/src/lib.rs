@@ -11,6 +11,7 @@ mod bpffs;
 mod btf_layout;
 mod drain;
 mod error;
+mod libbpf_log;
 mod maps;
 mod object;
 mod sizing;
@@ -77,6 +78,7 @@ impl Datapath {
     /// are returned: drain each once more after [`Datapath::attach`] has
     /// replaced the old programs on every tap, then remove it.
     pub fn load(config: &DatapathConfig) -> Result<(Datapath, FlowsPin, Vec<RetiredFlows>)> {
+        libbpf_log::install_once();
         let loaded = object::load(config)?;
         let meta = MetadataMaps {
             endpoints: handle(&loaded.obj, "endpoints")?,

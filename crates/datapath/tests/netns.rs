@@ -384,3 +384,44 @@ fn incompatible_pin_is_replaced_after_its_last_drain() {
     assert_eq!(pin, FlowsPin::Reused);
     assert!(retired.is_empty());
 }
+
+#[test]
+fn attachments_on_unqualified_or_vanished_interfaces_are_removed() {
+    let (mut lab, a, b) = two_vms();
+    let c = lab.add_vm(
+        "02:00:00:00:cc:03".parse().unwrap(),
+        Ipv4Addr::new(10, 77, 0, 3),
+    );
+    let pins = common::PinDir::new("prune");
+    let (dp, _, _) = pins.load();
+    for vm in [&a, &b, &c] {
+        dp.attach(&vm.tap).unwrap();
+    }
+    let links = pins.0.join("links");
+    let pin_count = || std::fs::read_dir(&links).map_or(0, Iterator::count);
+    assert_eq!(pin_count(), 6, "one pinned link per tap and hook");
+
+    // c's interface disappears (the VM is deleted): its pins must go too.
+    let c_index = lachesis_datapath::ifindex(&c.tap).unwrap();
+    c.exec(&["ip", "link", "del", "eth0"]).unwrap();
+    assert!(lachesis_datapath::ifindex(&c.tap).is_err());
+
+    // Only a's tap still qualifies.
+    let removed = dp.remove_unqualified(|name| name == a.tap).unwrap();
+    let mut removed_taps: Vec<_> = removed.iter().map(|r| r.ifname.clone().unwrap()).collect();
+    removed_taps.sort();
+    removed_taps.dedup();
+    assert_eq!(removed_taps, vec![b.tap.clone()]);
+    let left: Vec<_> = dp
+        .attachments()
+        .unwrap()
+        .into_iter()
+        .filter(|at| [&a.tap, &b.tap].contains(&&at.ifname.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(left.len(), 2, "a keeps both hooks, b has none: {left:?}");
+    assert!(left
+        .iter()
+        .all(|at| at.ifname.as_deref() == Some(a.tap.as_str())));
+    assert_eq!(pin_count(), 2, "pins of b and of the vanished c are gone");
+    assert!(!links.join(format!("{c_index}-tx")).exists());
+}

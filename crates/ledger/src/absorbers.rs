@@ -1,0 +1,152 @@
+//! Absorber buckets (DESIGN §9): where a row's bytes go when its attribution
+//! dies or changes, so that every exported tier keeps its value.
+//!
+//! Each bucket stores its labels as they were at settle time (the binding
+//! they came from may be gone). Tier identities, checked by the property
+//! tests against the rendered exposition:
+//!
+//! - port = live rows + port-settled (rebased rows of a still-bound MAC)
+//! - server = Σ port + server-settled
+//! - tenant = Σ server + tenant-settled (+ the `unknown` pseudo-tenant's rows)
+//! - total = Σ tenant + total-settled
+//!
+//! The port-settled buckets are this implementation's answer to a rebase on a
+//! live port: zeroing a row whose port-tier labels did not all change (e.g.
+//! `lachesis_port_proto_bytes_total`, which has no zone label) would make a
+//! continuing port series go down. They end, folded into server-settled, when
+//! their MAC is evicted (docs/ledger.md, "Port tier").
+
+use std::sync::Arc;
+
+use lachesis_abi::{Direction, FlowKey, L4Class, Mac, Zone};
+use rustc_hash::FxHashMap;
+
+use crate::counts::Counts;
+
+/// A label value shared between buckets.
+pub type Label = Arc<str>;
+
+/// Port-settled: bytes of rebased rows, kept under the labels they had.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortBucket {
+    /// The VM MAC whose rows were rebased (the bucket ends with it).
+    pub vm_mac: Mac,
+    /// `server_id` label.
+    pub server_id: Label,
+    /// `port_id` label.
+    pub port_id: Label,
+    /// `tenant_id` label.
+    pub tenant_id: Label,
+    /// `zone` label.
+    pub zone: Zone,
+    /// `external_network` label.
+    pub external_network: Label,
+    /// `direction` label.
+    pub direction: Direction,
+}
+
+/// Port-proto-settled: the same bytes as [`PortBucket`], split by L4 class.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortProtoBucket {
+    /// The VM MAC whose rows were rebased.
+    pub vm_mac: Mac,
+    /// `server_id` label.
+    pub server_id: Label,
+    /// `port_id` label.
+    pub port_id: Label,
+    /// `tenant_id` label.
+    pub tenant_id: Label,
+    /// `proto` label.
+    pub proto: L4Class,
+    /// `direction` label.
+    pub direction: Direction,
+}
+
+/// Server-settled: rows evicted with their binding.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServerBucket {
+    /// `server_id` label.
+    pub server_id: Label,
+    /// `tenant_id` label.
+    pub tenant_id: Label,
+    /// `zone` label.
+    pub zone: Zone,
+    /// `external_network` label.
+    pub external_network: Label,
+    /// `direction` label.
+    pub direction: Direction,
+}
+
+/// Tenant-settled: server buckets of servers gone from Nova.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TenantBucket {
+    /// `tenant_id` label.
+    pub tenant_id: Label,
+    /// `zone` label.
+    pub zone: Zone,
+    /// `external_network` label.
+    pub external_network: Label,
+    /// `direction` label.
+    pub direction: Direction,
+}
+
+/// Total-settled: tenant buckets of projects gone from Keystone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TotalBucket {
+    /// `zone` label.
+    pub zone: Zone,
+    /// `external_network` label.
+    pub external_network: Label,
+    /// `direction` label.
+    pub direction: Direction,
+}
+
+/// Every absorber tier, plus the synthetic `unknown` rows (flow keys with the
+/// MACs zeroed) that evicted unresolved entries fold into.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Absorbers {
+    /// Port-settled buckets.
+    pub port: FxHashMap<PortBucket, Counts>,
+    /// Port-proto-settled buckets.
+    pub port_proto: FxHashMap<PortProtoBucket, Counts>,
+    /// Server-settled buckets.
+    pub server: FxHashMap<ServerBucket, Counts>,
+    /// Tenant-settled buckets.
+    pub tenant: FxHashMap<TenantBucket, Counts>,
+    /// Total-settled buckets.
+    pub total: FxHashMap<TotalBucket, Counts>,
+    /// The `unknown` pseudo-tenant's rows, keyed by a flow key with zero MACs.
+    pub unknown: FxHashMap<FlowKey, Counts>,
+}
+
+impl Absorbers {
+    /// Number of buckets per tier, in [`crate::export::families::ABSORBER_TIERS`] order.
+    #[must_use]
+    pub fn bucket_counts(&self) -> [usize; 6] {
+        [
+            self.port.len(),
+            self.port_proto.len(),
+            self.server.len(),
+            self.tenant.len(),
+            self.total.len(),
+            self.unknown.len(),
+        ]
+    }
+}
+
+/// The synthetic `unknown` row a flow key folds into: MACs zeroed, zone,
+/// direction, ethertype and L4 class kept (§9).
+#[must_use]
+pub fn unknown_key(key: &FlowKey) -> FlowKey {
+    FlowKey {
+        src_mac: [0; 6],
+        dst_mac: [0; 6],
+        pad: 0,
+        ..*key
+    }
+}
+
+/// Adds `c` to the bucket at `k`, creating it.
+pub(crate) fn fold<K: std::hash::Hash + Eq>(map: &mut FxHashMap<K, Counts>, k: K, c: Counts) {
+    map.entry(k).or_default().add(c);
+}

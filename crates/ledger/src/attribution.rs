@@ -1,0 +1,66 @@
+//! The seam through which the ledger learns who a MAC belongs to. The ledger
+//! never knows the cloud: the agent implements these traits over the planner's
+//! bindings and router-MAC map (DESIGN §6.3, §6.4).
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use lachesis_abi::Mac;
+
+/// The attribution of one bound VM MAC, borrowed from the current bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindingLabels<'a> {
+    /// Keystone project id (UUID).
+    pub tenant_id: &'a str,
+    /// Nova server id (the port's `device_id`).
+    pub server_id: &'a str,
+    /// Neutron port id.
+    pub port_id: &'a str,
+    /// The VM's fallback external network label (§6.4 rule 2), if any.
+    pub fallback_external_network: Option<&'a str>,
+}
+
+/// The current bindings as the ledger needs them. A ghost binding (port gone,
+/// still inside its grace window) must still resolve: its rows are settled
+/// under it before it is removed (§9 ghost sweep).
+pub trait Attribution {
+    /// The binding of a VM MAC, `None` when the MAC is not bound at all.
+    fn binding(&self, vm_mac: Mac) -> Option<BindingLabels<'_>>;
+    /// The external network behind a router interface MAC (§6.4 rule 1).
+    fn router_external_network(&self, peer_mac: Mac) -> Option<&str>;
+    /// Display name of a project, for `lachesis_tenant_info`.
+    fn tenant_name(&self, tenant_id: &str) -> Option<&str>;
+    /// Display name of a server, for `lachesis_server_info`.
+    fn server_name(&self, server_id: &str) -> Option<&str>;
+}
+
+/// Where the exporter gets the attribution in force at scrape time. Called
+/// with the ledger lock held, so a settle-then-swap done through
+/// [`crate::Ledger::settle`] can never be observed half-way.
+pub trait AttributionSource: Debug + Send + Sync + 'static {
+    /// The current attribution snapshot.
+    fn load(&self) -> Arc<dyn Attribution + Send + Sync>;
+}
+
+/// External-network label for a flow (§6.4): only zone `external` carries one,
+/// router MAC first, then the VM's fallback, else `none`.
+#[must_use]
+pub fn external_network<'a>(
+    attr: &'a dyn Attribution,
+    zone_is_external: bool,
+    peer_mac: Mac,
+    binding: Option<&BindingLabels<'a>>,
+) -> &'a str {
+    if !zone_is_external {
+        return NONE;
+    }
+    attr.router_external_network(peer_mac)
+        .or_else(|| binding.and_then(|b| b.fallback_external_network))
+        .unwrap_or(NONE)
+}
+
+/// The label value for "no external network" and "no server/port".
+pub const NONE: &str = "none";
+
+/// The pseudo-tenant of bytes whose VM MAC never resolved (§9).
+pub const UNKNOWN_TENANT: &str = "unknown";

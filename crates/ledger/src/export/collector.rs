@@ -1,0 +1,314 @@
+//! The custom collector (DESIGN §10): billing families computed at scrape
+//! time from the ledger, never from resettable counter objects, plus the
+//! ledger's health and info families — all from one lock.
+
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::aggregate::{aggregate, direction_label, proto_label, zone_label, Tiers};
+use super::families::{self as f, Family, Kind, ABSORBER_TIERS};
+use crate::attribution::{Attribution, AttributionSource, UNKNOWN_TENANT};
+use crate::counts::Counts;
+use crate::health::Health;
+use crate::ledger::{Ledger, LedgerSizes};
+use crate::state::metrics::{FlushMetrics, FlushPhase, LoadFallback};
+
+/// Exposition format; choosing one from `Accept` is the HTTP layer's job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `OpenMetrics` 1.0 text (ends with `# EOF`).
+    OpenMetrics,
+    /// Prometheus text format 0.0.4.
+    PrometheusText,
+}
+
+impl Format {
+    /// The `Content-Type` of a response in this format.
+    #[must_use]
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::PrometheusText => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// Renders a registry in `format` into `out` (appending).
+pub fn render_registry(registry: &Registry, format: Format, out: &mut String) -> fmt::Result {
+    match format {
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(out, registry),
+        Format::PrometheusText => {
+            prometheus_client::encoding::prometheus_text::encode(out, registry)
+        }
+    }
+}
+
+/// Registers with a `prometheus-client` registry; see [`crate::Exporter`] for
+/// a ready-made registry holding only the ledger.
+#[derive(Debug, Clone)]
+pub struct LedgerCollector {
+    ledger: Arc<Ledger>,
+    source: Arc<dyn AttributionSource>,
+}
+
+impl LedgerCollector {
+    /// A collector over `ledger`, labelling rows through `source`.
+    #[must_use]
+    pub fn new(ledger: Arc<Ledger>, source: Arc<dyn AttributionSource>) -> Self {
+        LedgerCollector { ledger, source }
+    }
+}
+
+impl Collector for LedgerCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let g = self.ledger.lock();
+        // Loaded under the ledger lock: a settle swaps the attribution inside
+        // the same lock, so rows and labels always match (§9).
+        let attr = self.source.load();
+        let tiers = aggregate(&g.book, attr.as_ref());
+        encode_billing(&mut enc, &tiers)?;
+        encode_info(&mut enc, &tiers, attr.as_ref())?;
+        let sizes = LedgerSizes {
+            rows: g.book.rows.len(),
+            unresolved: g.book.unresolved.len(),
+            absorber_buckets: g.book.absorbers.bucket_counts(),
+        };
+        encode_health(&mut enc, &sizes, &g.health, &self.ledger.flush_metrics)
+    }
+}
+
+/// A registry holding just the ledger's collector, rendered on demand.
+#[derive(Debug)]
+pub struct Exporter {
+    registry: Registry,
+}
+
+impl Exporter {
+    /// Registers a [`LedgerCollector`] in a fresh registry.
+    #[must_use]
+    pub fn new(ledger: Arc<Ledger>, source: Arc<dyn AttributionSource>) -> Self {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(LedgerCollector::new(ledger, source)));
+        Exporter { registry }
+    }
+
+    /// Appends the exposition in `format` to `out` (reuse `out` across scrapes).
+    pub fn render(&self, format: Format, out: &mut String) -> fmt::Result {
+        render_registry(&self.registry, format, out)
+    }
+}
+
+fn descriptor<'s>(
+    enc: &'s mut DescriptorEncoder,
+    fam: &'s Family,
+) -> Result<prometheus_client::encoding::MetricEncoder<'s>, fmt::Error> {
+    let t = match fam.kind {
+        Kind::Counter => MetricType::Counter,
+        Kind::Gauge => MetricType::Gauge,
+        Kind::Info => MetricType::Info,
+        Kind::Histogram => MetricType::Histogram,
+    };
+    enc.encode_descriptor(fam.descriptor_name(), fam.help, None, t)
+}
+
+type Pick = fn(Counts) -> u64;
+const BYTES: Pick = |c| c.bytes;
+const PACKETS: Pick = |c| c.packets;
+
+fn encode_billing(enc: &mut DescriptorEncoder, t: &Tiers) -> fmt::Result {
+    let s = &t.strings;
+    for (fam, pick) in [(&f::BYTES, BYTES), (&f::PACKETS, PACKETS)] {
+        let mut m = descriptor(enc, fam)?;
+        for (k, c) in &t.total {
+            let l = [
+                ("zone", zone_label(k[0])),
+                ("external_network", s.get(k[1])),
+                ("direction", direction_label(k[2])),
+            ];
+            ConstCounter::new(pick(*c)).encode(m.encode_family(&l)?)?;
+        }
+    }
+    for (fam, pick) in [(&f::TENANT_BYTES, BYTES), (&f::TENANT_PACKETS, PACKETS)] {
+        let mut m = descriptor(enc, fam)?;
+        for (k, c) in &t.tenant {
+            let l = [
+                ("tenant_id", s.get(k[0])),
+                ("zone", zone_label(k[1])),
+                ("external_network", s.get(k[2])),
+                ("direction", direction_label(k[3])),
+            ];
+            ConstCounter::new(pick(*c)).encode(m.encode_family(&l)?)?;
+        }
+    }
+    for (fam, pick) in [(&f::SERVER_BYTES, BYTES), (&f::SERVER_PACKETS, PACKETS)] {
+        let mut m = descriptor(enc, fam)?;
+        for (k, c) in &t.server {
+            let l = [
+                ("server_id", s.get(k[0])),
+                ("tenant_id", s.get(k[1])),
+                ("zone", zone_label(k[2])),
+                ("external_network", s.get(k[3])),
+                ("direction", direction_label(k[4])),
+            ];
+            ConstCounter::new(pick(*c)).encode(m.encode_family(&l)?)?;
+        }
+    }
+    for (fam, pick) in [(&f::PORT_BYTES, BYTES), (&f::PORT_PACKETS, PACKETS)] {
+        let mut m = descriptor(enc, fam)?;
+        for (k, c) in &t.port {
+            let l = [
+                ("server_id", s.get(k[0])),
+                ("port_id", s.get(k[1])),
+                ("tenant_id", s.get(k[2])),
+                ("zone", zone_label(k[3])),
+                ("external_network", s.get(k[4])),
+                ("direction", direction_label(k[5])),
+            ];
+            ConstCounter::new(pick(*c)).encode(m.encode_family(&l)?)?;
+        }
+    }
+    for (fam, pick) in [
+        (&f::PORT_PROTO_BYTES, BYTES),
+        (&f::PORT_PROTO_PACKETS, PACKETS),
+    ] {
+        let mut m = descriptor(enc, fam)?;
+        for (k, c) in &t.port_proto {
+            let l = [
+                ("server_id", s.get(k[0])),
+                ("port_id", s.get(k[1])),
+                ("tenant_id", s.get(k[2])),
+                ("proto", proto_label(k[3])),
+                ("direction", direction_label(k[4])),
+            ];
+            ConstCounter::new(pick(*c)).encode(m.encode_family(&l)?)?;
+        }
+    }
+    Ok(())
+}
+
+fn encode_info(enc: &mut DescriptorEncoder, t: &Tiers, attr: &dyn Attribution) -> fmt::Result {
+    let s = &t.strings;
+    {
+        let mut m = descriptor(enc, &f::TENANT_INFO)?;
+        let mut last = None;
+        // The tenant tier is sorted by tenant rank first: one pass, no set.
+        for (k, _) in &t.tenant {
+            if last == Some(k[0]) {
+                continue;
+            }
+            last = Some(k[0]);
+            let tenant = s.get(k[0]);
+            if tenant == UNKNOWN_TENANT {
+                continue;
+            }
+            if let Some(name) = attr.tenant_name(tenant) {
+                m.encode_info(&[("tenant_id", tenant), ("name", name)])?;
+            }
+        }
+    }
+    let mut m = descriptor(enc, &f::SERVER_INFO)?;
+    let mut last = None;
+    for (k, _) in &t.server {
+        if last == Some((k[0], k[1])) {
+            continue;
+        }
+        last = Some((k[0], k[1]));
+        let (server, tenant) = (s.get(k[0]), s.get(k[1]));
+        if let Some(name) = attr.server_name(server) {
+            m.encode_info(&[("server_id", server), ("name", name), ("tenant_id", tenant)])?;
+        }
+    }
+    Ok(())
+}
+
+fn counter(enc: &mut DescriptorEncoder, fam: &Family, v: u64) -> fmt::Result {
+    ConstCounter::new(v).encode(descriptor(enc, fam)?)
+}
+
+fn labelled(enc: &mut DescriptorEncoder, fam: &Family, series: &[(&str, u64)]) -> fmt::Result {
+    let mut m = descriptor(enc, fam)?;
+    let key = fam.labels[0];
+    for (value, v) in series {
+        let l = [(key, *value)];
+        match fam.kind {
+            Kind::Gauge => ConstGauge::new(i64::try_from(*v).unwrap_or(i64::MAX))
+                .encode(m.encode_family(&l)?)?,
+            _ => ConstCounter::new(*v).encode(m.encode_family(&l)?)?,
+        }
+    }
+    Ok(())
+}
+
+fn gauge(enc: &mut DescriptorEncoder, fam: &Family, v: usize) -> fmt::Result {
+    ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)).encode(descriptor(enc, fam)?)
+}
+
+fn encode_health(
+    enc: &mut DescriptorEncoder,
+    sizes: &LedgerSizes,
+    h: &Health,
+    flush: &FlushMetrics,
+) -> fmt::Result {
+    gauge(enc, &f::LEDGER_ROWS, sizes.rows)?;
+    gauge(enc, &f::UNRESOLVED_ROWS, sizes.unresolved)?;
+    let buckets: Vec<(&str, u64)> = ABSORBER_TIERS
+        .iter()
+        .zip(sizes.absorber_buckets)
+        .map(|(t, n)| (*t, n as u64))
+        .collect();
+    labelled(enc, &f::ABSORBER_BUCKETS, &buckets)?;
+    counter(enc, &f::RESOLUTIONS, h.resolutions)?;
+    labelled(
+        enc,
+        &f::EVICTIONS,
+        &[("capacity", h.evictions_capacity), ("ttl", h.evictions_ttl)],
+    )?;
+    labelled(
+        enc,
+        &f::ANOMALIES,
+        &[
+            ("invalid_key", h.anomalies_invalid_key),
+            ("regression", h.anomalies_regression),
+            ("wrap", h.anomalies_wrap),
+        ],
+    )?;
+    labelled(
+        enc,
+        &f::SETTLED,
+        &[("evict", h.settled_evict), ("rebase", h.settled_rebase)],
+    )?;
+    labelled(
+        enc,
+        &f::PRUNED,
+        &[("server", h.pruned_server), ("tenant", h.pruned_tenant)],
+    )?;
+    counter(enc, &f::PRUNES_DEFERRED, h.prunes_deferred)?;
+    {
+        let mut m = descriptor(enc, &f::FLUSH_PHASE)?;
+        for phase in FlushPhase::ALL {
+            let l = [("phase", phase.label())];
+            flush.histogram(phase).encode(m.encode_family(&l)?)?;
+        }
+    }
+    let failures: Vec<(&str, u64)> = FlushPhase::ALL
+        .iter()
+        .map(|p| (p.label(), flush.failures(*p)))
+        .collect();
+    labelled(enc, &f::FLUSH_FAILURES, &failures)?;
+    labelled(
+        enc,
+        &f::LOAD_FALLBACKS,
+        &[
+            (LoadFallback::Backup.label(), h.load_fallback_backup),
+            (LoadFallback::Empty.label(), h.load_fallback_empty),
+        ],
+    )?;
+    counter(enc, &f::QUARANTINED, h.load_quarantined)
+}

@@ -1,0 +1,54 @@
+//! Health counters the ledger owns (rendered by its collector, DESIGN §10).
+
+use crate::book::AnomalyKind;
+use crate::unresolved::EvictReason;
+
+/// Monotone counters, mutated under the ledger lock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Unresolved rows moved to the ledger.
+    pub resolutions: u64,
+    /// Unresolved rows evicted on TTL.
+    pub evictions_ttl: u64,
+    /// Unresolved rows evicted on capacity.
+    pub evictions_capacity: u64,
+    /// Counter wraps seen.
+    pub anomalies_wrap: u64,
+    /// Counter regressions seen.
+    pub anomalies_regression: u64,
+    /// Undecodable keys skipped.
+    pub anomalies_invalid_key: u64,
+    /// Rows settled by eviction.
+    pub settled_evict: u64,
+    /// Rows settled by rebase.
+    pub settled_rebase: u64,
+    /// Server-settled buckets folded into tenant-settled.
+    pub pruned_server: u64,
+    /// Tenant-settled buckets folded into total-settled.
+    pub pruned_tenant: u64,
+    /// Prunes postponed because the owner still had live series.
+    pub prunes_deferred: u64,
+    /// State loads that fell back to `.bak`.
+    pub load_fallback_backup: u64,
+    /// State loads that started empty after quarantining unreadable files.
+    pub load_fallback_empty: u64,
+    /// Files moved to quarantine.
+    pub load_quarantined: u64,
+}
+
+impl Health {
+    pub(crate) fn anomaly(&mut self, kind: AnomalyKind) {
+        match kind {
+            AnomalyKind::Wrap => self.anomalies_wrap += 1,
+            AnomalyKind::Regression => self.anomalies_regression += 1,
+            AnomalyKind::InvalidKey => self.anomalies_invalid_key += 1,
+        }
+    }
+
+    pub(crate) fn evicted(&mut self, reason: EvictReason) {
+        match reason {
+            EvictReason::Ttl => self.evictions_ttl += 1,
+            EvictReason::Capacity => self.evictions_capacity += 1,
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! Settle and prune (DESIGN §9, §7): the only operations that move bytes
+//! between a row and the absorbers, each done whole inside one critical
+//! section so no export can see a fold half-applied.
+
+use std::sync::Arc;
+
+use lachesis_abi::{FlowKey, Mac, Zone};
+use rustc_hash::FxHashSet;
+
+use crate::absorbers::{
+    fold, unknown_key, Absorbers, Label, PortBucket, PortProtoBucket, ServerBucket, TenantBucket,
+    TotalBucket,
+};
+use crate::attribution::{external_network, Attribution, UNKNOWN_TENANT};
+use crate::book::Book;
+use crate::counts::Counts;
+use crate::flow::decode;
+use crate::health::Health;
+use crate::unresolved::Tombstone;
+
+/// Which rows a rebase touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selector {
+    /// Every row of this VM MAC (tenant, server or fallback network changed).
+    VmMac(Mac),
+    /// Zone-`external` rows whose peer is this router interface MAC (the
+    /// router's external gateway changed, §6.4 rule 1).
+    RouterPeer(Mac),
+}
+
+/// The two settle modes of §9.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettleMode {
+    /// Ghost sweep after the grace: fold the MAC's rows into the absorbers
+    /// and delete them. Its port-tier series end.
+    Evict {
+        /// The ghosted VM MAC.
+        vm_mac: Mac,
+    },
+    /// Attribution change on a live binding: fold, zero the rows' totals,
+    /// keep their raw baselines.
+    Rebase(Selector),
+}
+
+impl SettleMode {
+    /// Metric label.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            SettleMode::Evict { .. } => "evict",
+            SettleMode::Rebase(_) => "rebase",
+        }
+    }
+}
+
+/// Outcome of a settle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SettleReport {
+    /// Rows folded.
+    pub rows: usize,
+    /// Bytes and packets moved into absorbers.
+    pub moved: Counts,
+}
+
+/// Outcome of a prune.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Buckets folded into the tier above.
+    pub folded: usize,
+    /// Buckets kept because their owner still has live rows or lower-tier
+    /// buckets: releasing them now would make the owner's series go down.
+    pub deferred: usize,
+}
+
+/// An alive list that must not be used for pruning.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PruneError {
+    /// An empty list would prune every bucket; §7 only prunes on a
+    /// successful, non-empty list.
+    #[error(
+        "refusing to prune {tier} buckets from an empty alive list: expected at least one {what}"
+    )]
+    EmptyAliveList {
+        /// `server` or `tenant`.
+        tier: &'static str,
+        /// What the list should contain.
+        what: &'static str,
+    },
+}
+
+fn label(s: &str) -> Label {
+    Arc::from(s)
+}
+
+fn selected(key: &FlowKey, sel: Selector) -> bool {
+    let Some(d) = decode(key) else { return false };
+    match sel {
+        Selector::VmMac(m) => d.vm_mac == m,
+        Selector::RouterPeer(m) => d.peer_mac == m && d.zone == Zone::External,
+    }
+}
+
+/// Folds one row's `total` into the absorber its mode and old attribution
+/// name (port tiers for a rebase, server tier for an eviction).
+fn fold_row(
+    a: &mut Absorbers,
+    attr: &dyn Attribution,
+    mode: SettleMode,
+    key: &FlowKey,
+    total: Counts,
+) {
+    let Some(d) = decode(key) else { return };
+    let Some(b) = attr.binding(d.vm_mac) else {
+        fold(&mut a.unknown, unknown_key(key), total);
+        return;
+    };
+    let ext = label(external_network(
+        attr,
+        d.zone == Zone::External,
+        d.peer_mac,
+        Some(&b),
+    ));
+    let (server, port, tenant) = (label(b.server_id), label(b.port_id), label(b.tenant_id));
+    match mode {
+        SettleMode::Rebase(_) => {
+            fold(
+                &mut a.port,
+                PortBucket {
+                    vm_mac: d.vm_mac,
+                    server_id: server.clone(),
+                    port_id: port.clone(),
+                    tenant_id: tenant.clone(),
+                    zone: d.zone,
+                    external_network: ext,
+                    direction: d.direction,
+                },
+                total,
+            );
+            fold(
+                &mut a.port_proto,
+                PortProtoBucket {
+                    vm_mac: d.vm_mac,
+                    server_id: server,
+                    port_id: port,
+                    tenant_id: tenant,
+                    proto: d.l4,
+                    direction: d.direction,
+                },
+                total,
+            );
+        }
+        SettleMode::Evict { .. } => fold(
+            &mut a.server,
+            ServerBucket {
+                server_id: server,
+                tenant_id: tenant,
+                zone: d.zone,
+                external_network: ext,
+                direction: d.direction,
+            },
+            total,
+        ),
+    }
+}
+
+impl Book {
+    /// Folds the selected rows under the attribution `attr` (the one in force
+    /// *before* the change). Rows whose MAC has no binding are exported under
+    /// the `unknown` tenant, so their bytes fold into `unknown`.
+    pub(crate) fn settle(
+        &mut self,
+        attr: &dyn Attribution,
+        mode: SettleMode,
+        health: &mut Health,
+    ) -> SettleReport {
+        let sel = match mode {
+            SettleMode::Evict { vm_mac } => Selector::VmMac(vm_mac),
+            SettleMode::Rebase(sel) => sel,
+        };
+        let keys: Vec<FlowKey> = self
+            .rows
+            .keys()
+            .filter(|k| selected(k, sel))
+            .copied()
+            .collect();
+        let mut report = SettleReport::default();
+        for key in keys {
+            let Some(row) = self.rows.get_mut(&key) else {
+                continue;
+            };
+            let total = row.total;
+            let base = row.base;
+            match mode {
+                SettleMode::Rebase(_) => row.total = Counts::default(),
+                SettleMode::Evict { .. } => {
+                    self.rows.remove(&key);
+                    // The ghost sweep deletes the kernel entry before settling;
+                    // should it still exist, its next reading continues here.
+                    self.tombstones.insert(key, Tombstone { base });
+                }
+            }
+            report.rows += 1;
+            report.moved.add(total);
+            fold_row(&mut self.absorbers, attr, mode, &key, total);
+        }
+        if let SettleMode::Evict { vm_mac } = mode {
+            // The MAC's port tier ends: its rebased bytes move up to the
+            // server tier, and the proto split (a parallel view of the same
+            // bytes) is dropped.
+            let a = &mut self.absorbers;
+            let ended: Vec<PortBucket> = a
+                .port
+                .keys()
+                .filter(|b| b.vm_mac == vm_mac)
+                .cloned()
+                .collect();
+            for b in ended {
+                if let Some(c) = a.port.remove(&b) {
+                    fold(
+                        &mut a.server,
+                        ServerBucket {
+                            server_id: b.server_id,
+                            tenant_id: b.tenant_id,
+                            zone: b.zone,
+                            external_network: b.external_network,
+                            direction: b.direction,
+                        },
+                        c,
+                    );
+                }
+            }
+            a.port_proto.retain(|b, _| b.vm_mac != vm_mac);
+        }
+        match mode {
+            SettleMode::Evict { .. } => health.settled_evict += report.rows as u64,
+            SettleMode::Rebase(_) => health.settled_rebase += report.rows as u64,
+        }
+        report
+    }
+
+    /// Servers and tenants that still have live rows or port-settled buckets
+    /// under `attr`.
+    fn referenced(&self, attr: &dyn Attribution) -> (FxHashSet<String>, FxHashSet<String>) {
+        let mut servers = FxHashSet::default();
+        let mut tenants = FxHashSet::default();
+        for key in self.rows.keys() {
+            if let Some(b) = decode(key).and_then(|d| attr.binding(d.vm_mac)) {
+                if !servers.contains(b.server_id) {
+                    servers.insert(b.server_id.to_owned());
+                }
+                if !tenants.contains(b.tenant_id) {
+                    tenants.insert(b.tenant_id.to_owned());
+                }
+            }
+        }
+        for b in self.absorbers.port.keys() {
+            servers.insert(b.server_id.to_string());
+            tenants.insert(b.tenant_id.to_string());
+        }
+        (servers, tenants)
+    }
+
+    /// Server tier lifecycle: buckets of servers absent from a successful,
+    /// non-empty Nova list fold into tenant-settled (the tenant series keeps
+    /// its value; the server series ends).
+    pub(crate) fn prune_servers(
+        &mut self,
+        attr: &dyn Attribution,
+        alive: &FxHashSet<&str>,
+        health: &mut Health,
+    ) -> Result<PruneReport, PruneError> {
+        if alive.is_empty() {
+            return Err(PruneError::EmptyAliveList {
+                tier: "server",
+                what: "server",
+            });
+        }
+        let (referenced, _) = self.referenced(attr);
+        let mut report = PruneReport::default();
+        let gone: Vec<ServerBucket> = self
+            .absorbers
+            .server
+            .keys()
+            .filter(|b| !alive.contains(&*b.server_id))
+            .cloned()
+            .collect();
+        for b in gone {
+            if referenced.contains(&*b.server_id) {
+                report.deferred += 1;
+                continue;
+            }
+            if let Some(c) = self.absorbers.server.remove(&b) {
+                fold(
+                    &mut self.absorbers.tenant,
+                    TenantBucket {
+                        tenant_id: b.tenant_id,
+                        zone: b.zone,
+                        external_network: b.external_network,
+                        direction: b.direction,
+                    },
+                    c,
+                );
+                report.folded += 1;
+            }
+        }
+        health.pruned_server += report.folded as u64;
+        health.prunes_deferred += report.deferred as u64;
+        Ok(report)
+    }
+
+    /// Tenant tier lifecycle: buckets of projects absent from the Keystone
+    /// list fold into total-settled. `unknown` is terminal and never pruned.
+    pub(crate) fn prune_tenants(
+        &mut self,
+        attr: &dyn Attribution,
+        alive: &FxHashSet<&str>,
+        health: &mut Health,
+    ) -> Result<PruneReport, PruneError> {
+        if alive.is_empty() {
+            return Err(PruneError::EmptyAliveList {
+                tier: "tenant",
+                what: "project",
+            });
+        }
+        let (_, mut referenced) = self.referenced(attr);
+        for b in self.absorbers.server.keys() {
+            referenced.insert(b.tenant_id.to_string());
+        }
+        let mut report = PruneReport::default();
+        let gone: Vec<TenantBucket> = self
+            .absorbers
+            .tenant
+            .keys()
+            .filter(|b| &*b.tenant_id != UNKNOWN_TENANT && !alive.contains(&*b.tenant_id))
+            .cloned()
+            .collect();
+        for b in gone {
+            if referenced.contains(&*b.tenant_id) {
+                report.deferred += 1;
+                continue;
+            }
+            if let Some(c) = self.absorbers.tenant.remove(&b) {
+                fold(
+                    &mut self.absorbers.total,
+                    TotalBucket {
+                        zone: b.zone,
+                        external_network: b.external_network,
+                        direction: b.direction,
+                    },
+                    c,
+                );
+                report.folded += 1;
+            }
+        }
+        health.pruned_tenant += report.folded as u64;
+        health.prunes_deferred += report.deferred as u64;
+        Ok(report)
+    }
+}

@@ -1,0 +1,362 @@
+//! Flush and load of the state file (DESIGN §11).
+//!
+//! Flush: copy under the lock → serialize → write temp → fsync → rotate
+//! current to `.bak` → rename temp → fsync the directory. A crash at any
+//! point leaves either the current file or the `.bak` readable.
+//! Load: current, else `.bak`, else empty; unreadable files are moved to
+//! `.quarantine` before anything can overwrite them; a newer schema refuses.
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::metrics::{FlushPhase, LoadFallback};
+use super::schema::{FileDto, Probe, SCHEMA};
+use crate::book::Book;
+use crate::ledger::Ledger;
+
+/// Errors of flushing or loading the state file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file was written by a newer build; it is left untouched.
+    #[error("state file {path} has schema {found}, newer than schema {supported} that this build reads: refusing to start so a rollback does not destroy it")]
+    NewerSchema {
+        /// The file.
+        path: PathBuf,
+        /// Its schema.
+        found: u32,
+        /// The newest schema this build reads.
+        supported: u32,
+    },
+    /// The file exists but could not be read for a reason other than its
+    /// content (e.g. permissions): not quarantined, since it may be fine.
+    #[error("cannot read state file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// Moving an unreadable file aside failed.
+    #[error("cannot move unreadable state file {path} to {to}: {source}")]
+    Quarantine {
+        /// The unreadable file.
+        path: PathBuf,
+        /// Where it should have gone.
+        to: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A flush phase failed; the previous current (or `.bak`) file is intact.
+    #[error("state flush of {path} failed in phase {phase}: {source}")]
+    Flush {
+        /// The state file.
+        path: PathBuf,
+        /// The phase that failed.
+        phase: &'static str,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+/// Where the state lives: the file and its siblings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatePaths {
+    /// The current file.
+    pub current: PathBuf,
+    /// The previous generation.
+    pub backup: PathBuf,
+    /// The file being written.
+    pub temp: PathBuf,
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s: OsString = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+impl StatePaths {
+    /// Paths for a state file at `current`.
+    #[must_use]
+    pub fn new(current: impl Into<PathBuf>) -> Self {
+        let current = current.into();
+        StatePaths {
+            backup: with_suffix(&current, ".bak"),
+            temp: with_suffix(&current, ".tmp"),
+            current,
+        }
+    }
+}
+
+/// Timings of one successful flush.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushReport {
+    /// Bytes written.
+    pub bytes: usize,
+    /// Duration of each phase, in [`FlushPhase::ALL`] order.
+    pub phases: [Duration; 7],
+}
+
+impl FlushReport {
+    /// How long the ledger lock was held.
+    #[must_use]
+    pub fn lock_held(&self) -> Duration {
+        self.phases[0]
+    }
+
+    /// Whole flush.
+    #[must_use]
+    pub fn total(&self) -> Duration {
+        self.phases.iter().sum()
+    }
+}
+
+/// Encodes a book and plan to the file's bytes (exposed for tests and tools).
+#[must_use]
+pub fn encode(book: &Book, plan: Value) -> Vec<u8> {
+    let dto = FileDto::from_book(book, plan);
+    let mut out = Vec::with_capacity(256 * (book.rows.len() + 16));
+    // Serializing plain structs into a Vec cannot fail.
+    if serde_json::to_writer(&mut out, &dto).is_err() {
+        out.clear();
+    }
+    out
+}
+
+struct Phases<'a> {
+    ledger: &'a Ledger,
+    path: &'a Path,
+    times: [Duration; 7],
+}
+
+impl Phases<'_> {
+    fn run<T>(
+        &mut self,
+        phase: FlushPhase,
+        f: impl FnOnce() -> io::Result<T>,
+    ) -> Result<T, StateError> {
+        let start = Instant::now();
+        let out = f();
+        let took = start.elapsed();
+        self.times[phase as usize] = took;
+        self.ledger.flush_metrics.observe(phase, took);
+        out.map_err(|source| {
+            self.ledger.flush_metrics.fail(phase);
+            StateError::Flush {
+                path: self.path.to_owned(),
+                phase: phase.label(),
+                source,
+            }
+        })
+    }
+}
+
+/// Flushes the ledger (and the agent's opaque `plan`) to `paths` atomically.
+pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushReport, StateError> {
+    let mut ph = Phases {
+        ledger,
+        path: &paths.current,
+        times: [Duration::ZERO; 7],
+    };
+    // The only lock-held phase: a clone of plain data.
+    let book = ph.run(FlushPhase::Copy, || Ok(ledger.snapshot()))?;
+    let bytes = ph.run(FlushPhase::Serialize, || Ok(encode(&book, plan)))?;
+    drop(book);
+    let file = ph.run(FlushPhase::Write, || {
+        let mut f = File::create(&paths.temp)?;
+        f.write_all(&bytes)?;
+        Ok(f)
+    })?;
+    ph.run(FlushPhase::Fsync, || file.sync_all())?;
+    drop(file);
+    ph.run(FlushPhase::Rotate, || {
+        match fs::rename(&paths.current, &paths.backup) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    })?;
+    ph.run(FlushPhase::Rename, || {
+        fs::rename(&paths.temp, &paths.current)
+    })?;
+    ph.run(FlushPhase::DirFsync, || {
+        let dir = match paths.current.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        File::open(dir)?.sync_all()
+    })?;
+    Ok(FlushReport {
+        bytes: bytes.len(),
+        phases: ph.times,
+    })
+}
+
+/// Which file a load used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadSource {
+    /// The current file.
+    Current,
+    /// The `.bak` file (the current one was missing or unreadable).
+    Backup,
+    /// Nothing usable: an empty ledger.
+    Empty,
+}
+
+/// A loaded state.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The ledger state to restore.
+    pub book: Book,
+    /// The agent's last committed plan (`null` when absent).
+    pub plan: Value,
+    /// Which file it came from.
+    pub source: LoadSource,
+    /// The schema of that file.
+    pub schema: Option<u32>,
+    /// Unreadable files moved aside.
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// An unreadable file moved aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    /// Where it was.
+    pub from: PathBuf,
+    /// Where it is now.
+    pub to: PathBuf,
+    /// What was wrong with it.
+    pub reason: String,
+}
+
+enum ReadOutcome {
+    Missing,
+    Unreadable(String),
+    Ok(Box<Book>, Value, u32),
+}
+
+fn read_one(path: &Path) -> Result<ReadOutcome, StateError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ReadOutcome::Missing),
+        Err(source) => {
+            return Err(StateError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let probe: Probe = match serde_json::from_slice(&bytes) {
+        Ok(p) => p,
+        Err(e) => return Ok(ReadOutcome::Unreadable(e.to_string())),
+    };
+    if probe.schema > SCHEMA {
+        return Err(StateError::NewerSchema {
+            path: path.to_owned(),
+            found: probe.schema,
+            supported: SCHEMA,
+        });
+    }
+    if probe.schema == 0 {
+        return Ok(ReadOutcome::Unreadable(
+            "schema 0 was never written".to_owned(),
+        ));
+    }
+    let dto: FileDto = match serde_json::from_slice(&bytes) {
+        Ok(d) => d,
+        Err(e) => return Ok(ReadOutcome::Unreadable(e.to_string())),
+    };
+    let schema = dto.schema();
+    match dto.into_book() {
+        Ok((book, plan)) => Ok(ReadOutcome::Ok(Box::new(book), plan, schema)),
+        Err(e) => Ok(ReadOutcome::Unreadable(e.to_string())),
+    }
+}
+
+/// Moves `path` to `<path>.quarantine` (or `.quarantine.N` if taken).
+fn quarantine(path: &Path) -> Result<PathBuf, StateError> {
+    let mut to = with_suffix(path, ".quarantine");
+    let mut n = 1;
+    while to.exists() {
+        to = with_suffix(path, &format!(".quarantine.{n}"));
+        n += 1;
+    }
+    fs::rename(path, &to).map_err(|source| StateError::Quarantine {
+        path: path.to_owned(),
+        to: to.clone(),
+        source,
+    })?;
+    Ok(to)
+}
+
+/// Loads the state (§11): current, else `.bak`, else empty. A newer schema
+/// in either file is an error and leaves every file as it was.
+pub fn load(paths: &StatePaths) -> Result<Loaded, StateError> {
+    let mut quarantined = Vec::new();
+    for (path, source) in [
+        (&paths.current, LoadSource::Current),
+        (&paths.backup, LoadSource::Backup),
+    ] {
+        match read_one(path)? {
+            ReadOutcome::Ok(book, plan, schema) => {
+                return Ok(Loaded {
+                    book: *book,
+                    plan,
+                    source,
+                    schema: Some(schema),
+                    quarantined,
+                })
+            }
+            ReadOutcome::Missing => {}
+            ReadOutcome::Unreadable(reason) => {
+                // Check the other file for a newer schema before moving
+                // anything: a refusal must leave every file untouched.
+                if source == LoadSource::Current {
+                    if let Err(e @ StateError::NewerSchema { .. }) = read_one(&paths.backup) {
+                        return Err(e);
+                    }
+                }
+                let to = quarantine(path)?;
+                quarantined.push(Quarantined {
+                    from: path.clone(),
+                    to,
+                    reason,
+                });
+            }
+        }
+    }
+    Ok(Loaded {
+        book: Book::default(),
+        plan: Value::Null,
+        source: LoadSource::Empty,
+        schema: None,
+        quarantined,
+    })
+}
+
+impl Ledger {
+    /// Restores a loaded state and records how the load went in the health
+    /// counters (fallbacks, quarantines).
+    pub fn restore_loaded(&self, loaded: Loaded, now_ns: u64) -> Value {
+        let fallback = match loaded.source {
+            LoadSource::Backup => Some(LoadFallback::Backup),
+            LoadSource::Empty if !loaded.quarantined.is_empty() => Some(LoadFallback::Empty),
+            LoadSource::Current | LoadSource::Empty => None,
+        };
+        let quarantined = loaded.quarantined.len() as u64;
+        self.with_health(|h| {
+            match fallback {
+                Some(LoadFallback::Backup) => h.load_fallback_backup += 1,
+                Some(LoadFallback::Empty) => h.load_fallback_empty += 1,
+                None => {}
+            }
+            h.load_quarantined += quarantined;
+        });
+        self.restore(loaded.book, now_ns);
+        loaded.plan
+    }
+}

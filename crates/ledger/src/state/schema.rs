@@ -1,0 +1,479 @@
+//! The state file's JSON shape (DESIGN §11) and its conversion to and from
+//! the in-memory book.
+//!
+//! Schema history (additive changes load through serde defaults):
+//! - 1: rows without entry stamps (they restore with stamp 0, which §4.3
+//!   handles), no port-level absorbers, no unresolved buffer or tombstones.
+//! - 2: stamps, port and port-proto absorbers, unresolved buffer, tombstones.
+
+use std::sync::Arc;
+
+use lachesis_abi::FlowKey;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::fields::{DirectionField, L4Field, MacField, ZoneField};
+use super::u64_string;
+use crate::absorbers::{
+    Absorbers, Label, PortBucket, PortProtoBucket, ServerBucket, TenantBucket, TotalBucket,
+};
+use crate::book::{Book, Row};
+use crate::counts::Counts;
+use crate::delta::Baseline;
+use crate::interner::{InvalidInterner, TenantInterner};
+use crate::unresolved::{Pending, Tombstone};
+
+/// The schema this build writes, and the newest it reads.
+pub const SCHEMA: u32 = 2;
+
+/// Only the version, read first so a newer file is refused before anything
+/// else about it can fail.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Probe {
+    pub schema: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct KeyDto {
+    src_mac: MacField,
+    dst_mac: MacField,
+    eth_proto: u16,
+    direction: DirectionField,
+    zone: ZoneField,
+    l4: L4Field,
+}
+
+impl From<&FlowKey> for KeyDto {
+    fn from(k: &FlowKey) -> Self {
+        // Keys in the book were decoded on entry; the fallbacks are unreachable.
+        KeyDto {
+            src_mac: MacField(lachesis_abi::Mac(k.src_mac)),
+            dst_mac: MacField(lachesis_abi::Mac(k.dst_mac)),
+            eth_proto: k.eth_proto,
+            direction: DirectionField(k.direction().unwrap_or(lachesis_abi::Direction::Tx)),
+            zone: ZoneField(k.zone().unwrap_or(lachesis_abi::Zone::Miss)),
+            l4: L4Field(k.l4().unwrap_or(lachesis_abi::L4Class::Reserved)),
+        }
+    }
+}
+
+impl From<&KeyDto> for FlowKey {
+    fn from(k: &KeyDto) -> Self {
+        FlowKey {
+            src_mac: k.src_mac.0 .0,
+            dst_mac: k.dst_mac.0 .0,
+            eth_proto: k.eth_proto,
+            direction: k.direction.0.code(),
+            zone: k.zone.0.code(),
+            l4: k.l4.0.code(),
+            pad: 0,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RowDto {
+    key: KeyDto,
+    total: Counts,
+    last: Counts,
+    #[serde(with = "u64_string", default)]
+    stamp: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PendingDto {
+    key: KeyDto,
+    acc: Counts,
+    last: Counts,
+    #[serde(with = "u64_string")]
+    stamp: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TombstoneDto {
+    key: KeyDto,
+    last: Counts,
+    #[serde(with = "u64_string")]
+    stamp: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PortDto {
+    vm_mac: MacField,
+    server_id: Label,
+    port_id: Label,
+    tenant_id: Label,
+    zone: ZoneField,
+    external_network: Label,
+    direction: DirectionField,
+    counts: Counts,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PortProtoDto {
+    vm_mac: MacField,
+    server_id: Label,
+    port_id: Label,
+    tenant_id: Label,
+    proto: L4Field,
+    direction: DirectionField,
+    counts: Counts,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ServerDto {
+    server_id: Label,
+    tenant_id: Label,
+    zone: ZoneField,
+    external_network: Label,
+    direction: DirectionField,
+    counts: Counts,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TenantDto {
+    tenant_id: Label,
+    zone: ZoneField,
+    external_network: Label,
+    direction: DirectionField,
+    counts: Counts,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TotalDto {
+    zone: ZoneField,
+    external_network: Label,
+    direction: DirectionField,
+    counts: Counts,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct UnknownDto {
+    eth_proto: u16,
+    direction: DirectionField,
+    zone: ZoneField,
+    l4: L4Field,
+    counts: Counts,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct AbsorbersDto {
+    #[serde(default)]
+    port: Vec<PortDto>,
+    #[serde(default)]
+    port_proto: Vec<PortProtoDto>,
+    #[serde(default)]
+    server: Vec<ServerDto>,
+    #[serde(default)]
+    tenant: Vec<TenantDto>,
+    #[serde(default)]
+    total: Vec<TotalDto>,
+    #[serde(default)]
+    unknown: Vec<UnknownDto>,
+}
+
+impl AbsorbersDto {
+    fn from_absorbers(a: &Absorbers) -> AbsorbersDto {
+        AbsorbersDto {
+            port: sorted(a.port.iter().collect::<Vec<_>>(), |(b, _)| *b)
+                .into_iter()
+                .map(|(b, c)| PortDto {
+                    vm_mac: MacField(b.vm_mac),
+                    server_id: b.server_id.clone(),
+                    port_id: b.port_id.clone(),
+                    tenant_id: b.tenant_id.clone(),
+                    zone: ZoneField(b.zone),
+                    external_network: b.external_network.clone(),
+                    direction: DirectionField(b.direction),
+                    counts: *c,
+                })
+                .collect(),
+            port_proto: sorted(a.port_proto.iter().collect::<Vec<_>>(), |(b, _)| *b)
+                .into_iter()
+                .map(|(b, c)| PortProtoDto {
+                    vm_mac: MacField(b.vm_mac),
+                    server_id: b.server_id.clone(),
+                    port_id: b.port_id.clone(),
+                    tenant_id: b.tenant_id.clone(),
+                    proto: L4Field(b.proto),
+                    direction: DirectionField(b.direction),
+                    counts: *c,
+                })
+                .collect(),
+            server: sorted(a.server.iter().collect::<Vec<_>>(), |(b, _)| *b)
+                .into_iter()
+                .map(|(b, c)| ServerDto {
+                    server_id: b.server_id.clone(),
+                    tenant_id: b.tenant_id.clone(),
+                    zone: ZoneField(b.zone),
+                    external_network: b.external_network.clone(),
+                    direction: DirectionField(b.direction),
+                    counts: *c,
+                })
+                .collect(),
+            tenant: sorted(a.tenant.iter().collect::<Vec<_>>(), |(b, _)| *b)
+                .into_iter()
+                .map(|(b, c)| TenantDto {
+                    tenant_id: b.tenant_id.clone(),
+                    zone: ZoneField(b.zone),
+                    external_network: b.external_network.clone(),
+                    direction: DirectionField(b.direction),
+                    counts: *c,
+                })
+                .collect(),
+            total: sorted(a.total.iter().collect::<Vec<_>>(), |(b, _)| *b)
+                .into_iter()
+                .map(|(b, c)| TotalDto {
+                    zone: ZoneField(b.zone),
+                    external_network: b.external_network.clone(),
+                    direction: DirectionField(b.direction),
+                    counts: *c,
+                })
+                .collect(),
+            unknown: sorted(a.unknown.iter().collect::<Vec<_>>(), |(k, _)| **k)
+                .into_iter()
+                .map(|(k, c)| {
+                    let kd = KeyDto::from(k);
+                    UnknownDto {
+                        eth_proto: k.eth_proto,
+                        direction: kd.direction,
+                        zone: kd.zone,
+                        l4: kd.l4,
+                        counts: *c,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn into_absorbers(self) -> Absorbers {
+        let mut a = Absorbers::default();
+        let d = self;
+        // Labels repeat across thousands of buckets: share one allocation each.
+        let mut labels = LabelPool::default();
+        for b in d.port {
+            a.port
+                .entry(PortBucket {
+                    vm_mac: b.vm_mac.0,
+                    server_id: labels.get(b.server_id),
+                    port_id: labels.get(b.port_id),
+                    tenant_id: labels.get(b.tenant_id),
+                    zone: b.zone.0,
+                    external_network: labels.get(b.external_network),
+                    direction: b.direction.0,
+                })
+                .or_default()
+                .add(b.counts);
+        }
+        for b in d.port_proto {
+            a.port_proto
+                .entry(PortProtoBucket {
+                    vm_mac: b.vm_mac.0,
+                    server_id: labels.get(b.server_id),
+                    port_id: labels.get(b.port_id),
+                    tenant_id: labels.get(b.tenant_id),
+                    proto: b.proto.0,
+                    direction: b.direction.0,
+                })
+                .or_default()
+                .add(b.counts);
+        }
+        for b in d.server {
+            a.server
+                .entry(ServerBucket {
+                    server_id: labels.get(b.server_id),
+                    tenant_id: labels.get(b.tenant_id),
+                    zone: b.zone.0,
+                    external_network: labels.get(b.external_network),
+                    direction: b.direction.0,
+                })
+                .or_default()
+                .add(b.counts);
+        }
+        for b in d.tenant {
+            a.tenant
+                .entry(TenantBucket {
+                    tenant_id: labels.get(b.tenant_id),
+                    zone: b.zone.0,
+                    external_network: labels.get(b.external_network),
+                    direction: b.direction.0,
+                })
+                .or_default()
+                .add(b.counts);
+        }
+        for b in d.total {
+            a.total
+                .entry(TotalBucket {
+                    zone: b.zone.0,
+                    external_network: labels.get(b.external_network),
+                    direction: b.direction.0,
+                })
+                .or_default()
+                .add(b.counts);
+        }
+        for u in d.unknown {
+            let key = FlowKey {
+                eth_proto: u.eth_proto,
+                direction: u.direction.0.code(),
+                zone: u.zone.0.code(),
+                l4: u.l4.0.code(),
+                ..FlowKey::default()
+            };
+            a.unknown.entry(key).or_default().add(u.counts);
+        }
+        a
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ProjectDto {
+    project: String,
+    id: u32,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct InternerDto {
+    next: u32,
+    projects: Vec<ProjectDto>,
+}
+
+/// The whole file.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct FileDto {
+    schema: u32,
+    #[serde(default)]
+    rows: Vec<RowDto>,
+    #[serde(default)]
+    unresolved: Vec<PendingDto>,
+    #[serde(default)]
+    tombstones: Vec<TombstoneDto>,
+    #[serde(default)]
+    absorbers: AbsorbersDto,
+    #[serde(default)]
+    tenants: InternerDto,
+    /// The agent's last committed plan, opaque here.
+    #[serde(default)]
+    plan: Value,
+}
+
+fn sorted<T, K: Ord>(mut v: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+    v.sort_by_key(key);
+    v
+}
+
+impl FileDto {
+    /// Builds the file from a book copy. Sorted so two flushes of the same
+    /// state are byte-identical (diffable, testable).
+    pub(crate) fn from_book(book: &Book, plan: Value) -> FileDto {
+        let mut rows: Vec<(&FlowKey, &Row)> = book.rows.iter().collect();
+        rows.sort_unstable_by_key(|(k, _)| **k);
+        FileDto {
+            schema: SCHEMA,
+            rows: rows
+                .into_iter()
+                .map(|(k, r)| RowDto {
+                    key: k.into(),
+                    total: r.total,
+                    last: r.base.last,
+                    stamp: r.base.stamp,
+                })
+                .collect(),
+            unresolved: sorted(book.unresolved.iter().collect::<Vec<_>>(), |(k, _)| **k)
+                .into_iter()
+                .map(|(k, p)| PendingDto {
+                    key: k.into(),
+                    acc: p.acc,
+                    last: p.base.last,
+                    stamp: p.base.stamp,
+                })
+                .collect(),
+            tombstones: sorted(book.tombstones.iter().collect::<Vec<_>>(), |(k, _)| **k)
+                .into_iter()
+                .map(|(k, t)| TombstoneDto {
+                    key: k.into(),
+                    last: t.base.last,
+                    stamp: t.base.stamp,
+                })
+                .collect(),
+            absorbers: AbsorbersDto::from_absorbers(&book.absorbers),
+            tenants: InternerDto {
+                next: book.interner.next_id(),
+                projects: book
+                    .interner
+                    .iter()
+                    .map(|(p, id)| ProjectDto {
+                        project: p.to_owned(),
+                        id,
+                    })
+                    .collect(),
+            },
+            plan,
+        }
+    }
+
+    /// The schema the file declares.
+    pub(crate) fn schema(&self) -> u32 {
+        self.schema
+    }
+
+    /// Converts into a book and the plan section.
+    pub(crate) fn into_book(self) -> Result<(Book, Value), InvalidInterner> {
+        let mut book = Book::default();
+        for r in self.rows {
+            book.rows.insert(
+                (&r.key).into(),
+                Row {
+                    total: r.total,
+                    base: Baseline {
+                        last: r.last,
+                        stamp: r.stamp,
+                    },
+                },
+            );
+        }
+        for p in self.unresolved {
+            book.unresolved.insert(
+                (&p.key).into(),
+                Pending {
+                    acc: p.acc,
+                    base: Baseline {
+                        last: p.last,
+                        stamp: p.stamp,
+                    },
+                    first_seen_ns: 0,
+                    last_active_ns: 0,
+                },
+            );
+        }
+        for t in self.tombstones {
+            book.tombstones.insert(
+                (&t.key).into(),
+                Tombstone {
+                    base: Baseline {
+                        last: t.last,
+                        stamp: t.stamp,
+                    },
+                },
+            );
+        }
+        book.absorbers = self.absorbers.into_absorbers();
+        book.interner = TenantInterner::from_pairs(
+            self.tenants.projects.into_iter().map(|p| (p.project, p.id)),
+            self.tenants.next,
+        )?;
+        Ok((book, self.plan))
+    }
+}
+
+#[derive(Default)]
+struct LabelPool(rustc_hash::FxHashSet<Arc<str>>);
+
+impl LabelPool {
+    fn get(&mut self, l: Label) -> Label {
+        if let Some(k) = self.0.get(&l) {
+            return k.clone();
+        }
+        self.0.insert(l.clone());
+        l
+    }
+}

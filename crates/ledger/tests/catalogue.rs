@@ -1,0 +1,155 @@
+//! Holds every family the ledger registers against `docs/metrics.md`: a family
+//! missing from the catalogue, documented with another type or labels, or
+//! named against the conventions (prefix, base units, `_total`) fails here.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::world;
+use lachesis_ledger::export::families::{Kind, ALL};
+use lachesis_ledger::memory::SwapSource;
+use lachesis_ledger::{Exporter, Format, Ledger};
+
+#[derive(Debug, PartialEq, Eq)]
+struct Doc {
+    kind: String,
+    labels: Vec<String>,
+    owner: String,
+}
+
+/// Rows of the catalogue tables: name (in backticks), type, labels, owner, meaning.
+fn catalogue() -> BTreeMap<String, Doc> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
+    let text = std::fs::read_to_string(path).expect("docs/metrics.md is readable");
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 6 || !cells[1].starts_with("`lachesis_") {
+            continue;
+        }
+        let name = cells[1].trim_matches('`').to_owned();
+        let labels = cells[3]
+            .split(',')
+            .map(|l| l.trim().trim_matches('`').to_owned())
+            .filter(|l| !l.is_empty() && l != "—")
+            .collect();
+        let doc = Doc {
+            kind: cells[2].to_owned(),
+            labels,
+            owner: cells[4].to_owned(),
+        };
+        assert!(
+            out.insert(name.clone(), doc).is_none(),
+            "{name} documented twice"
+        );
+    }
+    out
+}
+
+/// Families as they actually come out of a render: (`# TYPE` name, type).
+fn rendered() -> Vec<(String, String)> {
+    let exporter = Exporter::new(
+        Arc::new(Ledger::default()),
+        Arc::new(SwapSource::new(world())),
+    );
+    let mut out = String::new();
+    exporter.render(Format::OpenMetrics, &mut out).unwrap();
+    out.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| {
+            let (n, t) = l.split_once(' ').unwrap();
+            (n.to_owned(), t.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn every_rendered_family_is_in_the_family_table() {
+    let want: Vec<(String, String)> = ALL
+        .iter()
+        .map(|f| (f.descriptor_name().to_owned(), f.kind.label().to_owned()))
+        .collect();
+    assert_eq!(rendered(), want);
+}
+
+#[test]
+fn every_registered_family_is_documented_exactly() {
+    let docs = catalogue();
+    for f in ALL {
+        let doc = docs
+            .get(f.name)
+            .unwrap_or_else(|| panic!("{} is registered but missing from docs/metrics.md", f.name));
+        assert_eq!(doc.kind, f.kind.label(), "{}: documented type", f.name);
+        assert_eq!(doc.labels, f.labels, "{}: documented labels", f.name);
+        assert_eq!(doc.owner, "ledger", "{}: owner", f.name);
+    }
+    for (name, doc) in &docs {
+        if doc.owner == "ledger" {
+            assert!(
+                ALL.iter().any(|f| f.name == name),
+                "{name} is documented as the ledger's but not registered"
+            );
+        }
+    }
+}
+
+#[test]
+fn names_follow_the_conventions() {
+    const NON_BASE_UNITS: &[&str] = &[
+        "_milliseconds",
+        "_microseconds",
+        "_nanoseconds",
+        "_ms",
+        "_kilobytes",
+        "_megabytes",
+        "_kb",
+        "_mb",
+        "_minutes",
+        "_hours",
+        "_percent",
+        "_bits",
+    ];
+    let docs = catalogue();
+    assert!(docs.len() >= ALL.len());
+    for name in docs.keys() {
+        let kind = &docs[name].kind;
+        assert!(name.starts_with("lachesis_"), "{name}: prefix");
+        assert!(
+            name.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            "{name}: snake case"
+        );
+        for u in NON_BASE_UNITS {
+            assert!(!name.contains(u), "{name}: not a base unit ({u})");
+        }
+        match kind.as_str() {
+            "counter" => assert!(name.ends_with("_total"), "{name}: counters end in _total"),
+            "info" => assert!(name.ends_with("_info"), "{name}: info ends in _info"),
+            "gauge" | "histogram" => {
+                assert!(
+                    !name.ends_with("_total"),
+                    "{name}: only counters end in _total"
+                );
+            }
+            other => panic!("{name}: unknown type {other}"),
+        }
+        if kind == "histogram" {
+            assert!(
+                name.ends_with("_seconds") || name.ends_with("_bytes"),
+                "{name}: unit suffix"
+            );
+        }
+    }
+    for f in ALL {
+        assert!(
+            !f.descriptor_name().ends_with("_total"),
+            "{}: _total would be doubled",
+            f.name
+        );
+        if f.kind == Kind::Counter {
+            assert_ne!(f.descriptor_name(), f.name);
+        }
+    }
+}

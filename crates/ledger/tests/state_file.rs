@@ -1,0 +1,372 @@
+//! The state file (DESIGN §11): round trips, every crash point of a flush,
+//! corruption, schema refusal and migration.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{key, mac, parse, reading, render, value, world};
+use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
+use lachesis_ledger::memory::OwnedBinding;
+use lachesis_ledger::state::{self, FlushPhase, LoadSource, StateError, StatePaths, SCHEMA};
+use lachesis_ledger::{Book, Ledger, Selector, SettleMode, UnresolvedLimits};
+use serde_json::json;
+
+const BIG: u64 = (1 << 63) + 12_345;
+
+/// A ledger with something in every section of the file.
+fn busy() -> Arc<Ledger> {
+    let mut attr = world();
+    let l = Arc::new(Ledger::new(UnresolvedLimits {
+        capacity: 1,
+        ttl_ns: 100,
+    }));
+    l.intern_tenant("t-a").unwrap();
+    l.intern_tenant("t-b").unwrap();
+    l.apply_drain(
+        &attr,
+        &[
+            (
+                key(mac(1), mac(100), Tx, External, Tcp),
+                reading(BIG, 1 << 40, 7),
+            ),
+            (
+                key(mac(2), mac(3), Rx, OtherTenant, Udp),
+                reading(u64::MAX - 1, 5, 8),
+            ),
+            (
+                key(mac(3), mac(1), Tx, OtherTenant, Icmp),
+                reading(300, 3, 9),
+            ),
+            (key(mac(40), mac(100), Tx, Miss, Other), reading(10, 1, 10)),
+            (key(mac(41), mac(100), Tx, Miss, Other), reading(20, 1, 11)),
+        ],
+        0,
+    );
+    l.settle(&attr, SettleMode::Rebase(Selector::VmMac(mac(1))), || {});
+    l.settle(&attr, SettleMode::Evict { vm_mac: mac(3) }, || {});
+    attr.bindings.remove(&mac(3));
+    l.prune_servers(&attr, ["s-1", "s-2"]).unwrap();
+    attr.bindings
+        .insert(mac(2), OwnedBinding::new("t-a", "s-2", "p-2"));
+    l
+}
+
+/// The book as a load returns it: waiting rows carry no clock.
+fn normalized(mut b: Book) -> Book {
+    for p in b.unresolved.values_mut() {
+        p.first_seen_ns = 0;
+        p.last_active_ns = 0;
+    }
+    b
+}
+
+fn paths(dir: &Path) -> StatePaths {
+    StatePaths::new(dir.join("state.json"))
+}
+
+#[test]
+fn round_trip_is_exact_including_2_pow_63_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let l = busy();
+    let before = l.snapshot();
+    assert!(
+        !before.rows.is_empty() && !before.unresolved.is_empty() && !before.tombstones.is_empty()
+    );
+    assert!(
+        before
+            .absorbers
+            .bucket_counts()
+            .iter()
+            .filter(|n| **n > 0)
+            .count()
+            >= 4
+    );
+    let plan = json!({"bindings": [{"mac": "02:00:00:00:00:01"}], "n": 1});
+    let report = state::flush(&l, &p, plan.clone()).unwrap();
+    assert!(report.bytes > 0);
+    assert!(report.lock_held() <= report.total());
+
+    // Readable with any JSON tool: the big counters are exact decimal strings.
+    let text = fs::read_to_string(&p.current).unwrap();
+    assert!(
+        text.contains(&format!("\"{BIG}\"")),
+        "2^63-scale value kept as a string"
+    );
+    assert!(text.contains(&format!("\"{}\"", u64::MAX - 1)));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["schema"], json!(SCHEMA));
+
+    let loaded = state::load(&p).unwrap();
+    assert_eq!(loaded.source, LoadSource::Current);
+    assert_eq!(loaded.plan, plan);
+    assert_eq!(loaded.book, normalized(before.clone()));
+    let row = loaded.book.rows[&key(mac(1), mac(100), Tx, External, Tcp)];
+    assert_eq!(row.base.last.bytes, BIG);
+
+    // A second flush of the same state is byte-identical (sorted output).
+    state::flush(&l, &p, plan).unwrap();
+    assert_eq!(fs::read_to_string(&p.current).unwrap(), text);
+    assert_eq!(
+        fs::read_to_string(&p.backup).unwrap(),
+        text,
+        "previous generation rotated to .bak"
+    );
+}
+
+#[test]
+fn restart_from_the_file_continues_without_loss_or_double_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let attr = world();
+    let k = key(mac(1), mac(100), Tx, External, Tcp);
+    let before = Arc::new(Ledger::default());
+    before.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
+    state::flush(&before, &p, json!(null)).unwrap();
+    // The kernel keeps counting while the agent restarts.
+    let after = Arc::new(Ledger::default());
+    after.restore_loaded(state::load(&p).unwrap(), 0);
+    after.apply_drain(&attr, &[(k, reading(1600, 16, 5))], 1);
+    let s = parse(&render(&after, &attr));
+    assert_eq!(
+        value(
+            &s,
+            "lachesis_bytes_total",
+            &[
+                ("zone", "external"),
+                ("external_network", "public"),
+                ("direction", "tx")
+            ]
+        ),
+        Some(1600)
+    );
+}
+
+#[test]
+fn crash_between_temp_write_and_rename_keeps_the_current_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let l = busy();
+    state::flush(&l, &p, json!({"gen": 1})).unwrap();
+    let good = fs::read(&p.current).unwrap();
+    // The next flush died after writing half its temp file.
+    let next = state::encode(&l.snapshot(), json!({"gen": 2}));
+    fs::write(&p.temp, &next[..next.len() / 2]).unwrap();
+    let loaded = state::load(&p).unwrap();
+    assert_eq!(loaded.source, LoadSource::Current);
+    assert_eq!(loaded.plan, json!({"gen": 1}));
+    assert!(loaded.quarantined.is_empty());
+    assert_eq!(fs::read(&p.current).unwrap(), good);
+    // The leftover temp file does not stop the next flush.
+    state::flush(&l, &p, json!({"gen": 3})).unwrap();
+    assert_eq!(state::load(&p).unwrap().plan, json!({"gen": 3}));
+}
+
+#[test]
+fn crash_between_rotate_and_rename_falls_back_to_bak() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let l = busy();
+    state::flush(&l, &p, json!({"gen": 1})).unwrap();
+    // Rotated, not yet renamed: no current file, a complete temp file.
+    fs::rename(&p.current, &p.backup).unwrap();
+    fs::write(&p.temp, state::encode(&l.snapshot(), json!({"gen": 2}))).unwrap();
+    let loaded = state::load(&p).unwrap();
+    assert_eq!(loaded.source, LoadSource::Backup);
+    assert_eq!(loaded.plan, json!({"gen": 1}));
+    let fresh = Ledger::default();
+    fresh.restore_loaded(loaded, 0);
+    assert_eq!(fresh.health().load_fallback_backup, 1);
+}
+
+#[test]
+fn corrupt_current_with_good_bak_is_quarantined_and_bak_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let l = busy();
+    state::flush(&l, &p, json!({"gen": 1})).unwrap();
+    state::flush(&l, &p, json!({"gen": 2})).unwrap();
+    fs::write(&p.current, b"{\"schema\": 2, \"rows\": [tru").unwrap();
+    let loaded = state::load(&p).unwrap();
+    assert_eq!(loaded.source, LoadSource::Backup);
+    assert_eq!(loaded.plan, json!({"gen": 1}));
+    assert_eq!(loaded.quarantined.len(), 1);
+    let q = &loaded.quarantined[0];
+    assert_eq!(q.from, p.current);
+    assert_eq!(fs::read(&q.to).unwrap(), b"{\"schema\": 2, \"rows\": [tru");
+    assert!(
+        !p.current.exists(),
+        "moved aside before anything can overwrite it"
+    );
+    let fresh = Ledger::default();
+    fresh.restore_loaded(loaded, 0);
+    assert_eq!(normalized(fresh.snapshot()), normalized(l.snapshot()));
+    let h = fresh.health();
+    assert_eq!((h.load_fallback_backup, h.load_quarantined), (1, 1));
+}
+
+#[test]
+fn both_corrupt_quarantines_both_and_starts_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    fs::write(&p.current, b"not json").unwrap();
+    // Valid JSON, invalid content: an unknown zone label.
+    fs::write(&p.backup, br#"{"schema":2,"rows":[{"key":{"src_mac":"02:00:00:00:00:01","dst_mac":"02:00:00:00:00:02","eth_proto":2048,"direction":"tx","zone":"mars","l4":"tcp"},"total":{"bytes":"1","packets":"1"},"last":{"bytes":"1","packets":"1"},"stamp":"1"}]}"#).unwrap();
+    // A quarantine from an earlier incident is not overwritten.
+    fs::write(dir.path().join("state.json.quarantine"), b"older incident").unwrap();
+    let loaded = state::load(&p).unwrap();
+    assert_eq!(loaded.source, LoadSource::Empty);
+    assert_eq!(loaded.book, Book::default());
+    assert_eq!(loaded.quarantined.len(), 2);
+    assert!(
+        loaded.quarantined[1].reason.contains("mars"),
+        "{}",
+        loaded.quarantined[1].reason
+    );
+    assert_eq!(
+        fs::read(dir.path().join("state.json.quarantine")).unwrap(),
+        b"older incident"
+    );
+    assert_eq!(
+        fs::read(dir.path().join("state.json.quarantine.1")).unwrap(),
+        b"not json"
+    );
+    assert!(dir.path().join("state.json.bak.quarantine").exists());
+    let fresh = Ledger::default();
+    fresh.restore_loaded(loaded, 0);
+    let h = fresh.health();
+    assert_eq!((h.load_fallback_empty, h.load_quarantined), (1, 2));
+}
+
+#[test]
+fn missing_files_start_empty_without_a_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = state::load(&paths(dir.path())).unwrap();
+    assert_eq!(loaded.source, LoadSource::Empty);
+    let fresh = Ledger::default();
+    fresh.restore_loaded(loaded, 0);
+    assert_eq!(fresh.health().load_fallback_empty, 0);
+}
+
+#[test]
+fn newer_schema_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let newer = format!(
+        r#"{{"schema": {}, "rows": {{"a": "shape this build cannot read"}}}}"#,
+        SCHEMA + 1
+    );
+    fs::write(&p.current, &newer).unwrap();
+    fs::write(&p.backup, b"garbage").unwrap();
+    match state::load(&p) {
+        Err(StateError::NewerSchema {
+            found, supported, ..
+        }) => {
+            assert_eq!((found, supported), (SCHEMA + 1, SCHEMA));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(fs::read_to_string(&p.current).unwrap(), newer);
+    assert_eq!(fs::read(&p.backup).unwrap(), b"garbage");
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "nothing quarantined"
+    );
+
+    // A corrupt current in front of a newer .bak is a refusal too, with
+    // nothing moved: the newer generation must survive a rollback.
+    fs::write(&p.backup, &newer).unwrap();
+    fs::write(&p.current, b"garbage").unwrap();
+    assert!(matches!(
+        state::load(&p),
+        Err(StateError::NewerSchema { .. })
+    ));
+    assert_eq!(fs::read(&p.current).unwrap(), b"garbage");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/state-v1.json"),
+        &p.current,
+    )
+    .unwrap();
+    let loaded = state::load(&p).unwrap();
+    assert_eq!(loaded.schema, Some(1));
+    assert_eq!(loaded.plan["note"], json!("opaque to the ledger"));
+    let k = key(mac(1), mac(100), Tx, External, Tcp);
+    assert_eq!(
+        loaded.book.rows[&k].base.stamp, 0,
+        "older rows restore with an unknown stamp"
+    );
+    assert_eq!(loaded.book.interner.get("t-b"), Some(2));
+    let l = Arc::new(Ledger::default());
+    l.restore_loaded(loaded, 0);
+    assert_eq!(l.intern_tenant("t-c"), Ok(3));
+    // Same kernel entry grew by 250 since the old build's last read.
+    let attr = world();
+    l.apply_drain(&attr, &[(k, reading(5250, 52, 42))], 1);
+    l.apply_drain(&attr, &[(k, reading(5300, 53, 42))], 2);
+    let s = parse(&render(&l, &attr));
+    let ext = [
+        ("zone", "external"),
+        ("external_network", "public"),
+        ("direction", "tx"),
+    ];
+    assert_eq!(value(&s, "lachesis_bytes_total", &ext), Some(5300 + 700));
+    assert_eq!(
+        value(
+            &s,
+            "lachesis_tenant_bytes_total",
+            &[
+                &[("tenant_id", "unknown")][..],
+                &[
+                    ("zone", "miss"),
+                    ("external_network", "none"),
+                    ("direction", "rx")
+                ]
+            ]
+            .concat()
+        ),
+        Some(33)
+    );
+    // Written back as the current schema.
+    state::flush(&l, &p, json!(null)).unwrap();
+    assert_eq!(state::load(&p).unwrap().schema, Some(SCHEMA));
+}
+
+#[test]
+fn failed_flush_is_counted_and_leaves_the_old_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = busy();
+    let p = StatePaths::new(dir.path().join("missing-dir").join("state.json"));
+    match state::flush(&l, &p, json!(null)) {
+        Err(StateError::Flush { phase, .. }) => assert_eq!(phase, "write"),
+        other => panic!("expected a write failure, got {other:?}"),
+    }
+    let s = parse(&render(&l, &world()));
+    assert_eq!(
+        value(
+            &s,
+            "lachesis_state_flush_failures_total",
+            &[("phase", "write")]
+        ),
+        Some(1)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "lachesis_state_flush_phase_seconds_count",
+            &[("phase", "copy")]
+        ),
+        Some(1)
+    );
+    assert_eq!(FlushPhase::ALL.len(), 7);
+}
