@@ -3,6 +3,7 @@
 //! Every list here is sorted so that "the first match" never depends on the
 //! order of the input lists (DESIGN §6: same snapshot, same plan).
 
+use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
 
 use crate::fasthash::{FastMap, FastSet};
@@ -84,9 +85,12 @@ impl<'a> Index<'a> {
         let ports = snap.ports.iter().map(|p| (p.id.as_str(), p)).collect();
         let projects = snap.projects.iter().map(|p| p.id.as_str()).collect();
 
-        let mut router_interfaces: FastMap<&str, Vec<&Subnet>> = FastMap::default();
-        let mut port_at: FastMap<(&str, IpAddr), &Port> = FastMap::default();
-        let mut platform_by_subnet: FastMap<&str, Vec<IpAddr>> = FastMap::default();
+        let mut router_interfaces: FastMap<&str, Vec<&Subnet>> =
+            FastMap::with_capacity_and_hasher(snap.routers.len(), BuildHasherDefault::default());
+        let mut port_at: FastMap<(&str, IpAddr), &Port> =
+            FastMap::with_capacity_and_hasher(snap.ports.len(), BuildHasherDefault::default());
+        let mut platform_by_subnet: FastMap<&str, Vec<IpAddr>> =
+            FastMap::with_capacity_and_hasher(snap.subnets.len(), BuildHasherDefault::default());
         for port in &snap.ports {
             let interface = is_router_interface(&port.device_owner) && !port.device_id.is_empty();
             let platform = PLATFORM_OWNERS.contains(&port.device_owner.as_str());

@@ -30,17 +30,38 @@ enum Source {
     Infra,
 }
 
-/// A row's tenant while planning: `None` is the global scope. Borrowed, so
-/// building 10⁵ rows allocates no strings; sorted once at the end.
-type Tenant<'r> = Option<&'r str>;
+/// A row's tenant while planning, interned: building 10⁵ rows then hashes
+/// and compares integers, not project-id strings. [`GLOBAL`] is `*`.
+type Tenant = u32;
 
-#[derive(Default)]
+const GLOBAL: Tenant = 0;
+
 struct Rows<'r> {
-    map: FastMap<(Tenant<'r>, Prefix), (Zone, Source)>,
+    /// Tenant id → project id (`""` for [`GLOBAL`]).
+    names: Vec<&'r str>,
+    ids: FastMap<&'r str, Tenant>,
+    map: FastMap<(Tenant, Prefix), (Zone, Source)>,
 }
 
 impl<'r> Rows<'r> {
-    fn put(&mut self, scope: Tenant<'r>, prefix: Prefix, zone: Zone, source: Source) {
+    fn new() -> Rows<'r> {
+        Rows {
+            names: vec![""],
+            ids: FastMap::default(),
+            map: FastMap::default(),
+        }
+    }
+
+    fn intern(&mut self, project: &'r str) -> Tenant {
+        let next = self.names.len() as Tenant;
+        let id = *self.ids.entry(project).or_insert(next);
+        if id == next {
+            self.names.push(project);
+        }
+        id
+    }
+
+    fn put(&mut self, scope: Tenant, prefix: Prefix, zone: Zone, source: Source) {
         use std::collections::hash_map::Entry;
         match self.map.entry((scope, prefix)) {
             Entry::Vacant(v) => {
@@ -70,18 +91,17 @@ pub(crate) fn rows<'r>(
     opts: PlanOptions,
     anomalies: &mut Vec<Anomaly>,
 ) -> TrieOut {
-    let mut rows = Rows::default();
-    let global: Tenant<'r> = None;
+    let mut rows = Rows::new();
 
     // 1. Catch-all.
     rows.put(
-        global,
+        GLOBAL,
         Prefix::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0).expect("/0"),
         Zone::External,
         Source::CatchAll,
     );
     rows.put(
-        global,
+        GLOBAL,
         Prefix::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0).expect("/0"),
         Zone::External,
         Source::CatchAll,
@@ -91,7 +111,7 @@ pub(crate) fn rows<'r>(
 
     // 4. Owned subnets. `subnet_rows` collects every per-tenant subnet row
     // (steps 4 and 5) for step 7.
-    let mut subnet_rows: Vec<(Tenant<'r>, &Subnet, Source)> = Vec::new();
+    let mut subnet_rows: Vec<(Tenant, &Subnet, Source)> = Vec::new();
     let mut owned_by_tenant: BTreeMap<&str, Vec<&Subnet>> = BTreeMap::new();
     for subnet in &idx.snap.subnets {
         let Some(net) = idx.network_of(subnet) else {
@@ -104,7 +124,7 @@ pub(crate) fn rows<'r>(
             .entry(net.project.as_str())
             .or_default()
             .push(subnet);
-        let scope = Some(net.project.as_str());
+        let scope = rows.intern(&net.project);
         rows.put(scope, subnet.cidr, Zone::SameTenant, Source::Owned);
         subnet_rows.push((scope, subnet, Source::Owned));
     }
@@ -141,38 +161,41 @@ pub(crate) fn rows<'r>(
         }
     }
     for amp in &octavia.amphora_ips {
-        rows.put(
-            Some(amp.tenant.as_str()),
-            Prefix::host(amp.address),
-            Zone::Infra,
-            Source::Infra,
-        );
+        let scope = rows.intern(&amp.tenant);
+        rows.put(scope, Prefix::host(amp.address), Zone::Infra, Source::Infra);
     }
 
-    // Sort by (tenant rank, prefix): ranking the few hundred distinct
-    // tenants once keeps string comparisons out of the 10⁵-row sort. `None`
-    // ranks first, as `*` sorts first in the output.
-    let mut tenants: Vec<Tenant<'r>> = rows
-        .map
-        .keys()
-        .map(|k| k.0)
-        .collect::<FastSet<_>>()
-        .into_iter()
+    // Order tenants by project id once (`*` first, as in the output), then
+    // sort rows by (rank, prefix) without comparing strings.
+    let mut order: Vec<Tenant> = (1..rows.names.len() as Tenant).collect();
+    order.sort_unstable_by_key(|t| rows.names[*t as usize]);
+    let mut rank = vec![0usize; rows.names.len()];
+    for (i, t) in order.iter().enumerate() {
+        rank[*t as usize] = i + 1;
+    }
+    let scopes: Vec<Scope> = rows
+        .names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if i == 0 {
+                Scope::Global
+            } else {
+                Scope::Tenant((*n).to_owned())
+            }
+        })
         .collect();
-    tenants.sort_unstable();
-    let rank: FastMap<Tenant<'r>, usize> =
-        tenants.iter().enumerate().map(|(i, t)| (*t, i)).collect();
-    let mut sorted: Vec<(usize, Prefix, Tenant<'r>, Zone)> = rows
+    let mut sorted: Vec<(usize, Prefix, Tenant, Zone)> = rows
         .map
         .into_iter()
-        .map(|((tenant, prefix), (zone, _))| (rank[&tenant], prefix, tenant, zone))
+        .map(|((tenant, prefix), (zone, _))| (rank[tenant as usize], prefix, tenant, zone))
         .collect();
     sorted.sort_unstable_by_key(|r| (r.0, r.1));
     TrieOut {
         rows: sorted
             .into_iter()
             .map(|(_, prefix, tenant, zone)| TrieRow {
-                tenant: tenant.map_or(Scope::Global, |t| Scope::Tenant(t.to_owned())),
+                tenant: scopes[tenant as usize].clone(),
                 prefix,
                 zone,
             })
@@ -251,32 +274,32 @@ fn static_routes<'r>(
                 ),
             });
         }
-        rows.put(Some(tenant), destination, zones[0], Source::Route);
+        let scope = rows.intern(tenant);
+        rows.put(scope, destination, zones[0], Source::Route);
     }
     fallbacks
 }
 
 /// Steps 2 and 3: shared subnets and platform addresses, for every tenant.
 fn global_rows<'r>(idx: &'r Index<'r>, rows: &mut Rows<'r>) {
-    let global: Tenant<'r> = None;
     // 2. Shared, non-external subnets.
     for subnet in &idx.snap.subnets {
         if idx
             .network_of(subnet)
             .is_some_and(|n| n.shared && !n.external)
         {
-            rows.put(global, subnet.cidr, Zone::Shared, Source::Shared);
+            rows.put(GLOBAL, subnet.cidr, Zone::Shared, Source::Shared);
         }
     }
 
     // 3. Platform addresses.
     for addrs in idx.platform_by_subnet.values() {
         for a in addrs {
-            rows.put(global, Prefix::host(*a), Zone::Infra, Source::Infra);
+            rows.put(GLOBAL, Prefix::host(*a), Zone::Infra, Source::Infra);
         }
     }
     for a in METADATA_ADDRESSES {
-        rows.put(global, Prefix::host(a), Zone::Infra, Source::Infra);
+        rows.put(GLOBAL, Prefix::host(a), Zone::Infra, Source::Infra);
     }
 }
 
@@ -285,7 +308,7 @@ fn neighbours<'r>(
     idx: &'r Index<'r>,
     bound: &'r BoundPorts<'r>,
     rows: &mut Rows<'r>,
-    subnet_rows: &mut Vec<(Tenant<'r>, &'r Subnet, Source)>,
+    subnet_rows: &mut Vec<(Tenant, &'r Subnet, Source)>,
 ) {
     for attached in idx.router_interfaces.values() {
         let mut tenants: Vec<&str> = attached
@@ -298,7 +321,7 @@ fn neighbours<'r>(
             .collect();
         tenants.sort_unstable();
         for tenant in tenants {
-            let scope = Some(tenant);
+            let scope = rows.intern(tenant);
             for subnet in attached {
                 let net = idx.network_of(subnet);
                 if net.is_some_and(|n| n.shared || n.external) {
