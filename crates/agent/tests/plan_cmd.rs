@@ -89,3 +89,27 @@ fn a_source_is_required() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--from-dir"));
 }
+
+#[test]
+fn hop_limit_flag_reaches_the_resolver() {
+    let dir = fixtures().join("two-tenants");
+    let out = lachesis(&[
+        "plan",
+        "--from-dir",
+        dir.to_str().unwrap(),
+        "--hop-limit",
+        "0",
+    ]);
+    assert!(out.status.success());
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // tenant-a's route to tenant-b's subnet needs one router hop.
+    assert_eq!(plan["route_fallbacks"]["max_hops"], 1);
+    assert_eq!(plan["anomalies"][0]["class"], "max_hops");
+    let row = plan["trie"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tenant"] == "3f2a9c1e5b7d4e08a1c6f0b2d4e6a8c0" && r["prefix"] == "10.2.0.0/24")
+        .expect("the route's row");
+    assert_eq!(row["zone"], "external");
+}
