@@ -33,6 +33,12 @@ bench-packet: setup
 bench-drain: setup
 	$(CARGO) run --release -p lachesis-datapath --example bench_drain
 
+# Plan build for 20 000 ports / 5 000 subnets / 2 000 routers, and the diff of
+# two plans one router apart (DESIGN §16); last line is one JSON object.
+.PHONY: bench-plan
+bench-plan: setup
+	$(CARGO) run --release -p lachesis-planner --example bench_plan
+
 # Ledger: drain apply, /metrics render and state flush at DESIGN §16 sizes.
 .PHONY: bench-ledger
 bench-ledger: setup

@@ -9,10 +9,16 @@ use libbpf_cargo::SkeletonBuilder;
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let bpf_dir = manifest.join("../../bpf").canonicalize().expect("bpf/ folder");
+    let bpf_dir = manifest
+        .join("../../bpf")
+        .canonicalize()
+        .expect("bpf/ folder");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     // Debian's kernel headers keep asm/types.h under the multiarch folder.
-    let multiarch = format!("-I/usr/include/{}-linux-gnu", env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into()));
+    let multiarch = format!(
+        "-I/usr/include/{}-linux-gnu",
+        env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into())
+    );
     let include = format!("-I{}", bpf_dir.display());
 
     for name in ["lachesis", "baseline"] {
@@ -21,24 +27,37 @@ fn main() {
         SkeletonBuilder::new()
             .source(&src)
             .obj(&obj)
-            .clang_args([multiarch.as_str(), include.as_str(), "-O2", "-g", "-Wall", "-Werror"])
+            .clang_args([
+                multiarch.as_str(),
+                include.as_str(),
+                "-O2",
+                "-g",
+                "-Wall",
+                "-Werror",
+            ])
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
         println!("cargo:rerun-if-changed={}", src.display());
     }
-    println!("cargo:rerun-if-changed={}", bpf_dir.join("lachesis.h").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        bpf_dir.join("lachesis.h").display()
+    );
 
     if let Some(target) = target_dir(&out) {
         let dest = target.join("bpf");
         std::fs::create_dir_all(&dest).expect("create target/bpf");
-        std::fs::copy(out.join("lachesis.bpf.o"), dest.join("lachesis.bpf.o")).expect("copy object");
+        std::fs::copy(out.join("lachesis.bpf.o"), dest.join("lachesis.bpf.o"))
+            .expect("copy object");
     }
 }
 
 /// `<target>/<profile>/build/<pkg>-<hash>/out` → `<target>` (also with a
 /// `--target` triple folder in between).
 fn target_dir(out: &Path) -> Option<PathBuf> {
-    let build = out.ancestors().find(|p| p.file_name().is_some_and(|n| n == "build"))?;
+    let build = out
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))?;
     let profile = build.parent()?;
     let parent = profile.parent()?;
     // With --target, the profile sits under <target>/<triple>/.

@@ -28,7 +28,9 @@ impl Mac {
     /// in a u64 in host order (`02:00:00:00:00:01` → `0x020000000001`).
     #[must_use]
     pub fn to_u64(self) -> u64 {
-        self.0.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+        self.0
+            .iter()
+            .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
     }
 
     /// Inverse of [`Mac::to_u64`]; bits above 48 are ignored.
@@ -99,7 +101,13 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for bad in ["", "02:00:00:00:00", "02:00:00:00:00:01:02", "0g:00:00:00:00:01", "2:00:00:00:00:01"] {
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:01:02",
+            "0g:00:00:00:00:01",
+            "2:00:00:00:00:01",
+        ] {
             assert!(bad.parse::<Mac>().is_err(), "{bad}");
         }
         assert!("01:00:5e:00:00:01".parse::<Mac>().unwrap().is_multicast());

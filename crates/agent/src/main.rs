@@ -4,8 +4,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod plan_cmd;
+
 #[derive(Debug, Parser)]
-#[command(name = "lachesis", version, about = "Per-node OpenStack traffic metering agent")]
+#[command(
+    name = "lachesis",
+    version,
+    about = "Per-node OpenStack traffic metering agent"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -16,7 +22,7 @@ enum Command {
     /// Run the metering daemon.
     Agent,
     /// Print the desired kernel state for a cloud or a folder of API responses.
-    Plan,
+    Plan(plan_cmd::PlanArgs),
     /// Serve a simulated OpenStack API from a topology file.
     Sim,
     /// Run the whole system on this machine with no cloud.
@@ -24,7 +30,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    match run(&Cli::parse()) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("lachesis: error: {err:#}");
@@ -33,10 +39,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+#[allow(clippy::unnecessary_wraps)] // the commands that land next return errors
+fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
         Command::Agent => "agent",
-        Command::Plan => "plan",
+        Command::Plan(ref args) => return plan_cmd::run(args),
         Command::Sim => "sim",
         Command::Demo => "demo",
     };

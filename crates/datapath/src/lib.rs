@@ -1,5 +1,291 @@
-//! Userspace handle of the Lachesis classifier (DESIGN §4).
-#![allow(clippy::all)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/lachesis.skel.rs"));
+//! Userspace handle of the Lachesis classifier (DESIGN §4): load the object,
+//! size and pin `flows`, write the metadata maps, attach to taps, drain.
+//!
+//! This is the only crate that talks `bpf()`. Kernel requirements: BPF with
+//! BTF, TC (clsact) and per-CPU hash batch lookups (5.6+); TCX attach needs
+//! 6.6+ and is probed at run time, falling back to cls_bpf.
+
+mod attach;
+mod bpffs;
+#[cfg(test)]
+mod btf_layout;
+mod drain;
+mod error;
+mod libbpf_log;
+mod maps;
+mod object;
+mod sizing;
+mod testrun;
+
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use lachesis_abi::{Direction, EndpointValue, FlowKey, Mac, StatReason, Zone};
+use libbpf_rs::{MapCore, MapHandle, Object, Program};
+
+pub use attach::{
+    ifindex, ifname, interfaces, AttachMode, AttachOutcome, Attachment, TC_HANDLE, TC_PRIORITY,
+};
+pub use drain::{DrainBuffer, RetiredFlows};
+pub use error::{Error, Result};
+pub use maps::Prefix;
+pub use object::{DatapathConfig, FlowsPin};
+pub use sizing::{
+    flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
+};
+pub use testrun::{baseline_object, TestRun};
+
+use maps::MetadataMaps;
+
+/// Kernel stats counters, indexed by [`StatReason`] code.
+pub type Stats = [u64; StatReason::COUNT as usize];
+
+fn prog_name(dir: Direction) -> &'static str {
+    match dir {
+        Direction::Tx => "lachesis_tx",
+        Direction::Rx => "lachesis_rx",
+    }
+}
+
+/// The loaded classifier and its maps.
+#[derive(Debug)]
+pub struct Datapath {
+    obj: Object,
+    flows: MapHandle,
+    stats: MapHandle,
+    meta: MetadataMaps,
+    bpffs_dir: PathBuf,
+    mode: AttachMode,
+    possible_cpus: usize,
+    max_entries: u32,
+}
+
+fn handle(obj: &Object, name: &str) -> Result<MapHandle> {
+    let map = obj
+        .maps()
+        .find(|m| m.name() == name)
+        .ok_or_else(|| Error::Invalid {
+            what: "classifier object",
+            detail: format!("has no map named {name}"),
+        })?;
+    MapHandle::try_from(&map).map_err(Error::bpf(format!("dup {name} fd")))
+}
+
+impl Datapath {
+    /// Loads the classifier with fresh metadata maps and the pinned `flows`
+    /// map reused when compatible (DESIGN §4.4). Retired incompatible maps
+    /// are returned: drain each once more after [`Datapath::attach`] has
+    /// replaced the old programs on every tap, then remove it.
+    pub fn load(config: &DatapathConfig) -> Result<(Datapath, FlowsPin, Vec<RetiredFlows>)> {
+        libbpf_log::install_once();
+        let loaded = object::load(config)?;
+        let meta = MetadataMaps {
+            endpoints: handle(&loaded.obj, "endpoints")?,
+            zones_v4: handle(&loaded.obj, "zones_v4")?,
+            zones_v6: handle(&loaded.obj, "zones_v6")?,
+            amphora_ips: handle(&loaded.obj, "amphora_ips")?,
+        };
+        let stats = handle(&loaded.obj, "stats")?;
+        let dp = Datapath {
+            obj: loaded.obj,
+            flows: loaded.flows,
+            stats,
+            meta,
+            bpffs_dir: config.bpffs_dir.clone(),
+            mode: loaded.mode,
+            possible_cpus: loaded.possible_cpus,
+            max_entries: loaded.max_entries,
+        };
+        Ok((dp, loaded.flows_pin, loaded.retired))
+    }
+
+    /// Effective `flows` capacity (exported as a gauge).
+    #[must_use]
+    pub fn flows_max_entries(&self) -> u32 {
+        self.max_entries
+    }
+
+    /// Number of possible CPUs the per-CPU maps are sized for.
+    #[must_use]
+    pub fn possible_cpus(&self) -> usize {
+        self.possible_cpus
+    }
+
+    /// The attach mode chosen for this kernel.
+    #[must_use]
+    pub fn attach_mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    /// Our bpffs directory.
+    #[must_use]
+    pub fn bpffs_dir(&self) -> &Path {
+        &self.bpffs_dir
+    }
+
+    fn links_dir(&self) -> PathBuf {
+        self.bpffs_dir.join("links")
+    }
+
+    pub(crate) fn program(&self, dir: Direction) -> Program<'_> {
+        let want = prog_name(dir);
+        self.obj
+            .progs()
+            .find(|p| p.name() == want)
+            .expect("the object defines both programs")
+    }
+
+    // ---- metadata writers -------------------------------------------------
+
+    /// Binds a VM MAC to its interned tenant id (never 0) and flags.
+    pub fn upsert_endpoint(&self, mac: Mac, value: EndpointValue) -> Result<()> {
+        self.meta.upsert_endpoint(mac, value)
+    }
+
+    /// Removes a binding; `false` if it was not there.
+    pub fn delete_endpoint(&self, mac: Mac) -> Result<bool> {
+        self.meta.delete_endpoint(mac)
+    }
+
+    /// Writes a trie row; tenant id 0 is the global scope.
+    pub fn upsert_zone(&self, tenant_id: u32, prefix: Prefix, zone: Zone) -> Result<()> {
+        self.meta.upsert_zone(tenant_id, prefix, zone)
+    }
+
+    /// Deletes a trie row; `false` if it was not there.
+    pub fn delete_zone(&self, tenant_id: u32, prefix: Prefix) -> Result<bool> {
+        self.meta.delete_zone(tenant_id, prefix)
+    }
+
+    /// Marks an amphora data-port address of the LB owner's tenant.
+    pub fn upsert_amphora(&self, tenant_id: u32, addr: IpAddr) -> Result<()> {
+        self.meta.upsert_amphora(tenant_id, addr)
+    }
+
+    /// Removes an amphora address; `false` if it was not there.
+    pub fn delete_amphora(&self, tenant_id: u32, addr: IpAddr) -> Result<bool> {
+        self.meta.delete_amphora(tenant_id, addr)
+    }
+
+    // ---- draining ---------------------------------------------------------
+
+    /// Reads every `flows` entry with batched lookups into `buf` (reused).
+    /// Never clears the map: read-don't-clear makes crashes lossless.
+    pub fn drain(&self, buf: &mut DrainBuffer) -> Result<()> {
+        drain::drain_batched(self.flows.as_fd(), self.possible_cpus, buf)
+    }
+
+    /// The same read, one key at a time (benchmark contrast).
+    pub fn drain_iterated(&self, buf: &mut DrainBuffer) -> Result<()> {
+        drain::drain_iterated(&self.flows, buf)
+    }
+
+    /// Kernel stats counters.
+    pub fn stats(&self) -> Result<Stats> {
+        drain::read_stats(&self.stats)
+    }
+
+    /// Deletes one `flows` entry (only after its bytes were read: pressure
+    /// relief, ghost sweep, unresolved eviction). `false` if absent.
+    pub fn delete_flow(&self, key: &FlowKey) -> Result<bool> {
+        maps::delete_flow(&self.flows, key)
+    }
+
+    /// Writes a `flows` entry with the same value on every CPU slot
+    /// (benchmarks and tests that need a full map).
+    pub fn write_flow_for_test(
+        &self,
+        key: &FlowKey,
+        value: &lachesis_abi::FlowCounters,
+    ) -> Result<()> {
+        let slot = bytemuck::bytes_of(value).to_vec();
+        let mut values = vec![vec![0u8; slot.len()]; self.possible_cpus];
+        values[0] = slot;
+        self.flows
+            .update_percpu(bytemuck::bytes_of(key), &values, libbpf_rs::MapFlags::ANY)
+            .map_err(Error::bpf("write flows entry"))
+    }
+
+    // ---- attach -----------------------------------------------------------
+
+    /// Attaches both programs to `ifname`, atomically replacing any of ours
+    /// already there, and removes ours of the other attach kind (a mode
+    /// change must not leave two copies counting).
+    pub fn attach(&self, ifname: &str) -> Result<[AttachOutcome; 2]> {
+        let idx = ifindex(ifname)?;
+        let mut out = [AttachOutcome::Attached; 2];
+        for (slot, dir) in out.iter_mut().zip([Direction::Tx, Direction::Rx]) {
+            let prog = self.program(dir);
+            let tcx = attach::Tcx {
+                links_dir: &self.links_dir(),
+            };
+            *slot = if self.mode == AttachMode::Tcx {
+                let outcome = tcx.attach(&prog, idx, dir)?;
+                attach::tc_detach(&prog, idx, dir)?;
+                outcome
+            } else {
+                let outcome = attach::tc_attach(&prog, idx, dir)?;
+                tcx.detach(idx, dir)?;
+                outcome
+            };
+        }
+        Ok(out)
+    }
+
+    /// Removes every attachment of ours from `ifname`; `true` if any was there.
+    pub fn detach(&self, ifname: &str) -> Result<bool> {
+        self.detach_index(ifindex(ifname)?)
+    }
+
+    fn detach_index(&self, idx: u32) -> Result<bool> {
+        let mut any = false;
+        for dir in [Direction::Tx, Direction::Rx] {
+            any |= attach::Tcx {
+                links_dir: &self.links_dir(),
+            }
+            .detach(idx, dir)?;
+            any |= attach::tc_detach(&self.program(dir), idx, dir)?;
+        }
+        Ok(any)
+    }
+
+    /// Every attachment of ours in this network namespace.
+    pub fn attachments(&self) -> Result<Vec<Attachment>> {
+        let fd = self.program(Direction::Tx);
+        let mut out = Vec::new();
+        for (idx, _) in interfaces()? {
+            out.extend(attach::list(fd.as_fd(), idx)?);
+        }
+        Ok(out)
+    }
+
+    /// Removes ours from every interface whose name does not `qualify`, and
+    /// link pins whose interface is gone. Returns what was removed.
+    pub fn remove_unqualified(&self, qualify: impl Fn(&str) -> bool) -> Result<Vec<Attachment>> {
+        let mut removed = Vec::new();
+        for a in self.attachments()? {
+            if !a.ifname.as_deref().is_some_and(&qualify) {
+                self.detach_index(a.ifindex)?;
+                removed.push(a);
+            }
+        }
+        attach::Tcx {
+            links_dir: &self.links_dir(),
+        }
+        .prune_stale_pins()?;
+        Ok(removed)
+    }
+
+    /// Runs a program once per `repeat` over `frame` through the kernel's
+    /// program test-run facility (no interface involved).
+    pub fn test_run(&self, dir: Direction, frame: &[u8], repeat: u32) -> Result<TestRun> {
+        let want = prog_name(dir);
+        let prog = self
+            .obj
+            .progs_mut()
+            .find(|p| p.name() == want)
+            .expect("the object defines both programs");
+        testrun::run(&prog, frame, repeat)
+    }
 }

@@ -1,7 +1,53 @@
 //! Pure planner: OpenStack snapshot to the desired kernel state (DESIGN §5–§6).
 //!
-//! No I/O, no clocks, no global state: a snapshot in, a plan out.
+//! No I/O, no clocks, no global state: a snapshot in, a plan out, sorted
+//! and deterministic. See docs/planner.md and docs/plan-schema.md.
+//!
+//! ```text
+//! ApiBodies --parse_snapshot--> Snapshot --plan--> Plan --diff(old, new)--> PlanDelta
+//! ```
 
+mod bindings;
 mod bodies;
+mod diff;
+mod external;
+mod fasthash;
+mod index;
+mod octavia;
+mod plan;
+mod prefix;
+mod resolver;
+pub mod snapshot;
+mod trie;
+mod zone;
 
 pub use bodies::ApiBodies;
+pub use diff::{diff, Change, PlanDelta};
+pub use plan::{
+    AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, PlanOptions, RouterMac, Scope,
+    TrieRow,
+};
+pub use prefix::{Prefix, PrefixParseError};
+pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot};
+
+/// Builds the desired state for `snapshot` (DESIGN §6).
+#[must_use]
+pub fn plan(snapshot: &Snapshot, options: &PlanOptions) -> Plan {
+    let idx = index::Index::new(snapshot);
+    let mut anomalies = Vec::new();
+    let octavia = octavia::join(&idx);
+    anomalies.extend(octavia.anomalies.iter().cloned());
+    let bound = bindings::bind(&idx, &octavia, &mut anomalies);
+    let router_macs = external::router_macs(&idx, &mut anomalies);
+    let trie = trie::rows(&idx, &bound, &octavia, *options, &mut anomalies);
+    anomalies.sort();
+    anomalies.dedup();
+    Plan {
+        trie: trie.rows,
+        bindings: bound.bindings,
+        router_macs,
+        amphora_ips: octavia.amphora_ips,
+        anomalies,
+        route_fallbacks: trie.fallbacks,
+    }
+}

@@ -1,0 +1,234 @@
+//! `lachesis plan` (DESIGN §14): print the desired kernel state.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::{ArgGroup, Args, ValueEnum};
+use lachesis_planner::{parse_snapshot, plan, ApiBodies, Plan, PlanOptions};
+use serde_json::Value;
+
+/// Arguments of `lachesis plan`. Exactly one snapshot source is required;
+/// a new source (e.g. `--cloud NAME`) joins the `source` group and adds one
+/// arm to [`Source`].
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true)))]
+pub struct PlanArgs {
+    /// Folder of saved API response bodies: networks.json, subnets.json,
+    /// ports.json, routers.json, floatingips.json, projects.json, and
+    /// optionally servers.json, loadbalancers.json, amphorae.json.
+    #[arg(long, value_name = "DIR", group = "source")]
+    pub from_dir: Option<PathBuf>,
+    /// Output format: the documented JSON contract (docs/plan-schema.md) or
+    /// a table for people.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    /// Router hops a static route may take before it falls back to external.
+    #[arg(long, default_value_t = PlanOptions::default().hop_limit)]
+    pub hop_limit: u32,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Stable JSON (docs/plan-schema.md).
+    Json,
+    /// Aligned text tables.
+    Table,
+}
+
+/// Where the snapshot comes from.
+enum Source<'a> {
+    Dir(&'a Path),
+}
+
+impl PlanArgs {
+    fn source(&self) -> anyhow::Result<Source<'_>> {
+        match &self.from_dir {
+            Some(dir) => Ok(Source::Dir(dir)),
+            None => bail!("no snapshot source: pass --from-dir DIR"),
+        }
+    }
+}
+
+pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let bodies = match args.source()? {
+        Source::Dir(dir) => read_dir(dir)?,
+    };
+    let (snapshot, report) = parse_snapshot(&bodies)?;
+    let mut err = std::io::stderr().lock();
+    for skipped in &report.skipped {
+        writeln!(err, "lachesis plan: {skipped}")?;
+    }
+    let planned = plan(
+        &snapshot,
+        &PlanOptions {
+            hop_limit: args.hop_limit,
+        },
+    );
+    let text = match args.format {
+        Format::Json => planned.to_json(),
+        Format::Table => table(&planned),
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+const REQUIRED: [&str; 6] = [
+    "networks",
+    "subnets",
+    "ports",
+    "routers",
+    "floatingips",
+    "projects",
+];
+
+fn read_dir(dir: &Path) -> anyhow::Result<ApiBodies> {
+    let read = |name: &str| -> anyhow::Result<Option<Value>> {
+        let path = dir.join(format!("{name}.json"));
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let value = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not JSON (expected the API's response body)",
+                path.display()
+            )
+        })?;
+        Ok(Some(value))
+    };
+    let mut required = Vec::with_capacity(REQUIRED.len());
+    for name in REQUIRED {
+        let body = read(name)?.with_context(|| {
+            format!(
+                "{} is missing: --from-dir needs {}",
+                dir.join(format!("{name}.json")).display(),
+                REQUIRED.map(|n| format!("{n}.json")).join(", ")
+            )
+        })?;
+        required.push(body);
+    }
+    let mut it = required.into_iter();
+    let mut next = || it.next().unwrap_or_default();
+    Ok(ApiBodies {
+        networks: next(),
+        subnets: next(),
+        ports: next(),
+        routers: next(),
+        floatingips: next(),
+        projects: next(),
+        servers: read("servers")?,
+        loadbalancers: read("loadbalancers")?,
+        amphorae: read("amphorae")?,
+    })
+}
+
+fn table(p: &Plan) -> String {
+    let mut out = String::new();
+    section(
+        &mut out,
+        "trie rows",
+        &["TENANT", "PREFIX", "ZONE"],
+        p.trie.iter().map(|r| {
+            vec![
+                r.tenant.to_string(),
+                r.prefix.to_string(),
+                r.zone.to_string(),
+            ]
+        }),
+    );
+    let label = |l: &Option<String>| l.clone().unwrap_or_else(|| "none".to_owned());
+    section(
+        &mut out,
+        "bindings",
+        &[
+            "MAC",
+            "TENANT",
+            "SERVER",
+            "PORT",
+            "EXTERNAL_NETWORK",
+            "AMPHORA",
+        ],
+        p.bindings.iter().map(|b| {
+            vec![
+                b.mac.to_string(),
+                b.tenant.clone(),
+                b.server.clone(),
+                b.port.clone(),
+                label(&b.external_network),
+                b.amphora.to_string(),
+            ]
+        }),
+    );
+    section(
+        &mut out,
+        "router MACs",
+        &["MAC", "ROUTER", "EXTERNAL_NETWORK"],
+        p.router_macs.iter().map(|r| {
+            vec![
+                r.mac.to_string(),
+                r.router.clone(),
+                label(&r.external_network),
+            ]
+        }),
+    );
+    section(
+        &mut out,
+        "amphora addresses",
+        &["TENANT", "ADDRESS"],
+        p.amphora_ips
+            .iter()
+            .map(|a| vec![a.tenant.clone(), a.address.to_string()]),
+    );
+    section(
+        &mut out,
+        "anomalies",
+        &["CLASS", "DETAIL"],
+        p.anomalies
+            .iter()
+            .map(|a| vec![a.class.to_string(), a.detail.clone()]),
+    );
+    section(
+        &mut out,
+        "route fallbacks",
+        &["REASON", "COUNT"],
+        p.route_fallbacks
+            .iter()
+            .map(|(r, n)| vec![r.label().to_owned(), n.to_string()]),
+    );
+    out
+}
+
+fn section(
+    out: &mut String,
+    title: &str,
+    header: &[&str],
+    rows: impl Iterator<Item = Vec<String>>,
+) {
+    let rows: Vec<Vec<String>> = rows.collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let _ = writeln!(out, "{title} ({})", rows.len());
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ");
+            }
+        }
+        let _ = writeln!(out, "  {}", line.trim_end());
+    }
+    out.push('\n');
+}

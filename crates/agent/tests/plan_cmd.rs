@@ -1,0 +1,115 @@
+//! `lachesis plan --from-dir` against the reviewed fixture, run through the
+//! built binary.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../planner/tests/fixtures")
+}
+
+fn lachesis(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args(args)
+        .output()
+        .expect("run lachesis")
+}
+
+#[test]
+fn plan_from_dir_matches_the_reviewed_json_byte_for_byte() {
+    let dir = fixtures().join("two-tenants");
+    let out = lachesis(&["plan", "--from-dir", dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read(fixtures().join("two-tenants.expected.json")).unwrap();
+    assert!(
+        out.stdout == want,
+        "plan output differs from two-tenants.expected.json:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The fixture's one malformed port MAC is reported, not fatal.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"mac_address\" = \"not-a-mac\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn table_format_lists_every_section() {
+    let dir = fixtures().join("two-tenants");
+    let out = lachesis(&[
+        "plan",
+        "--from-dir",
+        dir.to_str().unwrap(),
+        "--format",
+        "table",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for heading in [
+        "trie rows (31)",
+        "bindings (5)",
+        "router MACs (5)",
+        "amphora addresses (1)",
+        "anomalies (0)",
+        "route fallbacks (7)",
+    ] {
+        assert!(text.contains(heading), "missing {heading:?} in\n{text}");
+    }
+    assert!(text
+        .lines()
+        .any(|l| l.split_whitespace().eq(["*", "0.0.0.0/0", "external"])));
+}
+
+#[test]
+fn missing_required_body_is_an_error_naming_the_file() {
+    let dir = std::env::temp_dir().join(format!("lachesis-plan-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["networks", "subnets", "ports", "routers", "floatingips"] {
+        std::fs::copy(
+            fixtures().join("two-tenants").join(format!("{f}.json")),
+            dir.join(format!("{f}.json")),
+        )
+        .unwrap();
+    }
+    let out = lachesis(&["plan", "--from-dir", dir.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("projects.json is missing"), "{stderr}");
+}
+
+#[test]
+fn a_source_is_required() {
+    let out = lachesis(&["plan"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--from-dir"));
+}
+
+#[test]
+fn hop_limit_flag_reaches_the_resolver() {
+    let dir = fixtures().join("two-tenants");
+    let out = lachesis(&[
+        "plan",
+        "--from-dir",
+        dir.to_str().unwrap(),
+        "--hop-limit",
+        "0",
+    ]);
+    assert!(out.status.success());
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // tenant-a's route to tenant-b's subnet needs one router hop.
+    assert_eq!(plan["route_fallbacks"]["max_hops"], 1);
+    assert_eq!(plan["anomalies"][0]["class"], "max_hops");
+    let row = plan["trie"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tenant"] == "3f2a9c1e5b7d4e08a1c6f0b2d4e6a8c0" && r["prefix"] == "10.2.0.0/24")
+        .expect("the route's row");
+    assert_eq!(row["zone"], "external");
+}

@@ -1,0 +1,59 @@
+//! bpffs: make sure the pin directory lives on a BPF filesystem.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+const DEFAULT_MOUNT: &str = "/sys/fs/bpf";
+
+fn is_bpffs(path: &Path) -> Result<bool> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Invalid {
+        what: "bpffs path",
+        detail: format!("{} contains a NUL byte", path.display()),
+    })?;
+    // SAFETY: `c` is a valid C string; `st` is plain old data the kernel fills.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statfs(c.as_ptr(), &raw mut st) };
+    if rc != 0 {
+        return Err(Error::io(format!("statfs {}", path.display()))(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between libcs.
+    Ok(st.f_type as i64 == BPF_FS_MAGIC)
+}
+
+/// Ensures `dir` exists on a bpffs, mounting bpffs at `/sys/fs/bpf` when the
+/// directory is below it and nothing is mounted there yet (DESIGN §4.4).
+pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
+    let mount = Path::new(DEFAULT_MOUNT);
+    if dir.starts_with(mount) && mount.is_dir() && !is_bpffs(mount)? {
+        let src = CString::new("bpf").expect("static");
+        let target = CString::new(DEFAULT_MOUNT).expect("static");
+        // SAFETY: all pointers are valid C strings; data may be null.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                src.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(Error::io("mount bpffs at /sys/fs/bpf")(
+                std::io::Error::last_os_error(),
+            ));
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
+    if !is_bpffs(dir)? {
+        return Err(Error::NotBpffs {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! Typed errors of the datapath crate: each names the operation and the
+//! object (map, interface, path) it was applied to.
+
+use std::path::PathBuf;
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong while talking to the kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A libbpf call failed.
+    #[error("{op}: {source}")]
+    Bpf {
+        /// What was being done, e.g. "load the classifier object".
+        op: String,
+        /// The libbpf error (carries the errno).
+        #[source]
+        source: libbpf_rs::Error,
+    },
+    /// A system call or file operation failed.
+    #[error("{op}: {source}")]
+    Io {
+        /// What was being done.
+        op: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No interface of that name exists in this network namespace.
+    #[error("interface {name:?} does not exist")]
+    NoSuchInterface {
+        /// The name asked for.
+        name: String,
+    },
+    /// The pin directory is not on a BPF filesystem and cannot be put on one.
+    #[error("{path} is not on a bpf filesystem (mount bpffs at /sys/fs/bpf, or set datapath.bpffs_dir below it)")]
+    NotBpffs {
+        /// The configured directory.
+        path: PathBuf,
+    },
+    /// A value handed to a map writer is out of range.
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        /// Which input.
+        what: &'static str,
+        /// What is wrong and what is expected.
+        detail: String,
+    },
+    /// TCX was demanded but the running kernel does not offer it.
+    #[error("TCX attach requested but the kernel ({release}) is older than 6.6; use attach mode 'auto' or 'tc'")]
+    NoTcx {
+        /// `uname -r`.
+        release: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn bpf(op: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
+        let op = op.into();
+        move |source| Error::Bpf { op, source }
+    }
+
+    pub(crate) fn io(op: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+        let op = op.into();
+        move |source| Error::Io { op, source }
+    }
+
+    /// Builds an `Io` error from a negative errno return value.
+    pub(crate) fn errno(op: impl Into<String>, ret: i32) -> Error {
+        Error::Io {
+            op: op.into(),
+            source: std::io::Error::from_raw_os_error(ret.saturating_neg()),
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Loading the classifier: size `flows`, reuse or retire its pin, load, pin.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use libbpf_rs::{MapCore, MapHandle, MapInfo, MapType, Object, ObjectBuilder, ProgramAttachType};
+
+use crate::attach::AttachMode;
+use crate::error::{Error, Result};
+use crate::sizing::{flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET};
+use crate::{bpffs, drain::RetiredFlows};
+
+/// The compiled classifier, built from `bpf/lachesis.bpf.c` by build.rs.
+pub(crate) static CLASSIFIER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lachesis.bpf.o"));
+
+/// File name of the pinned `flows` map inside the pin directory.
+const FLOWS_PIN: &str = "flows";
+/// Prefix of a retired (incompatible) `flows` pin awaiting its final drain
+/// (bpffs refuses dots in names).
+const RETIRED_PREFIX: &str = "flows_retired_";
+
+/// How the datapath is set up.
+#[derive(Debug, Clone)]
+pub struct DatapathConfig {
+    /// Our directory on bpffs; pins live here (`flows`, `links/`).
+    pub bpffs_dir: PathBuf,
+    /// Kernel memory budget for `flows` (DESIGN §4.5).
+    pub flows_memory_budget: u64,
+    /// Exact `flows` size, overriding the budget (benchmarks and tests).
+    pub flows_max_entries: Option<u32>,
+    /// TCX, legacy cls_bpf, or the best the kernel offers.
+    pub attach_mode: AttachMode,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig {
+            bpffs_dir: PathBuf::from("/sys/fs/bpf/lachesis"),
+            flows_memory_budget: DEFAULT_FLOWS_MEMORY_BUDGET,
+            flows_max_entries: None,
+            attach_mode: AttachMode::Auto,
+        }
+    }
+}
+
+/// What happened to the pinned `flows` map at load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowsPin {
+    /// No pin existed; a fresh map was created and pinned.
+    Created,
+    /// A compatible pin was adopted: counting continues in the same map.
+    Reused,
+    /// An incompatible pin was retired; its bytes must be drained once more
+    /// after the new programs replace the old ones (see [`RetiredFlows`]).
+    Replaced,
+}
+
+pub(crate) struct Loaded {
+    pub obj: Object,
+    pub flows: MapHandle,
+    pub flows_pin: FlowsPin,
+    pub retired: Vec<RetiredFlows>,
+    pub max_entries: u32,
+    pub possible_cpus: usize,
+    pub mode: AttachMode,
+}
+
+fn possible_cpus() -> Result<usize> {
+    libbpf_rs::num_possible_cpus().map_err(Error::bpf("count possible CPUs"))
+}
+
+/// A pinned map can be adopted only if everything the kernel fixed at its
+/// creation matches; anything else would misread keys or values.
+fn compatible(info: &MapInfo, max_entries: u32) -> bool {
+    info.map_type() == MapType::PercpuHash
+        && info.info.key_size as usize == lachesis_abi::FLOW_KEY_SIZE
+        && info.info.value_size as usize == lachesis_abi::FLOW_COUNTERS_SIZE
+        && info.info.max_entries == max_entries
+        && info.info.map_flags == 0
+}
+
+fn open_retired(dir: &Path) -> Result<Vec<RetiredFlows>> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(Error::io(format!("list {}", dir.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(Error::io(format!("list {}", dir.display())))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with(RETIRED_PREFIX) {
+            let path = entry.path();
+            let handle = MapHandle::from_pinned_path(&path).map_err(Error::bpf(format!(
+                "open retired flows pin {}",
+                path.display()
+            )))?;
+            out.push(RetiredFlows::new(handle, path)?);
+        }
+    }
+    out.sort_by(|a, b| a.path().cmp(b.path()));
+    Ok(out)
+}
+
+pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
+    let possible_cpus = possible_cpus()?;
+    let max_entries = config.flows_max_entries.unwrap_or_else(|| {
+        flows_max_entries(
+            config.flows_memory_budget,
+            u32::try_from(possible_cpus).unwrap_or(u32::MAX),
+        )
+    });
+    let mode = config.attach_mode.resolve()?;
+    bpffs::ensure_dir(&config.bpffs_dir)?;
+
+    // A retired pin left by a crash mid-swap still holds undrained bytes.
+    let mut retired = open_retired(&config.bpffs_dir)?;
+    let pin = config.bpffs_dir.join(FLOWS_PIN);
+    let mut reuse = None;
+    let mut flows_pin = FlowsPin::Created;
+    if pin.exists() {
+        let old = MapHandle::from_pinned_path(&pin)
+            .map_err(Error::bpf(format!("open pinned flows {}", pin.display())))?;
+        let info = old.info().map_err(Error::bpf("read pinned flows info"))?;
+        if compatible(&info, max_entries) {
+            reuse = Some(old);
+            flows_pin = FlowsPin::Reused;
+        } else {
+            // Keep it reachable under another name until its final drain,
+            // so even a crash before that drain loses nothing.
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let dest = config.bpffs_dir.join(format!("{RETIRED_PREFIX}{nanos}"));
+            // bpffs has no rename: pin the second name first, then drop the
+            // first, so there is no instant without a pin.
+            let mut old = old;
+            old.pin(&dest).map_err(Error::bpf(format!(
+                "pin retired flows at {}",
+                dest.display()
+            )))?;
+            std::fs::remove_file(&pin).map_err(Error::io(format!("unpin {}", pin.display())))?;
+            retired.push(RetiredFlows::new(old, dest)?);
+            flows_pin = FlowsPin::Replaced;
+        }
+    }
+
+    let mut open = ObjectBuilder::default()
+        .open_memory(CLASSIFIER)
+        .map_err(Error::bpf("open the classifier object"))?;
+    for mut map in open.maps_mut() {
+        if map.name() == FLOWS_PIN {
+            map.set_max_entries(max_entries)
+                .map_err(Error::bpf("size flows"))?;
+            if let Some(old) = &reuse {
+                map.reuse_fd(old.as_fd())
+                    .map_err(Error::bpf("reuse pinned flows"))?;
+            }
+        }
+    }
+    if mode == AttachMode::Tc {
+        // Kernels before 6.6 reject the TCX expected attach type at load;
+        // cls_bpf does not look at it.
+        for mut prog in open.progs_mut() {
+            prog.set_attach_type(ProgramAttachType::CgroupInetIngress);
+        }
+    }
+    let mut obj = open
+        .load()
+        .map_err(Error::bpf("load the classifier (verifier)"))?;
+
+    let mut flows = None;
+    for mut map in obj.maps_mut() {
+        if map.name() == FLOWS_PIN {
+            if reuse.is_none() {
+                map.pin(&pin)
+                    .map_err(Error::bpf(format!("pin flows at {}", pin.display())))?;
+            }
+            flows = Some(MapHandle::try_from(&*map).map_err(Error::bpf("dup flows fd"))?);
+        }
+    }
+    let flows = flows.ok_or_else(|| Error::Invalid {
+        what: "classifier object",
+        detail: "has no map named flows".into(),
+    })?;
+    if flows_pin == FlowsPin::Created && !retired.is_empty() {
+        flows_pin = FlowsPin::Replaced;
+    }
+    Ok(Loaded {
+        obj,
+        flows,
+        flows_pin,
+        retired,
+        max_entries,
+        possible_cpus,
+        mode,
+    })
+}

@@ -1,0 +1,427 @@
+//! Real traffic between network namespaces through taps the crate attached
+//! to. Truth is independent: the bytes and packets the drain attributes to
+//! each tap must equal the kernel's own interface counters, exactly.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::Duration;
+
+use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Mac, Zone};
+use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DrainBuffer, FlowsPin};
+use lachesis_lab::netns::{IfCounters, Lab, Vm};
+
+/// Per-direction totals of one VM, from the drain.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Totals {
+    tx_bytes: u64,
+    tx_packets: u64,
+    rx_bytes: u64,
+    rx_packets: u64,
+}
+
+fn totals_for(entries: &[(FlowKey, FlowCounters)], mac: Mac) -> Totals {
+    let mut t = Totals::default();
+    for (k, v) in entries {
+        match k.direction().unwrap() {
+            Direction::Tx if k.src_mac == mac.0 => {
+                t.tx_bytes += v.bytes;
+                t.tx_packets += v.packets;
+            }
+            Direction::Rx if k.dst_mac == mac.0 => {
+                t.rx_bytes += v.bytes;
+                t.rx_packets += v.packets;
+            }
+            _ => {}
+        }
+    }
+    t
+}
+
+fn drain(dp: &Datapath) -> Vec<(FlowKey, FlowCounters)> {
+    let mut buf = DrainBuffer::new();
+    dp.drain(&mut buf).unwrap();
+    buf.entries
+}
+
+fn sub(a: Totals, b: Totals) -> Totals {
+    Totals {
+        tx_bytes: a.tx_bytes - b.tx_bytes,
+        tx_packets: a.tx_packets - b.tx_packets,
+        rx_bytes: a.rx_bytes - b.rx_bytes,
+        rx_packets: a.rx_packets - b.rx_packets,
+    }
+}
+
+/// What the interface counters say the VM sent (tap received) and received
+/// (tap sent).
+fn truth(delta: IfCounters) -> Totals {
+    Totals {
+        tx_bytes: delta.rx_bytes,
+        tx_packets: delta.rx_packets,
+        rx_bytes: delta.tx_bytes,
+        rx_packets: delta.tx_packets,
+    }
+}
+
+fn two_vms() -> (Lab, Vm, Vm) {
+    let mut lab = Lab::new();
+    let a = lab.add_vm(
+        "02:00:00:00:aa:01".parse().unwrap(),
+        Ipv4Addr::new(10, 77, 0, 1),
+    );
+    let b = lab.add_vm(
+        "02:00:00:00:bb:02".parse().unwrap(),
+        Ipv4Addr::new(10, 77, 0, 2),
+    );
+    lab.static_neighbours();
+    (lab, a, b)
+}
+
+fn program_metadata(dp: &Datapath, a: &Vm, b: &Vm) {
+    dp.upsert_endpoint(
+        a.mac,
+        EndpointValue {
+            tenant_id: 1,
+            flags: 0,
+        },
+    )
+    .unwrap();
+    dp.upsert_endpoint(
+        b.mac,
+        EndpointValue {
+            tenant_id: 2,
+            flags: 0,
+        },
+    )
+    .unwrap();
+    dp.upsert_zone(0, "0.0.0.0/0".parse().unwrap(), Zone::External)
+        .unwrap();
+}
+
+/// Ping, a UDP burst and a TCP exchange of known sizes, both directions.
+fn traffic(a: &Vm, b: &Vm, round: u16) {
+    a.exec(&[
+        "ping",
+        "-q",
+        "-c",
+        "5",
+        "-i",
+        "0.01",
+        "-s",
+        "1000",
+        &b.ip.to_string(),
+    ])
+    .unwrap();
+    b.exec(&[
+        "ping",
+        "-q",
+        "-c",
+        "3",
+        "-i",
+        "0.01",
+        "-s",
+        "56",
+        &a.ip.to_string(),
+    ])
+    .unwrap();
+
+    let port = 40000 + round;
+    let b_addr = SocketAddr::from((b.ip, port));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = b.run(move || {
+        let udp = UdpSocket::bind(b_addr).unwrap();
+        udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let tcp = TcpListener::bind(b_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut got = 0usize;
+        let mut buf = [0u8; 2048];
+        for _ in 0..20 {
+            got += udp.recv(&mut buf).unwrap();
+        }
+        let (mut s, _) = tcp.accept().unwrap();
+        let mut data = Vec::new();
+        s.read_to_end(&mut data).unwrap();
+        s.write_all(&vec![7u8; 256 * 1024]).unwrap();
+        (got, data.len())
+    });
+    ready_rx.recv().unwrap();
+    let client = a.run(move || {
+        let udp = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+        for _ in 0..20 {
+            udp.send_to(&[1u8; 1200], b_addr).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut s = TcpStream::connect(b_addr).unwrap();
+        s.write_all(&vec![9u8; 1 << 20]).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        s.read_to_end(&mut back).unwrap();
+        back.len()
+    });
+    assert_eq!(client.join().unwrap(), 256 * 1024);
+    assert_eq!(server.join().unwrap(), (20 * 1200, 1 << 20));
+    // Let the last ACKs and FINs cross before anyone reads counters.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+fn attach_both(dp: &Datapath, a: &Vm, b: &Vm) -> Vec<[AttachOutcome; 2]> {
+    vec![dp.attach(&a.tap).unwrap(), dp.attach(&b.tap).unwrap()]
+}
+
+/// Our attachments per (tap, direction): exactly one each, or this test fails.
+fn assert_single_attachment(dp: &Datapath, vms: &[&Vm], mode: AttachMode) {
+    let all = dp.attachments().unwrap();
+    for vm in vms {
+        let mut seen: BTreeMap<u8, usize> = BTreeMap::new();
+        for at in all
+            .iter()
+            .filter(|at| at.ifname.as_deref() == Some(vm.tap.as_str()))
+        {
+            assert_eq!(at.mode, mode, "{at:?}");
+            *seen.entry(at.direction.code()).or_default() += 1;
+        }
+        assert_eq!(
+            seen,
+            BTreeMap::from([(0, 1), (1, 1)]),
+            "one program per hook on {}: {all:?}",
+            vm.tap
+        );
+    }
+}
+
+/// Interface counters that did not move while `read` ran, with its result:
+/// a straggler packet between the two readings would compare unequal
+/// windows, so wait for a quiet window instead.
+fn quiet_reading<T>(vms: &[&Vm], mut read: impl FnMut() -> T) -> (Vec<IfCounters>, T) {
+    for _ in 0..50 {
+        let c1: Vec<_> = vms.iter().map(|v| v.tap_counters()).collect();
+        let got = read();
+        let c2: Vec<_> = vms.iter().map(|v| v.tap_counters()).collect();
+        if c1 == c2 {
+            return (c2, got);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("interface counters never settled");
+}
+
+fn check_against_counters(
+    label: &str,
+    vms: &[&Vm],
+    before_if: &[IfCounters],
+    before: &[Totals],
+    read: impl FnMut() -> Vec<(FlowKey, FlowCounters)>,
+) {
+    let (now, entries) = quiet_reading(vms, read);
+    let entries = &entries;
+    for (i, vm) in vms.iter().enumerate() {
+        let want = truth(now[i].since(&before_if[i]));
+        let got = sub(totals_for(entries, vm.mac), before[i]);
+        assert!(
+            want.tx_packets > 0 && want.rx_packets > 0,
+            "{label}: no traffic crossed {}",
+            vm.tap
+        );
+        assert_eq!(
+            got, want,
+            "{label}: drain vs interface counters of {}; entries: {entries:?}",
+            vm.tap
+        );
+    }
+}
+
+fn continuity(mode: AttachMode) {
+    let (_lab, a, b) = two_vms();
+    let pins = common::PinDir::new("netns");
+    let mut cfg = pins.config();
+    cfg.attach_mode = mode;
+    let (dp1, first_pin, _) = Datapath::load(&cfg).unwrap();
+    assert_eq!(first_pin, FlowsPin::Created);
+    program_metadata(&dp1, &a, &b);
+    // Counters before our programs exist: everything from here on is ours.
+    let if0 = [a.tap_counters(), b.tap_counters()];
+    assert_eq!(
+        attach_both(&dp1, &a, &b),
+        vec![[AttachOutcome::Attached; 2]; 2]
+    );
+    assert_single_attachment(&dp1, &[&a, &b], mode);
+
+    traffic(&a, &b, 1);
+    let mut e1 = Vec::new();
+    check_against_counters(
+        "first instance",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || {
+            e1 = drain(&dp1);
+            e1.clone()
+        },
+    );
+    // T1 ↔ T2 over direct L2: every byte is other_tenant.
+    assert!(
+        e1.iter()
+            .all(|(k, _)| k.zone().unwrap() == Zone::OtherTenant),
+        "{e1:?}"
+    );
+
+    // A second instance: same pins, fresh metadata maps, replaces in place.
+    let (dp2, second_pin, retired) = Datapath::load(&cfg).unwrap();
+    assert_eq!(second_pin, FlowsPin::Reused);
+    assert!(retired.is_empty());
+    program_metadata(&dp2, &a, &b);
+    assert_eq!(
+        attach_both(&dp2, &a, &b),
+        vec![[AttachOutcome::Replaced; 2]; 2]
+    );
+    assert_single_attachment(&dp2, &[&a, &b], mode);
+    drop(dp1); // the old agent exits; its attachments must not go with it
+
+    traffic(&a, &b, 2);
+    check_against_counters(
+        "after restart",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || drain(&dp2),
+    );
+
+    assert!(dp2.detach(&a.tap).unwrap());
+    assert!(dp2.detach(&b.tap).unwrap());
+    assert!(dp2
+        .attachments()
+        .unwrap()
+        .iter()
+        .all(|at| at.ifname.as_deref() != Some(a.tap.as_str())));
+    assert!(!dp2.detach(&a.tap).unwrap(), "nothing left to detach");
+}
+
+#[test]
+fn drain_equals_interface_counters_across_restart_tcx() {
+    continuity(AttachMode::Tcx);
+}
+
+#[test]
+fn drain_equals_interface_counters_across_restart_cls_bpf() {
+    continuity(AttachMode::Tc);
+}
+
+#[test]
+fn attach_mode_change_leaves_one_copy() {
+    let (_lab, a, b) = two_vms();
+    let pins = common::PinDir::new("mode");
+    let mut cfg = pins.config();
+    cfg.attach_mode = AttachMode::Tc;
+    let (tc, _, _) = Datapath::load(&cfg).unwrap();
+    program_metadata(&tc, &a, &b);
+    let if0 = [a.tap_counters(), b.tap_counters()];
+    attach_both(&tc, &a, &b);
+    cfg.attach_mode = AttachMode::Tcx;
+    let (tcx, _, _) = Datapath::load(&cfg).unwrap();
+    program_metadata(&tcx, &a, &b);
+    attach_both(&tcx, &a, &b);
+    assert_single_attachment(&tcx, &[&a, &b], AttachMode::Tcx);
+    traffic(&a, &b, 3);
+    check_against_counters(
+        "tcx after tc",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || drain(&tcx),
+    );
+}
+
+#[test]
+fn incompatible_pin_is_replaced_after_its_last_drain() {
+    let (_lab, a, b) = two_vms();
+    let pins = common::PinDir::new("resize");
+    let mut cfg = pins.config();
+    cfg.flows_max_entries = Some(4096);
+    let (old, _, _) = Datapath::load(&cfg).unwrap();
+    program_metadata(&old, &a, &b);
+    let if0 = [a.tap_counters(), b.tap_counters()];
+    attach_both(&old, &a, &b);
+    traffic(&a, &b, 4);
+
+    // A new size makes the pin incompatible: it must be retired, not adopted.
+    cfg.flows_max_entries = Some(8192);
+    let (new, pin, mut retired) = Datapath::load(&cfg).unwrap();
+    assert_eq!(pin, FlowsPin::Replaced);
+    assert_eq!(new.flows_max_entries(), 8192);
+    assert_eq!(retired.len(), 1);
+    assert_eq!(retired[0].max_entries(), 4096);
+    assert!(drain(&new).is_empty(), "the new map starts empty");
+    program_metadata(&new, &a, &b);
+    attach_both(&new, &a, &b);
+    assert_single_attachment(&new, &[&a, &b], new.attach_mode());
+    drop(old);
+    traffic(&a, &b, 5);
+
+    // Old map's last reading + new map = everything, nothing twice.
+    std::thread::sleep(Duration::from_millis(50));
+    let r = retired.pop().unwrap();
+    check_against_counters(
+        "across the swap",
+        &[&a, &b],
+        &if0,
+        &[Totals::default(); 2],
+        || {
+            let mut buf = DrainBuffer::new();
+            r.drain(&mut buf).unwrap();
+            let mut all = buf.entries.clone();
+            all.extend(drain(&new));
+            all
+        },
+    );
+    let path = r.path().to_path_buf();
+    r.remove().unwrap();
+    assert!(!path.exists());
+    // A later load finds nothing retired.
+    let (_again, pin, retired) = Datapath::load(&cfg).unwrap();
+    assert_eq!(pin, FlowsPin::Reused);
+    assert!(retired.is_empty());
+}
+
+#[test]
+fn attachments_on_unqualified_or_vanished_interfaces_are_removed() {
+    let (mut lab, a, b) = two_vms();
+    let c = lab.add_vm(
+        "02:00:00:00:cc:03".parse().unwrap(),
+        Ipv4Addr::new(10, 77, 0, 3),
+    );
+    let pins = common::PinDir::new("prune");
+    let (dp, _, _) = pins.load();
+    for vm in [&a, &b, &c] {
+        dp.attach(&vm.tap).unwrap();
+    }
+    let links = pins.0.join("links");
+    let pin_count = || std::fs::read_dir(&links).map_or(0, Iterator::count);
+    assert_eq!(pin_count(), 6, "one pinned link per tap and hook");
+
+    // c's interface disappears (the VM is deleted): its pins must go too.
+    let c_index = lachesis_datapath::ifindex(&c.tap).unwrap();
+    c.exec(&["ip", "link", "del", "eth0"]).unwrap();
+    assert!(lachesis_datapath::ifindex(&c.tap).is_err());
+
+    // Only a's tap still qualifies.
+    let removed = dp.remove_unqualified(|name| name == a.tap).unwrap();
+    let mut removed_taps: Vec<_> = removed.iter().map(|r| r.ifname.clone().unwrap()).collect();
+    removed_taps.sort();
+    removed_taps.dedup();
+    assert_eq!(removed_taps, vec![b.tap.clone()]);
+    let left: Vec<_> = dp
+        .attachments()
+        .unwrap()
+        .into_iter()
+        .filter(|at| [&a.tap, &b.tap].contains(&&at.ifname.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(left.len(), 2, "a keeps both hooks, b has none: {left:?}");
+    assert!(left
+        .iter()
+        .all(|at| at.ifname.as_deref() == Some(a.tap.as_str())));
+    assert_eq!(pin_count(), 2, "pins of b and of the vanished c are gone");
+    assert!(!links.join(format!("{c_index}-tx")).exists());
+}

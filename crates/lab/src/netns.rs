@@ -1,0 +1,305 @@
+//! Network namespaces as VMs behind host-side veths named like taps.
+//!
+//! Topology: each VM is a namespace whose `eth0` is one end of a veth pair;
+//! the other end (the "tap") stays in the caller's namespace, enslaved to a
+//! per-lab bridge. IPv6 is disabled on every lab link and neighbours and
+//! bridge forwarding entries are permanent and the bridge does no multicast
+//! snooping (which would send IGMP reports), so the only frames on a tap are
+//! the ones a test sends: interface counters are then exact ground truth.
+
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use lachesis_abi::Mac;
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn run(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+fn sh(args: &[&str]) {
+    if let Err(e) = run(args) {
+        panic!("lab setup: {e}");
+    }
+}
+
+/// Interface counters of one link, read from sysfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IfCounters {
+    /// Bytes the interface received.
+    pub rx_bytes: u64,
+    /// Packets the interface received.
+    pub rx_packets: u64,
+    /// Bytes the interface sent.
+    pub tx_bytes: u64,
+    /// Packets the interface sent.
+    pub tx_packets: u64,
+}
+
+impl IfCounters {
+    /// Reads `/sys/class/net/<name>/statistics` (caller's namespace).
+    #[must_use]
+    pub fn read(name: &str) -> IfCounters {
+        let get = |f: &str| -> u64 {
+            let p = format!("/sys/class/net/{name}/statistics/{f}");
+            std::fs::read_to_string(&p)
+                .unwrap_or_else(|e| panic!("read {p}: {e}"))
+                .trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("parse {p}: {e}"))
+        };
+        IfCounters {
+            rx_bytes: get("rx_bytes"),
+            rx_packets: get("rx_packets"),
+            tx_bytes: get("tx_bytes"),
+            tx_packets: get("tx_packets"),
+        }
+    }
+
+    /// Counter growth since `earlier`.
+    #[must_use]
+    pub fn since(&self, earlier: &IfCounters) -> IfCounters {
+        IfCounters {
+            rx_bytes: self.rx_bytes - earlier.rx_bytes,
+            rx_packets: self.rx_packets - earlier.rx_packets,
+            tx_bytes: self.tx_bytes - earlier.tx_bytes,
+            tx_packets: self.tx_packets - earlier.tx_packets,
+        }
+    }
+}
+
+/// A namespace playing a VM.
+#[derive(Debug, Clone)]
+pub struct Vm {
+    /// Namespace name (under /run/netns).
+    pub netns: String,
+    /// Host-side interface name (`tap…`).
+    pub tap: String,
+    /// MAC of the VM's `eth0`.
+    pub mac: Mac,
+    /// IPv4 address of `eth0` (in a /24).
+    pub ip: Ipv4Addr,
+}
+
+impl Vm {
+    /// Runs `f` on a thread that has entered this VM's namespace (only that
+    /// thread changes namespace), returning its result.
+    pub fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = format!("/run/netns/{}", self.netns);
+        std::thread::spawn(move || {
+            let ns = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+            // SAFETY: a valid namespace fd; affects only this thread.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(
+                rc,
+                0,
+                "setns into {path}: {}",
+                std::io::Error::last_os_error()
+            );
+            f()
+        })
+    }
+
+    /// Runs a command inside the namespace and returns its status success.
+    pub fn exec(&self, args: &[&str]) -> Result<(), String> {
+        let mut full = vec!["ip", "netns", "exec", self.netns.as_str()];
+        full.extend_from_slice(args);
+        run(&full)
+    }
+
+    /// Counters of the host-side tap.
+    #[must_use]
+    pub fn tap_counters(&self) -> IfCounters {
+        IfCounters::read(&self.tap)
+    }
+}
+
+/// A set of namespaces and links with unique names, removed on drop.
+#[derive(Debug)]
+pub struct Lab {
+    id: String,
+    bridge: String,
+    vms: Vec<Vm>,
+}
+
+impl Lab {
+    /// Creates the lab's bridge. Names use the process id and a counter so
+    /// parallel tests and runs never collide.
+    #[must_use]
+    pub fn new() -> Lab {
+        crate::require_root();
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{:x}{:x}", std::process::id() & 0xfffff, n);
+        let bridge = format!("lcb{id}");
+        assert!(bridge.len() <= 15, "interface name too long: {bridge}");
+        // Without snooping the bridge joins no group of its own (snooping
+        // joins 224.0.0.106 and sends IGMP reports through every tap).
+        sh(&[
+            "ip",
+            "link",
+            "add",
+            &bridge,
+            "type",
+            "bridge",
+            "mcast_snooping",
+            "0",
+        ]);
+        let lab = Lab {
+            id,
+            bridge,
+            vms: Vec::new(),
+        };
+        sh(&[
+            "sysctl",
+            "-q",
+            "-w",
+            &format!("net.ipv6.conf.{}.disable_ipv6=1", lab.bridge),
+        ]);
+        sh(&["ip", "link", "set", &lab.bridge, "up"]);
+        lab
+    }
+
+    /// This lab's unique id (used in names).
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Adds a VM with host-side tap `tap<lab id>v<index>` on the bridge.
+    pub fn add_vm(&mut self, mac: Mac, ip: Ipv4Addr) -> Vm {
+        let idx = self.vms.len();
+        let tap = format!("tap{}v{idx}", self.id);
+        assert!(tap.len() <= 15, "interface name too long: {tap}");
+        let netns = format!("lachesis-{}-{idx}", self.id);
+        sh(&["ip", "netns", "add", &netns]);
+        let vm = Vm {
+            netns: netns.clone(),
+            tap: tap.clone(),
+            mac,
+            ip,
+        };
+        self.vms.push(vm.clone());
+        // Before any link exists in the namespace, so eth0 never speaks IPv6.
+        for key in ["all", "default"] {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                &netns,
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
+            ]);
+        }
+        sh(&[
+            "ip", "link", "add", &tap, "type", "veth", "peer", "name", "eth0", "netns", &netns,
+        ]);
+        sh(&[
+            "sysctl",
+            "-q",
+            "-w",
+            &format!("net.ipv6.conf.{tap}.disable_ipv6=1"),
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &netns,
+            "link",
+            "set",
+            "eth0",
+            "address",
+            &mac.to_string(),
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &netns,
+            "addr",
+            "add",
+            &format!("{ip}/24"),
+            "dev",
+            "eth0",
+        ]);
+        sh(&["ip", "-n", &netns, "link", "set", "lo", "up"]);
+        sh(&["ip", "link", "set", &tap, "master", &self.bridge]);
+        sh(&[
+            "bridge",
+            "fdb",
+            "add",
+            &mac.to_string(),
+            "dev",
+            &tap,
+            "master",
+            "static",
+        ]);
+        sh(&["ip", "link", "set", &tap, "up"]);
+        sh(&["ip", "-n", &netns, "link", "set", "eth0", "up"]);
+        vm
+    }
+
+    /// Makes every VM know every other VM's MAC permanently (no ARP).
+    pub fn static_neighbours(&self) {
+        for a in &self.vms {
+            for b in &self.vms {
+                if a.netns != b.netns {
+                    sh(&[
+                        "ip",
+                        "-n",
+                        &a.netns,
+                        "neigh",
+                        "replace",
+                        &b.ip.to_string(),
+                        "lladdr",
+                        &b.mac.to_string(),
+                        "dev",
+                        "eth0",
+                        "nud",
+                        "permanent",
+                    ]);
+                }
+            }
+        }
+    }
+
+    /// The VMs added so far.
+    #[must_use]
+    pub fn vms(&self) -> &[Vm] {
+        &self.vms
+    }
+}
+
+impl Default for Lab {
+    fn default() -> Self {
+        Lab::new()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes its veth end and so the host-side tap.
+        for vm in &self.vms {
+            let _ = run(&["ip", "netns", "del", &vm.netns]);
+            let _ = run(&["ip", "link", "del", &vm.tap]);
+        }
+        let _ = run(&["ip", "link", "del", &self.bridge]);
+    }
+}

@@ -1,0 +1,99 @@
+//! The Octavia join of DESIGN §6.5: amphora data ports bill to their load
+//! balancer's owner and their addresses become `amphora_ips`.
+
+use std::net::IpAddr;
+
+use crate::fasthash::FastMap;
+use crate::index::Index;
+use crate::plan::{AmphoraIp, Anomaly, AnomalyClass};
+
+/// Providers served by amphorae (`octavia` is the historical alias).
+const AMPHORA_PROVIDERS: &[&str] = &["amphora", "octavia"];
+
+pub(crate) struct OctaviaJoin<'a> {
+    /// Data port id → the load balancer's project.
+    pub data_ports: FastMap<&'a str, &'a str>,
+    /// Sorted, deduplicated.
+    pub amphora_ips: Vec<AmphoraIp>,
+    pub anomalies: Vec<Anomaly>,
+}
+
+pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
+    let mut out = OctaviaJoin {
+        data_ports: FastMap::default(),
+        amphora_ips: Vec::new(),
+        anomalies: Vec::new(),
+    };
+    let (Some(lbs), Some(amphorae)) = (&idx.snap.load_balancers, &idx.snap.amphorae) else {
+        if let Some(lbs) = &idx.snap.load_balancers {
+            non_amphora(lbs.iter(), &mut out.anomalies);
+        }
+        return out;
+    };
+    non_amphora(lbs.iter(), &mut out.anomalies);
+    let owners: FastMap<&str, &str> = lbs
+        .iter()
+        .filter(|lb| {
+            AMPHORA_PROVIDERS.contains(&lb.provider.as_str()) && lb.provisioning_status != "DELETED"
+        })
+        .map(|lb| (lb.id.as_str(), lb.project.as_str()))
+        .collect();
+    // compute_id → (LB owner, management address). Amphorae are visited in
+    // id order so a (corrupt) shared compute_id resolves the same way always.
+    let mut live: Vec<_> = amphorae.iter().filter(|a| a.status != "DELETED").collect();
+    live.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut by_compute: FastMap<&str, (&str, Option<IpAddr>)> = FastMap::default();
+    for amp in live {
+        let (Some(lb), Some(compute)) = (&amp.loadbalancer_id, &amp.compute_id) else {
+            continue;
+        };
+        let Some(owner) = owners.get(lb.as_str()) else {
+            continue;
+        };
+        by_compute
+            .entry(compute.as_str())
+            .or_insert((owner, amp.lb_network_ip));
+    }
+    if by_compute.is_empty() {
+        return out;
+    }
+    for port in &idx.snap.ports {
+        let Some((owner, mgmt)) = by_compute.get(port.device_id.as_str()) else {
+            continue;
+        };
+        // The management port (holding lb_network_ip) talks to the Octavia
+        // controllers, not to tenants: it stays an ordinary service-project port.
+        if mgmt.is_some_and(|m| port.fixed_ips.iter().any(|f| f.address == m)) {
+            continue;
+        }
+        out.data_ports.insert(port.id.as_str(), owner);
+        for f in &port.fixed_ips {
+            out.amphora_ips.push(AmphoraIp {
+                tenant: (*owner).to_owned(),
+                address: f.address,
+            });
+        }
+    }
+    out.amphora_ips.sort();
+    out.amphora_ips.dedup();
+    out
+}
+
+fn non_amphora<'a>(
+    lbs: impl Iterator<Item = &'a crate::snapshot::LoadBalancer>,
+    anomalies: &mut Vec<Anomaly>,
+) {
+    for lb in lbs {
+        if lb.provisioning_status == "DELETED" || AMPHORA_PROVIDERS.contains(&lb.provider.as_str())
+        {
+            continue;
+        }
+        anomalies.push(Anomaly {
+            class: AnomalyClass::NonAmphoraLb,
+            detail: format!(
+                "load balancer {} (project {}) uses provider {:?}: not modelled, its ports bill as ordinary ports",
+                lb.id, lb.project, lb.provider
+            ),
+        });
+    }
+}

@@ -1,0 +1,12 @@
+//! The snapshot model and its parser.
+
+mod model;
+mod parse;
+mod report;
+
+pub use model::{
+    AddressPair, Amphora, FixedIp, FloatingIp, LoadBalancer, Network, Port, Project, Route, Router,
+    Server, Snapshot, Subnet,
+};
+pub use parse::{parse_snapshot, ParseError};
+pub use report::{ParseReport, SkipReason, Skipped};

@@ -1,0 +1,276 @@
+//! A small builder of API response bodies (the real Neutron/Keystone/Octavia
+//! shapes) so each test reads as a topology, plus an LPM that mimics the
+//! kernel's lookup order as independent truth.
+
+#![allow(dead_code)]
+
+use std::net::IpAddr;
+
+use lachesis_planner::{parse_snapshot, plan, ApiBodies, Plan, PlanOptions, Prefix, Scope};
+use serde_json::{json, Value};
+
+#[derive(Default)]
+pub struct Cloud {
+    pub networks: Vec<Value>,
+    pub subnets: Vec<Value>,
+    pub ports: Vec<Value>,
+    pub routers: Vec<Value>,
+    pub fips: Vec<Value>,
+    pub projects: Vec<Value>,
+    pub lbs: Option<Vec<Value>>,
+    pub amphorae: Option<Vec<Value>>,
+}
+
+impl Cloud {
+    pub fn projects(&mut self, ids: &[&str]) -> &mut Self {
+        for id in ids {
+            self.projects.push(json!({"id": id, "name": format!("name-{id}"), "domain_id": "default", "enabled": true}));
+        }
+        self
+    }
+
+    fn net(
+        &mut self,
+        id: &str,
+        name: &str,
+        project: &str,
+        shared: bool,
+        external: bool,
+    ) -> &mut Self {
+        self.networks.push(json!({
+            "id": id, "name": name, "project_id": project, "tenant_id": project,
+            "shared": shared, "router:external": external, "status": "ACTIVE", "mtu": 1450
+        }));
+        self
+    }
+
+    pub fn network(&mut self, id: &str, project: &str) -> &mut Self {
+        self.net(id, id, project, false, false)
+    }
+
+    pub fn shared_network(&mut self, id: &str, project: &str) -> &mut Self {
+        self.net(id, id, project, true, false)
+    }
+
+    pub fn external_network(&mut self, id: &str, name: &str) -> &mut Self {
+        self.net(id, name, "admin", false, true)
+    }
+
+    /// A subnet; the owner is the network's (Neutron requires it for tenants).
+    pub fn subnet(
+        &mut self,
+        id: &str,
+        network: &str,
+        cidr: &str,
+        gateway: Option<&str>,
+    ) -> &mut Self {
+        let project = self
+            .networks
+            .iter()
+            .find(|n| n["id"] == network)
+            .map(|n| n["project_id"].as_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let v = if cidr.contains(':') { 6 } else { 4 };
+        self.subnets.push(json!({
+            "id": id, "network_id": network, "project_id": project, "cidr": cidr,
+            "gateway_ip": gateway, "ip_version": v, "enable_dhcp": true
+        }));
+        self
+    }
+
+    fn network_of_subnet(&self, subnet: &str) -> String {
+        self.subnets.iter().find(|s| s["id"] == subnet).map_or_else(
+            || panic!("test topology: unknown subnet {subnet}"),
+            |s| s["network_id"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    /// A port with one address per (subnet, ip).
+    pub fn port(
+        &mut self,
+        id: &str,
+        project: &str,
+        mac: &str,
+        owner: &str,
+        device: &str,
+        ips: &[(&str, &str)],
+    ) -> &mut Value {
+        let network = self.network_of_subnet(ips[0].0);
+        let fixed: Vec<Value> = ips
+            .iter()
+            .map(|(s, ip)| json!({"subnet_id": s, "ip_address": ip}))
+            .collect();
+        self.ports.push(json!({
+            "id": id, "network_id": network, "project_id": project, "tenant_id": project,
+            "mac_address": mac, "device_owner": owner, "device_id": device,
+            "fixed_ips": fixed, "allowed_address_pairs": [], "status": "ACTIVE",
+            "binding:host_id": "compute-1"
+        }));
+        self.ports.last_mut().unwrap()
+    }
+
+    pub fn vm(
+        &mut self,
+        id: &str,
+        project: &str,
+        mac: &str,
+        server: &str,
+        subnet: &str,
+        ip: &str,
+    ) -> &mut Value {
+        self.port(id, project, mac, "compute:nova", server, &[(subnet, ip)])
+    }
+
+    pub fn router(
+        &mut self,
+        id: &str,
+        project: &str,
+        gateway: Option<(&str, &str, &str)>,
+        routes: &[(&str, &str)],
+    ) -> &mut Self {
+        let routes: Vec<Value> = routes
+            .iter()
+            .map(|(d, n)| json!({"destination": d, "nexthop": n}))
+            .collect();
+        let gw = gateway.map(|(net, subnet, ip)| {
+            json!({"network_id": net, "enable_snat": true,
+                   "external_fixed_ips": [{"subnet_id": subnet, "ip_address": ip}]})
+        });
+        self.routers.push(json!({
+            "id": id, "name": id, "project_id": project, "tenant_id": project,
+            "external_gateway_info": gw, "routes": routes, "status": "ACTIVE",
+            "admin_state_up": true, "distributed": false, "ha": false
+        }));
+        if let Some((_, subnet, ip)) = gateway {
+            let mac = format!(
+                "fa:16:3e:ff:{:02x}:{:02x}",
+                self.ports.len() / 256,
+                self.ports.len() % 256
+            );
+            self.port(
+                &format!("{id}-gw"),
+                "",
+                &mac,
+                "network:router_gateway",
+                id,
+                &[(subnet, ip)],
+            );
+        }
+        self
+    }
+
+    /// A router interface port on `subnet` holding `ip`.
+    pub fn iface(&mut self, router: &str, mac: &str, subnet: &str, ip: &str) -> &mut Self {
+        let project = self
+            .routers
+            .iter()
+            .find(|r| r["id"] == router)
+            .map(|r| r["project_id"].as_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let id = format!("{router}-if-{subnet}");
+        self.port(
+            &id,
+            &project,
+            mac,
+            "network:router_interface",
+            router,
+            &[(subnet, ip)],
+        );
+        self
+    }
+
+    pub fn fip(&mut self, id: &str, network: &str, port: &str, fixed: &str) -> &mut Self {
+        self.fips.push(json!({
+            "id": id, "floating_network_id": network, "port_id": port, "fixed_ip_address": fixed,
+            "floating_ip_address": "198.51.100.99", "project_id": "x", "status": "ACTIVE"
+        }));
+        self
+    }
+
+    pub fn bodies(&self) -> ApiBodies {
+        ApiBodies {
+            networks: json!({ "networks": self.networks }),
+            subnets: json!({ "subnets": self.subnets }),
+            ports: json!({ "ports": self.ports }),
+            routers: json!({ "routers": self.routers }),
+            floatingips: json!({ "floatingips": self.fips }),
+            projects: json!({ "projects": self.projects, "links": {"self": "x", "next": null} }),
+            servers: None,
+            loadbalancers: self.lbs.as_ref().map(|l| json!({ "loadbalancers": l })),
+            amphorae: self.amphorae.as_ref().map(|a| json!({ "amphorae": a })),
+        }
+    }
+
+    pub fn plan_with(&self, options: PlanOptions) -> Plan {
+        let (snap, report) = parse_snapshot(&self.bodies()).expect("well-formed bodies");
+        assert!(
+            report.is_empty(),
+            "test topology has malformed entries: {:?}",
+            report.skipped
+        );
+        plan(&snap, &options)
+    }
+
+    pub fn plan(&self) -> Plan {
+        self.plan_with(PlanOptions::default())
+    }
+}
+
+/// Every trie row as "tenant prefix zone".
+pub fn rows(plan: &Plan) -> Vec<String> {
+    plan.trie
+        .iter()
+        .map(|r| format!("{} {} {}", r.tenant, r.prefix, r.zone))
+        .collect()
+}
+
+/// Asserts the full row set, order-insensitively for readability of the
+/// expectation, and separately that the plan's own order is sorted.
+pub fn assert_rows(plan: &Plan, expected: &[&str]) {
+    let mut got = rows(plan);
+    let mut want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
+    got.sort();
+    want.sort();
+    let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
+    let extra: Vec<&String> = got.iter().filter(|g| !want.contains(g)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "trie rows differ\nmissing: {missing:#?}\nextra: {extra:#?}"
+    );
+    let keys: Vec<(Scope, Prefix)> = plan
+        .trie
+        .iter()
+        .map(|r| (r.tenant.clone(), r.prefix))
+        .collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]),
+        "trie not sorted/unique"
+    );
+}
+
+/// The kernel's classification of a routed remote address (DESIGN §4.2 step
+/// 5): longest prefix among the VM tenant's rows, else among global rows.
+pub fn lpm(plan: &Plan, tenant: &str, addr: &str) -> Option<String> {
+    let addr: IpAddr = addr.parse().unwrap();
+    let best = |scope: &Scope| {
+        plan.trie
+            .iter()
+            .filter(|r| &r.tenant == scope && r.prefix.contains(addr))
+            .max_by_key(|r| r.prefix.prefix_len())
+            .map(|r| r.zone.label().to_owned())
+    };
+    best(&Scope::Tenant(tenant.to_owned())).or_else(|| best(&Scope::Global))
+}
+
+/// Fallback count of one reason label.
+pub fn fallbacks(plan: &Plan, reason: &str) -> u64 {
+    plan.route_fallbacks
+        .iter()
+        .find(|(r, _)| r.label() == reason)
+        .map_or(0, |(_, n)| *n)
+}
+
+/// Anomaly class labels, one per anomaly.
+pub fn anomaly_classes(plan: &Plan) -> Vec<&'static str> {
+    plan.anomalies.iter().map(|a| a.class.label()).collect()
+}

@@ -1,0 +1,177 @@
+//! DESIGN §6.5: the Octavia join.
+
+mod common;
+
+use common::{anomaly_classes, lpm, Cloud};
+use lachesis_planner::Plan;
+use serde_json::json;
+
+/// LB owned by tLB with two amphorae (ACTIVE/STANDBY) in the service
+/// project, each with a management port and a VIP-network port; amp1 also
+/// plugs the member network on a second port. A DELETED amphora's leftover
+/// port and an OVN load balancer complete the picture.
+fn octavia() -> Cloud {
+    let mut c = Cloud::default();
+    c.projects(&["tLB", "svc"]);
+    c.network("mgmt", "svc")
+        .subnet("mgmt-s", "mgmt", "172.31.0.0/24", None);
+    c.network("vipnet", "tLB")
+        .subnet("vip-s", "vipnet", "10.0.0.0/24", Some("10.0.0.1"));
+    c.network("members", "tLB")
+        .subnet("mem-s", "members", "10.9.0.0/24", Some("10.9.0.1"));
+    c.vm(
+        "c1-mgmt",
+        "svc",
+        "fa:16:3e:0a:00:01",
+        "c1",
+        "mgmt-s",
+        "172.31.0.11",
+    );
+    c.vm(
+        "c1-vip",
+        "svc",
+        "fa:16:3e:0a:00:02",
+        "c1",
+        "vip-s",
+        "10.0.0.21",
+    )["allowed_address_pairs"] =
+        json!([{"ip_address": "10.0.0.100", "mac_address": "fa:16:3e:0a:00:02"}]);
+    c.vm(
+        "c1-member",
+        "svc",
+        "fa:16:3e:0a:00:03",
+        "c1",
+        "mem-s",
+        "10.9.0.21",
+    );
+    c.vm(
+        "c2-mgmt",
+        "svc",
+        "fa:16:3e:0b:00:01",
+        "c2",
+        "mgmt-s",
+        "172.31.0.12",
+    );
+    c.vm(
+        "c2-vip",
+        "svc",
+        "fa:16:3e:0b:00:02",
+        "c2",
+        "vip-s",
+        "10.0.0.22",
+    )["allowed_address_pairs"] =
+        json!([{"ip_address": "10.0.0.100", "mac_address": "fa:16:3e:0b:00:02"}]);
+    c.vm(
+        "c3-vip",
+        "svc",
+        "fa:16:3e:0c:00:02",
+        "c3",
+        "vip-s",
+        "10.0.0.23",
+    );
+    c.port(
+        "vip",
+        "tLB",
+        "fa:16:3e:0d:00:01",
+        "Octavia",
+        "lb-lb1",
+        &[("vip-s", "10.0.0.100")],
+    );
+    c.lbs = Some(vec![
+        json!({"id": "lb1", "project_id": "tLB", "provider": "amphora", "provisioning_status": "ACTIVE",
+               "operating_status": "ONLINE", "vip_address": "10.0.0.100", "vip_port_id": "vip"}),
+        json!({"id": "lb2", "project_id": "tLB", "provider": "ovn", "provisioning_status": "ACTIVE"}),
+        json!({"id": "lb3", "project_id": "tLB", "provider": "ovn", "provisioning_status": "DELETED"}),
+    ]);
+    c.amphorae = Some(vec![
+        json!({"id": "amp1", "loadbalancer_id": "lb1", "compute_id": "c1", "lb_network_ip": "172.31.0.11",
+               "status": "ALLOCATED", "role": "MASTER", "vrrp_ip": "10.0.0.21", "ha_ip": "10.0.0.100"}),
+        json!({"id": "amp2", "loadbalancer_id": "lb1", "compute_id": "c2", "lb_network_ip": "172.31.0.12",
+               "status": "ALLOCATED", "role": "BACKUP", "vrrp_ip": "10.0.0.22", "ha_ip": "10.0.0.100"}),
+        json!({"id": "amp3", "loadbalancer_id": "lb1", "compute_id": "c3", "lb_network_ip": "172.31.0.13",
+               "status": "DELETED", "role": null}),
+    ]);
+    c
+}
+
+fn binding<'p>(plan: &'p Plan, port: &str) -> &'p lachesis_planner::Binding {
+    plan.bindings
+        .iter()
+        .find(|b| b.port == port)
+        .unwrap_or_else(|| panic!("no binding for {port}"))
+}
+
+#[test]
+fn amphora_data_ports_bill_to_the_lb_owner() {
+    let plan = octavia().plan();
+    let table: Vec<(String, String, String, bool)> = plan
+        .bindings
+        .iter()
+        .map(|b| {
+            (
+                b.port.clone(),
+                b.tenant.clone(),
+                b.server.clone(),
+                b.amphora,
+            )
+        })
+        .collect();
+    let want = [
+        ("c1-mgmt", "svc", "c1", false),
+        ("c1-vip", "tLB", "c1", true),
+        ("c1-member", "tLB", "c1", true),
+        ("c2-mgmt", "svc", "c2", false),
+        ("c2-vip", "tLB", "c2", true),
+        ("c3-vip", "svc", "c3", false),
+    ];
+    let mut want: Vec<(String, String, String, bool)> = want
+        .iter()
+        .map(|(p, t, s, a)| ((*p).to_owned(), (*t).to_owned(), (*s).to_owned(), *a))
+        .collect();
+    let mut got = table;
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    assert_eq!(
+        binding(&plan, "c1-vip").mac.to_string(),
+        "fa:16:3e:0a:00:02"
+    );
+}
+
+#[test]
+fn amphora_addresses_exclude_management_and_deleted() {
+    let plan = octavia().plan();
+    let ips: Vec<String> = plan
+        .amphora_ips
+        .iter()
+        .map(|a| format!("{} {}", a.tenant, a.address))
+        .collect();
+    assert_eq!(ips, ["tLB 10.0.0.21", "tLB 10.0.0.22", "tLB 10.9.0.21"]);
+    // Segment 2 seen from the LB owner's own subnet is infra (step 7).
+    assert_eq!(lpm(&plan, "tLB", "10.9.0.21").as_deref(), Some("infra"));
+    assert_eq!(
+        lpm(&plan, "tLB", "10.9.0.50").as_deref(),
+        Some("same_tenant")
+    );
+}
+
+#[test]
+fn non_amphora_provider_is_warned_about_once() {
+    let plan = octavia().plan();
+    assert_eq!(anomaly_classes(&plan), ["non_amphora_lb"]);
+    assert!(plan.anomalies[0].detail.contains("lb2") && plan.anomalies[0].detail.contains("ovn"));
+}
+
+#[test]
+fn without_octavia_lists_amphora_ports_are_ordinary() {
+    let mut c = octavia();
+    c.lbs = None;
+    c.amphorae = None;
+    let plan = c.plan();
+    assert!(plan.amphora_ips.is_empty());
+    assert!(plan
+        .bindings
+        .iter()
+        .all(|b| b.tenant == "svc" && !b.amphora));
+    assert!(plan.anomalies.is_empty());
+}

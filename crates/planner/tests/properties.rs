@@ -1,0 +1,453 @@
+//! Property tests: determinism under permutation, binding tenants, global
+//! rows, and no panic on arbitrary JSON of the right top-level shape.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use lachesis_abi::Zone;
+use lachesis_planner::{
+    parse_snapshot, plan, ApiBodies, Plan, PlanOptions, Prefix, Scope, Snapshot,
+};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+const CIDRS: [&str; 8] = [
+    "10.0.0.0/24",
+    "10.0.0.0/16",
+    "10.1.0.0/24",
+    "192.168.0.0/24",
+    "100.64.0.0/24",
+    "2001:db8::/64",
+    "2001:db8:1::/64",
+    "10.0.0.128/25",
+];
+const DESTS: [&str; 4] = [
+    "0.0.0.0/0",
+    "172.16.0.0/12",
+    "2001:db8:99::/48",
+    "10.1.0.0/24",
+];
+const OWNERS: [&str; 8] = [
+    "compute:nova",
+    "network:router_interface",
+    "network:dhcp",
+    "trunk:subport",
+    "network:router_gateway",
+    "",
+    "acme:thing",
+    "network:ha_router_replicated_interface",
+];
+
+fn host(cidr: &str, n: usize) -> String {
+    let p: Prefix = cidr.parse().unwrap();
+    match p.addr() {
+        IpAddr::V4(a) => std::net::Ipv4Addr::from(u32::from(a) + 1 + n as u32).to_string(),
+        IpAddr::V6(a) => std::net::Ipv6Addr::from(u128::from(a) + 1 + n as u128).to_string(),
+    }
+}
+
+/// (owner, gateway network, routes as (destination, nexthop subnet, host)).
+type RouterSpec = (usize, Option<usize>, Vec<(usize, usize, usize)>);
+/// (device-owner kind, owner, MAC, subnet, host, device, pair MAC).
+type PortSpec = (usize, usize, usize, usize, usize, usize, Option<usize>);
+
+#[derive(Debug, Clone)]
+struct Topo {
+    projects: usize,
+    networks: Vec<(usize, bool, bool)>,
+    subnets: Vec<(usize, usize, bool)>,
+    routers: Vec<RouterSpec>,
+    ports: Vec<PortSpec>,
+    fips: Vec<(usize, usize)>,
+    lbs: Vec<(usize, usize, bool)>,
+    amphorae: Vec<(usize, usize, Option<usize>, bool)>,
+}
+
+fn topo() -> impl Strategy<Value = Topo> {
+    (
+        1usize..4,
+        prop::collection::vec((0usize..5, any::<bool>(), prop::bool::weighted(0.2)), 1..6),
+        prop::collection::vec((0usize..8, 0usize..8, any::<bool>()), 1..8),
+        prop::collection::vec(
+            (
+                0usize..5,
+                prop::option::of(0usize..8),
+                prop::collection::vec((0usize..12, 0usize..8, 0usize..4), 0..3),
+            ),
+            0..4,
+        ),
+        prop::collection::vec(
+            (
+                0usize..8,
+                0usize..5,
+                0usize..8,
+                0usize..8,
+                0usize..4,
+                0usize..4,
+                prop::option::of(0usize..8),
+            ),
+            0..16,
+        ),
+        prop::collection::vec((0usize..8, 0usize..16), 0..3),
+        prop::collection::vec((0usize..5, 0usize..3, prop::bool::weighted(0.2)), 0..3),
+        prop::collection::vec(
+            (
+                0usize..3,
+                0usize..4,
+                prop::option::of(0usize..4),
+                prop::bool::weighted(0.2),
+            ),
+            0..4,
+        ),
+    )
+        .prop_map(
+            |(projects, networks, subnets, routers, ports, fips, lbs, amphorae)| Topo {
+                projects,
+                networks,
+                subnets,
+                routers,
+                ports,
+                fips,
+                lbs,
+                amphorae,
+            },
+        )
+}
+
+fn project(i: usize, n: usize) -> String {
+    if i < n {
+        format!("p{i}")
+    } else {
+        "p-unknown".to_owned()
+    }
+}
+
+// One generator for the whole cloud keeps the cross-references in one place.
+#[allow(clippy::too_many_lines)]
+fn bodies(t: &Topo) -> ApiBodies {
+    let nets: Vec<Value> = t
+        .networks
+        .iter()
+        .enumerate()
+        .map(|(i, (o, shared, ext))| {
+            json!({"id": format!("n{i}"), "name": format!("net{i}"), "project_id": project(*o, t.projects),
+                   "shared": shared, "router:external": ext})
+        })
+        .collect();
+    let subnet_cidr = |i: usize| CIDRS[t.subnets[i % t.subnets.len()].1];
+    let subnet_net = |i: usize| t.subnets[i % t.subnets.len()].0 % t.networks.len();
+    let subs: Vec<Value> = t
+        .subnets
+        .iter()
+        .enumerate()
+        .map(|(i, (n, c, gw))| {
+            let net = n % t.networks.len();
+            let v = if CIDRS[*c].contains(':') { 6 } else { 4 };
+            json!({"id": format!("s{i}"), "network_id": format!("n{net}"),
+                   "project_id": project(t.networks[net].0, t.projects), "cidr": CIDRS[*c],
+                   "gateway_ip": if *gw { Value::String(host(CIDRS[*c], 0)) } else { Value::Null }, "ip_version": v})
+        })
+        .collect();
+    let mut ports: Vec<Value> = Vec::new();
+    for (i, (kind, o, mac, s, h, dev, aap)) in t.ports.iter().enumerate() {
+        let owner = OWNERS[*kind];
+        let device = if owner.contains("router") {
+            format!("r{dev}")
+        } else if owner == "compute:nova" {
+            format!("c{dev}")
+        } else {
+            format!("d{dev}")
+        };
+        let aap = aap.map_or(json!([]), |m| {
+            json!([{"ip_address": host(subnet_cidr(*s), 7), "mac_address": format!("fa:16:3e:00:01:{m:02x}")}])
+        });
+        let mut p = json!({"id": format!("port{i}"), "network_id": format!("n{}", subnet_net(*s)),
+            "project_id": project(*o, t.projects), "mac_address": format!("fa:16:3e:00:00:{mac:02x}"),
+            "device_owner": owner, "device_id": device,
+            "fixed_ips": [{"subnet_id": format!("s{}", s % t.subnets.len()), "ip_address": host(subnet_cidr(*s), *h)}],
+            "allowed_address_pairs": aap});
+        if i % 5 == 0 {
+            p["trunk_details"] =
+                json!({"trunk_id": "tr", "sub_ports": [{"port_id": format!("port{}", i + 1)}]});
+        }
+        ports.push(p);
+    }
+    let routers: Vec<Value> = t
+        .routers
+        .iter()
+        .enumerate()
+        .map(|(i, (o, gw, routes))| {
+            let gw = gw.map(|n| json!({"network_id": format!("n{}", n % t.networks.len())}));
+            let routes: Vec<Value> = routes
+                .iter()
+                .map(|(d, s, h)| {
+                    let dest = if *d < DESTS.len() { DESTS[*d] } else { CIDRS[d % CIDRS.len()] };
+                    json!({"destination": dest, "nexthop": host(subnet_cidr(*s), *h)})
+                })
+                .collect();
+            json!({"id": format!("r{i}"), "project_id": project(*o, t.projects), "external_gateway_info": gw,
+                   "routes": routes})
+        })
+        .collect();
+    let fips: Vec<Value> = t
+        .fips
+        .iter()
+        .enumerate()
+        .map(|(i, (n, p))| {
+            json!({"id": format!("f{i}"), "floating_network_id": format!("n{}", n % t.networks.len()),
+                   "port_id": format!("port{p}"), "fixed_ip_address": null})
+        })
+        .collect();
+    let projects: Vec<Value> = (0..t.projects)
+        .map(|i| json!({"id": format!("p{i}"), "name": format!("P{i}")}))
+        .collect();
+    let lbs: Vec<Value> = t
+        .lbs
+        .iter()
+        .enumerate()
+        .map(|(i, (o, prov, deleted))| {
+            let provider = ["amphora", "octavia", "ovn"][*prov];
+            json!({"id": format!("lb{i}"), "project_id": format!("plb{o}"),
+                   "provider": provider,
+                   "provisioning_status": if *deleted { "DELETED" } else { "ACTIVE" }})
+        })
+        .collect();
+    let amps: Vec<Value> = t
+        .amphorae
+        .iter()
+        .enumerate()
+        .map(|(i, (lb, c, mgmt, deleted))| {
+            json!({"id": format!("a{i}"), "loadbalancer_id": format!("lb{lb}"), "compute_id": format!("c{c}"),
+                   "lb_network_ip": mgmt.map(|m| host(subnet_cidr(m), m)),
+                   "status": if *deleted { "DELETED" } else { "ALLOCATED" }})
+        })
+        .collect();
+    ApiBodies {
+        networks: json!({ "networks": nets }),
+        subnets: json!({ "subnets": subs }),
+        ports: json!({ "ports": ports }),
+        routers: json!({ "routers": routers }),
+        floatingips: json!({ "floatingips": fips }),
+        projects: json!({ "projects": projects }),
+        servers: None,
+        loadbalancers: Some(json!({ "loadbalancers": lbs })),
+        amphorae: Some(json!({ "amphorae": amps })),
+    }
+}
+
+/// Deterministic Fisher-Yates driven by a seed (xorshift).
+fn shuffle<T>(v: &mut [T], seed: &mut u64) {
+    for i in (1..v.len()).rev() {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        let j = (*seed % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
+fn shuffle_body(body: &mut Value, key: &str, seed: &mut u64) {
+    if let Some(list) = body.get_mut(key).and_then(Value::as_array_mut) {
+        shuffle(list, seed);
+    }
+}
+
+fn planned(b: &ApiBodies) -> (Snapshot, Plan) {
+    let (snap, _) = parse_snapshot(b).expect("generated bodies have the right shape");
+    let p = plan(&snap, &PlanOptions::default());
+    (snap, p)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn plan_is_identical_for_any_permutation_of_the_inputs(t in topo(), seed in 1u64..u64::MAX) {
+        let b = bodies(&t);
+        let (snap, want) = planned(&b);
+        let mut s = seed;
+        let mut shuffled = b.clone();
+        shuffle_body(&mut shuffled.networks, "networks", &mut s);
+        shuffle_body(&mut shuffled.subnets, "subnets", &mut s);
+        shuffle_body(&mut shuffled.ports, "ports", &mut s);
+        shuffle_body(&mut shuffled.routers, "routers", &mut s);
+        shuffle_body(&mut shuffled.floatingips, "floatingips", &mut s);
+        shuffle_body(&mut shuffled.projects, "projects", &mut s);
+        for (body, key) in [(&mut shuffled.loadbalancers, "loadbalancers"), (&mut shuffled.amphorae, "amphorae")] {
+            if let Some(v) = body.as_mut() { shuffle_body(v, key, &mut s); }
+        }
+        let (_, got) = planned(&shuffled);
+        prop_assert_eq!(got.to_json(), want.to_json());
+
+        // plan() itself must not rely on the parser's sorting.
+        let mut raw = snap.clone();
+        shuffle(&mut raw.networks, &mut s);
+        shuffle(&mut raw.subnets, &mut s);
+        shuffle(&mut raw.ports, &mut s);
+        shuffle(&mut raw.routers, &mut s);
+        shuffle(&mut raw.floating_ips, &mut s);
+        shuffle(&mut raw.projects, &mut s);
+        if let Some(v) = raw.load_balancers.as_mut() { shuffle(v, &mut s); }
+        if let Some(v) = raw.amphorae.as_mut() { shuffle(v, &mut s); }
+        prop_assert_eq!(plan(&raw, &PlanOptions::default()), want);
+    }
+
+    #[test]
+    fn every_binding_tenant_is_a_known_project_or_an_lb_owner(t in topo()) {
+        let (snap, p) = planned(&bodies(&t));
+        let mut known: HashSet<&str> = snap.projects.iter().map(|p| p.id.as_str()).collect();
+        for lb in snap.load_balancers.iter().flatten() {
+            known.insert(lb.project.as_str());
+        }
+        for b in &p.bindings {
+            prop_assert!(known.contains(b.tenant.as_str()), "binding {:?} has unknown tenant", b);
+            if !b.amphora {
+                prop_assert!(snap.projects.iter().any(|p| p.id == b.tenant), "non-amphora binding {:?} not under a project", b);
+            }
+        }
+    }
+
+    #[test]
+    fn global_rows_are_under_star_and_only_global_kinds(t in topo()) {
+        let (snap, p) = planned(&bodies(&t));
+        let has = |scope: &Scope, prefix: &str, zone: Zone| {
+            let prefix: Prefix = prefix.parse().unwrap();
+            p.trie.iter().any(|r| &r.tenant == scope && r.prefix == prefix && r.zone == zone)
+        };
+        prop_assert!(has(&Scope::Global, "0.0.0.0/0", Zone::External));
+        prop_assert!(has(&Scope::Global, "::/0", Zone::External));
+        prop_assert!(has(&Scope::Global, "169.254.169.254/32", Zone::Infra));
+        for s in &snap.subnets {
+            let net = snap.networks.iter().find(|n| n.id == s.network_id).unwrap();
+            if net.shared && !net.external {
+                prop_assert!(has(&Scope::Global, &s.cidr.to_string(), Zone::Shared), "shared subnet {} not global", s.id);
+            }
+            if let Some(g) = s.gateway {
+                prop_assert!(has(&Scope::Global, &Prefix::host(g).to_string(), Zone::Infra));
+            }
+        }
+        for r in &p.trie {
+            if r.tenant == Scope::Global {
+                prop_assert!(matches!(r.zone, Zone::External | Zone::Shared | Zone::Infra), "global row {:?}", r);
+            } else {
+                prop_assert!(r.zone != Zone::Shared || r.prefix.prefix_len() < 128, "row {:?}", r);
+            }
+        }
+        // Sorted, one row per key, and the JSON form round-trips.
+        prop_assert!(p.trie.windows(2).all(|w| (&w[0].tenant, w[0].prefix) < (&w[1].tenant, w[1].prefix)));
+        prop_assert!(p.bindings.windows(2).all(|w| w[0].mac < w[1].mac));
+        prop_assert!(p.router_macs.windows(2).all(|w| w[0].mac < w[1].mac));
+        let back: Plan = serde_json::from_str(&p.to_json()).unwrap();
+        prop_assert_eq!(back, p);
+    }
+}
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_map(|f| json!(f)),
+        prop::sample::select(vec![
+            "",
+            "10.0.0.0/24",
+            "10.0.0.1",
+            "2001:db8::/64",
+            "::1",
+            "fa:16:3e:00:00:01",
+            "compute:nova",
+            "network:router_interface",
+            "network:dhcp",
+            "trunk:subport",
+            "amphora",
+            "DELETED",
+            "n0",
+            "s0",
+            "p0",
+            "r0",
+            "port0",
+            "c0",
+            "lb0",
+            "300.1.1.1/99",
+            "zz:zz",
+            "🦀",
+        ])
+        .prop_map(|s| Value::String(s.to_owned())),
+        "[a-z0-9:./]{0,12}".prop_map(Value::String),
+    ]
+}
+
+const KEYS: [&str; 24] = [
+    "id",
+    "name",
+    "project_id",
+    "tenant_id",
+    "shared",
+    "router:external",
+    "network_id",
+    "cidr",
+    "gateway_ip",
+    "ip_version",
+    "mac_address",
+    "device_id",
+    "device_owner",
+    "fixed_ips",
+    "subnet_id",
+    "ip_address",
+    "allowed_address_pairs",
+    "external_gateway_info",
+    "routes",
+    "destination",
+    "nexthop",
+    "trunk_details",
+    "loadbalancer_id",
+    "compute_id",
+];
+
+fn any_json() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(KEYS.to_vec()), inner), 0..8).prop_map(
+                |kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+            ),
+        ]
+    })
+}
+
+fn list(key: &str, items: Vec<Value>) -> Value {
+    let mut body = serde_json::Map::new();
+    body.insert(key.to_owned(), Value::Array(items));
+    Value::Object(body)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn arbitrary_json_of_the_right_shape_never_panics(
+        n in prop::collection::vec(any_json(), 0..6),
+        s in prop::collection::vec(any_json(), 0..6),
+        p in prop::collection::vec(any_json(), 0..8),
+        r in prop::collection::vec(any_json(), 0..4),
+        f in prop::collection::vec(any_json(), 0..3),
+        k in prop::collection::vec(any_json(), 0..3),
+        lb in prop::collection::vec(any_json(), 0..3),
+        am in prop::collection::vec(any_json(), 0..3),
+    ) {
+        let b = ApiBodies {
+            networks: list("networks", n),
+            subnets: list("subnets", s),
+            ports: list("ports", p),
+            routers: list("routers", r),
+            floatingips: list("floatingips", f),
+            projects: list("projects", k),
+            servers: Some(list("servers", vec![])),
+            loadbalancers: Some(list("loadbalancers", lb)),
+            amphorae: Some(list("amphorae", am)),
+        };
+        let (snap, _report) = parse_snapshot(&b).expect("right top-level shape is never an error");
+        let p = plan(&snap, &PlanOptions { hop_limit: 3 });
+        prop_assert!(!p.to_json().is_empty());
+    }
+}
