@@ -5,6 +5,60 @@
 //! The ledger never talks to the kernel or to the cloud APIs: drains arrive as
 //! folded readings, attribution comes through [`Attribution`], and kernel
 //! entries to delete are handed back in [`DrainReport::delete`].
+//!
+//! How the agent wires it (with the in-memory attribution of [`memory`]):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
+//! use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
+//! use lachesis_ledger::{state, Exporter, Format, Ledger, Selector, SettleMode};
+//!
+//! let vm = Mac([2, 0, 0, 0, 0, 1]);
+//! let router = Mac([2, 0, 0, 0, 0, 0xfe]);
+//! let mut attr = MemoryAttribution::default();
+//! attr.bindings.insert(vm, OwnedBinding::new("project-a", "server-1", "port-1"));
+//! attr.routers.insert(router, "public".to_owned());
+//! let source = Arc::new(SwapSource::new(attr));
+//! let ledger = Arc::new(Ledger::default());
+//! let exporter = Exporter::new(ledger.clone(), source.clone());
+//!
+//! // Scraper task: one full-map drain every interval; delete what it reports.
+//! let key = FlowKey {
+//!     src_mac: vm.0,
+//!     dst_mac: router.0,
+//!     eth_proto: 0x0800,
+//!     direction: Direction::Tx.code(),
+//!     zone: Zone::External.code(),
+//!     l4: L4Class::Tcp.code(),
+//!     pad: 0,
+//! };
+//! let reading = FlowCounters { bytes: 1500, packets: 1, last_seen_ns: 9, created_ns: 7 };
+//! let report = ledger.apply_drain(source.current().as_ref(), &[(key, reading)], 0);
+//! assert!(report.delete.is_empty());
+//!
+//! // Reconciler: the port moved to another project. Settle under the old
+//! // attribution and swap inside the same critical section.
+//! let old = source.current();
+//! let mut new = (*old).clone();
+//! new.bindings.insert(vm, OwnedBinding::new("project-b", "server-1", "port-1"));
+//! ledger.settle(old.as_ref(), SettleMode::Rebase(Selector::VmMac(vm)), || source.store(new));
+//!
+//! // HTTP: render in the negotiated format.
+//! let mut body = String::new();
+//! exporter.render(Format::PrometheusText, &mut body).unwrap();
+//! assert!(body.contains(
+//!     "lachesis_tenant_bytes_total{tenant_id=\"project-a\",zone=\"external\",external_network=\"public\",direction=\"tx\"} 1500"
+//! ));
+//!
+//! // Flusher: every 60 s and at shutdown; boot loads it back before the first drain.
+//! let dir = tempfile::tempdir().unwrap();
+//! let paths = state::StatePaths::new(dir.path().join("state.json"));
+//! state::flush(&ledger, &paths, serde_json::json!({"plan": "opaque"})).unwrap();
+//! let restored = Ledger::default();
+//! let plan = restored.restore_loaded(state::load(&paths).unwrap(), 0);
+//! assert_eq!(plan["plan"], "opaque");
+//! ```
 
 mod absorbers;
 mod attribution;
