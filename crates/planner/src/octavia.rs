@@ -7,8 +7,12 @@ use crate::fasthash::FastMap;
 use crate::index::Index;
 use crate::plan::{AmphoraIp, Anomaly, AnomalyClass};
 
-/// Providers served by amphorae (`octavia` is the historical alias).
-const AMPHORA_PROVIDERS: &[&str] = &["amphora", "octavia"];
+/// Octavia provider names whose load balancers run on amphorae, the one
+/// list both the join and the `non_amphora_lb` check read: `amphora` (the
+/// default driver), `amphorav2` (the jobboard driver, same amphora VMs and
+/// the same amphora API) and `octavia` (the historical alias of `amphora`).
+/// Any other provider (e.g. `ovn`) has no amphora VMs to re-attribute.
+const AMPHORA_PROVIDERS: &[&str] = &["amphora", "amphorav2", "octavia"];
 
 pub(crate) struct OctaviaJoin<'a> {
     /// Data port id → the load balancer's project.

@@ -175,3 +175,25 @@ fn without_octavia_lists_amphora_ports_are_ordinary() {
         .all(|b| b.tenant == "svc" && !b.amphora));
     assert!(plan.anomalies.is_empty());
 }
+
+/// DESIGN §6.5 "amphora provider": `amphorav2` (the jobboard driver) and the
+/// old alias `octavia` run amphorae just like `amphora`.
+#[test]
+fn every_amphora_driver_name_re_attributes_data_ports() {
+    for provider in ["amphora", "amphorav2", "octavia"] {
+        let mut c = octavia();
+        c.lbs.as_mut().unwrap()[0]["provider"] = json!(provider);
+        let plan = c.plan();
+        let b = binding(&plan, "c1-vip");
+        assert_eq!(
+            (b.tenant.as_str(), b.amphora),
+            ("tLB", true),
+            "provider {provider}"
+        );
+        assert_eq!(
+            anomaly_classes(&plan),
+            ["non_amphora_lb"],
+            "provider {provider}: only the OVN LB is reported"
+        );
+    }
+}

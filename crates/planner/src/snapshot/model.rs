@@ -178,7 +178,7 @@ pub struct LoadBalancer {
     pub id: String,
     /// Owning project.
     pub project: String,
-    /// `provider` (`amphora`, its alias `octavia`, `ovn`, …).
+    /// `provider` (`amphora`, `amphorav2`, the alias `octavia`, `ovn`, …).
     pub provider: String,
     /// `provisioning_status` (`ACTIVE`, `DELETED`, …; `""` when absent).
     pub provisioning_status: String,
