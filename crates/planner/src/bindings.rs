@@ -119,11 +119,43 @@ struct Claim<'a> {
     amphora: bool,
 }
 
+/// True for ports the platform owns (router interfaces and gateways, DHCP,
+/// floating IPs, distributed/metadata ports, …): Neutron writes every one of
+/// them as `network:<kind>`.
+fn is_platform_owner(owner: &str) -> bool {
+    owner.starts_with("network:")
+}
+
+/// MAC → the platform port carrying it (the smallest port id when several).
+fn platform_macs<'a>(idx: &Index<'a>) -> FastMap<Mac, &'a Port> {
+    let mut out: FastMap<Mac, &Port> = FastMap::default();
+    for port in &idx.snap.ports {
+        let Some(mac) = port.mac else { continue };
+        if !is_platform_owner(&port.device_owner) {
+            continue;
+        }
+        out.entry(mac)
+            .and_modify(|p| {
+                if port.id < p.id {
+                    *p = port;
+                }
+            })
+            .or_insert(port);
+    }
+    out
+}
+
 pub(crate) fn bind<'a>(
     idx: &Index<'a>,
     octavia: &OctaviaJoin<'a>,
     anomalies: &mut Vec<Anomaly>,
 ) -> BoundPorts<'a> {
+    // DESIGN §4.2: a platform MAC in `endpoints` would let the kernel's
+    // direct-L2 shortcut treat routed traffic (to the router, hence possibly
+    // the internet) as VM-to-VM. Neutron only enforces MAC uniqueness per
+    // network and lets an address pair name any MAC, so a VM port can claim
+    // one; such claims are refused whatever their kind.
+    let platform = platform_macs(idx);
     // Trunk parents: subport id → parent port.
     let mut parent_of: FastMap<&str, &Port> = FastMap::default();
     for port in &idx.snap.ports {
@@ -160,13 +192,23 @@ pub(crate) fn bind<'a>(
             server: adm.server,
             amphora: adm.amphora,
         };
-        claims.entry(adm.mac).or_default().push(claim(adm.kind));
+        let mut push = |mac: Mac, kind: ClaimKind| {
+            if let Some(owner) = platform.get(&mac) {
+                anomalies.push(Anomaly {
+                    class: AnomalyClass::MacConflict,
+                    detail: format!(
+                        "port {} (project {}) claims MAC {mac} of platform port {} ({}): not bound",
+                        port.id, adm.tenant, owner.id, owner.device_owner
+                    ),
+                });
+            } else {
+                claims.entry(mac).or_default().push(claim(kind));
+            }
+        };
+        push(adm.mac, adm.kind);
         for pair in &port.allowed_address_pairs {
             if let Some(vmac) = pair.mac.filter(|m| *m != adm.mac) {
-                claims
-                    .entry(vmac)
-                    .or_default()
-                    .push(claim(ClaimKind::AddressPair));
+                push(vmac, ClaimKind::AddressPair);
             }
         }
     }

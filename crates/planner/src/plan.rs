@@ -120,7 +120,8 @@ pub enum AnomalyClass {
     DanglingRoute,
     /// Several routers' interface ports share one MAC.
     DuplicateRouterMac,
-    /// Admitted ports of different projects claim one MAC.
+    /// Admitted ports of different projects claim one MAC, or a port claims
+    /// a platform port's MAC (not bound).
     MacConflict,
     /// A static route needs more router hops than the limit.
     MaxHops,

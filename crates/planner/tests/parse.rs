@@ -383,3 +383,123 @@ fn plan_json_round_trips() {
     let back: lachesis_planner::Plan = serde_json::from_str(&plan.to_json()).unwrap();
     assert_eq!(back, plan);
 }
+
+/// DESIGN §4.2: router, DHCP and gateway MACs are never in `endpoints`.
+/// Neutron only enforces MAC uniqueness per network, and an address pair may
+/// name any MAC, so a VM port can claim one; binding it would make the
+/// kernel's direct-L2 shortcut bill routed (e.g. internet) traffic as
+/// tenant-to-tenant. Every kind of claim on a platform MAC is dropped.
+fn platform_mac_claims() -> Cloud {
+    let mut c = bindings_cloud();
+    c.network("n2", "t2")
+        .subnet("s2", "n2", "10.2.0.0/24", None);
+    c.external_network("ext", "public")
+        .subnet("ext-s", "ext", "203.0.113.0/24", None);
+    let platform = [
+        (
+            "rif",
+            "network:router_interface",
+            "fa:16:3e:00:01:01",
+            "s1",
+            "10.1.0.1",
+        ),
+        (
+            "dhcp",
+            "network:dhcp",
+            "fa:16:3e:00:01:02",
+            "s1",
+            "10.1.0.2",
+        ),
+        (
+            "dvr",
+            "network:distributed",
+            "fa:16:3e:00:01:03",
+            "s1",
+            "10.1.0.3",
+        ),
+        (
+            "gw",
+            "network:router_gateway",
+            "fa:16:3e:00:01:04",
+            "ext-s",
+            "203.0.113.4",
+        ),
+        (
+            "fip",
+            "network:floatingip",
+            "fa:16:3e:00:01:05",
+            "ext-s",
+            "203.0.113.5",
+        ),
+    ];
+    for (id, owner, mac, subnet, ip) in platform {
+        c.port(id, "", mac, owner, "dev", &[(subnet, ip)]);
+    }
+    // Own MAC equal to the router interface's (another network: allowed).
+    c.vm("own", "t2", "fa:16:3e:00:01:01", "srv2", "s2", "10.2.0.10");
+    // Address pairs naming the DHCP, gateway and floating-IP MACs.
+    c.vm(
+        "pairs",
+        "t1",
+        "fa:16:3e:00:00:10",
+        "srv1",
+        "s1",
+        "10.1.0.10",
+    )["allowed_address_pairs"] = json!([
+        {"ip_address": "10.1.0.200", "mac_address": "fa:16:3e:00:01:02"},
+        {"ip_address": "10.1.0.201", "mac_address": "fa:16:3e:00:01:04"},
+        {"ip_address": "10.1.0.202", "mac_address": "fa:16:3e:00:01:05"},
+    ]);
+    // A trunk subport carrying the distributed port's MAC.
+    c.vm(
+        "parent",
+        "t1",
+        "fa:16:3e:00:00:20",
+        "srv3",
+        "s1",
+        "10.1.0.20",
+    )["trunk_details"] =
+        json!({"trunk_id": "tr", "sub_ports": [{"port_id": "sub", "segmentation_id": 10}]});
+    c.port(
+        "sub",
+        "t2",
+        "fa:16:3e:00:01:03",
+        "trunk:subport",
+        "tr",
+        &[("s2", "10.2.0.30")],
+    );
+    c
+}
+
+#[test]
+fn no_claim_binds_a_platform_mac() {
+    let plan = platform_mac_claims().plan();
+    let bound: Vec<String> = plan
+        .bindings
+        .iter()
+        .map(|b| format!("{} {}", b.mac, b.port))
+        .collect();
+    assert_eq!(
+        bound,
+        ["fa:16:3e:00:00:10 pairs", "fa:16:3e:00:00:20 parent"],
+        "only the VMs' own non-platform MACs are bound"
+    );
+    assert_eq!(anomaly_classes(&plan), ["mac_conflict"; 5]);
+    for (port, mac, platform_port) in [
+        ("own", "fa:16:3e:00:01:01", "rif"),
+        ("pairs", "fa:16:3e:00:01:02", "dhcp"),
+        ("sub", "fa:16:3e:00:01:03", "dvr"),
+        ("pairs", "fa:16:3e:00:01:04", "gw"),
+        ("pairs", "fa:16:3e:00:01:05", "fip"),
+    ] {
+        assert!(
+            plan.anomalies
+                .iter()
+                .any(|a| a.detail.contains(&format!("port {port} "))
+                    && a.detail.contains(mac)
+                    && a.detail.contains(&format!("port {platform_port} "))),
+            "no anomaly naming {port} and {mac}: {:#?}",
+            plan.anomalies
+        );
+    }
+}
