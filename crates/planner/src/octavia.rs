@@ -46,7 +46,7 @@ pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
     // id order so a (corrupt) shared compute_id resolves the same way always.
     let mut live: Vec<_> = amphorae.iter().filter(|a| a.status != "DELETED").collect();
     live.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut by_compute: FastMap<&str, (&str, Option<IpAddr>)> = FastMap::default();
+    let mut by_compute: FastMap<&str, (&str, IpAddr)> = FastMap::default();
     for amp in live {
         let (Some(lb), Some(compute)) = (&amp.loadbalancer_id, &amp.compute_id) else {
             continue;
@@ -54,9 +54,21 @@ pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
         let Some(owner) = owners.get(lb.as_str()) else {
             continue;
         };
-        by_compute
-            .entry(compute.as_str())
-            .or_insert((owner, amp.lb_network_ip));
+        // Without lb_network_ip the management port cannot be told from the
+        // data ports: moving them all would bill the Octavia control
+        // traffic to the LB owner and put the management address into the
+        // insert-only amphora map, so none moves until Octavia reports it.
+        let Some(mgmt) = amp.lb_network_ip else {
+            out.anomalies.push(Anomaly {
+                class: AnomalyClass::AmphoraWithoutLbNetworkIp,
+                detail: format!(
+                    "amphora {} (load balancer {lb}, server {compute}, status {:?}) has no lb_network_ip: its ports stay with their own project",
+                    amp.id, amp.status
+                ),
+            });
+            continue;
+        };
+        by_compute.entry(compute.as_str()).or_insert((owner, mgmt));
     }
     if by_compute.is_empty() {
         return out;
@@ -67,7 +79,7 @@ pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
         };
         // The management port (holding lb_network_ip) talks to the Octavia
         // controllers, not to tenants: it stays an ordinary service-project port.
-        if mgmt.is_some_and(|m| port.fixed_ips.iter().any(|f| f.address == m)) {
+        if port.fixed_ips.iter().any(|f| f.address == *mgmt) {
             continue;
         }
         out.data_ports.insert(port.id.as_str(), owner);

@@ -106,14 +106,17 @@ pub struct AmphoraIp {
     pub address: IpAddr,
 }
 
-/// Anomaly classes of DESIGN §6.6 (plus `mac_conflict` and
-/// `unknown_project`, see docs/planner.md). Declared in label order so the
+/// Anomaly classes of DESIGN §6.6 (plus `amphora_without_lb_network_ip`,
+/// `mac_conflict` and `unknown_project`, see docs/planner.md). Declared in label order so the
 /// derived ordering is the documented sort order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnomalyClass {
     /// A static route's destination lies in subnets of several owners.
     Ambiguity,
+    /// A live amphora without `lb_network_ip`: its ports are not
+    /// re-attributed (the management port cannot be told apart).
+    AmphoraWithoutLbNetworkIp,
     /// A static route walks back to a router already visited.
     Cycle,
     /// A route's nexthop is not on any subnet attached to its router.
@@ -144,6 +147,7 @@ impl AnomalyClass {
     /// Every class, for seeding per-class gauges.
     pub const ALL: &'static [AnomalyClass] = &[
         AnomalyClass::Ambiguity,
+        AnomalyClass::AmphoraWithoutLbNetworkIp,
         AnomalyClass::Cycle,
         AnomalyClass::DanglingRoute,
         AnomalyClass::DuplicateRouterMac,
@@ -162,6 +166,7 @@ impl AnomalyClass {
     pub fn label(self) -> &'static str {
         match self {
             AnomalyClass::Ambiguity => "ambiguity",
+            AnomalyClass::AmphoraWithoutLbNetworkIp => "amphora_without_lb_network_ip",
             AnomalyClass::Cycle => "cycle",
             AnomalyClass::DanglingRoute => "dangling_route",
             AnomalyClass::DuplicateRouterMac => "duplicate_router_mac",

@@ -197,3 +197,33 @@ fn every_amphora_driver_name_re_attributes_data_ports() {
         );
     }
 }
+
+/// DESIGN §6.5 re-attributes every port of the amphora "except the
+/// management port (the one holding `lb_network_ip`)". While an amphora boots
+/// `lb_network_ip` is null: the management port cannot be told apart, so
+/// none of that amphora's ports move and none of its addresses become
+/// amphora addresses (the kernel map is insert-only).
+#[test]
+fn amphora_without_lb_network_ip_moves_no_port() {
+    let mut c = octavia();
+    c.amphorae.as_mut().unwrap()[0]["lb_network_ip"] = json!(null);
+    c.amphorae.as_mut().unwrap()[0]["status"] = json!("BOOTING");
+    let plan = c.plan();
+    for port in ["c1-mgmt", "c1-vip", "c1-member"] {
+        let b = binding(&plan, port);
+        assert_eq!((b.tenant.as_str(), b.amphora), ("svc", false), "{port}");
+    }
+    let c2 = binding(&plan, "c2-vip");
+    assert_eq!((c2.tenant.as_str(), c2.amphora), ("tLB", true));
+    let ips: Vec<String> = plan
+        .amphora_ips
+        .iter()
+        .map(|a| format!("{} {}", a.tenant, a.address))
+        .collect();
+    assert_eq!(ips, ["tLB 10.0.0.22"]);
+    assert_eq!(
+        anomaly_classes(&plan),
+        ["amphora_without_lb_network_ip", "non_amphora_lb"]
+    );
+    assert!(plan.anomalies[0].detail.contains("amp1") && plan.anomalies[0].detail.contains("c1"));
+}
