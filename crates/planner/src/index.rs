@@ -68,8 +68,12 @@ pub(crate) struct Index<'a> {
     /// (subnet id, address) → the port holding it; when stale data has
     /// several, a router interface, then a VM, then the smallest port id.
     pub port_at: FastMap<(&'a str, IpAddr), &'a Port>,
-    /// Subnet id → platform addresses on it (step 3 ports and `gateway_ip`), sorted.
+    /// Subnet id → platform addresses inside its CIDR (step 3 ports and
+    /// `gateway_ip`), sorted: what step 7 lends the subnet's rows.
     pub platform_by_subnet: FastMap<&'a str, Vec<IpAddr>>,
+    /// Every platform address of step 3, including a `gateway_ip` outside
+    /// its subnet's CIDR and the metadata addresses; sorted, deduplicated.
+    pub platform_addresses: Vec<IpAddr>,
     /// Port id → floating IPs bound to it, sorted by id.
     pub fips_by_port: FastMap<&'a str, Vec<&'a FloatingIp>>,
     /// Fixed address → floating IPs mapped to it, sorted by id.
@@ -125,20 +129,7 @@ impl<'a> Index<'a> {
                 }
             }
         }
-        for subnet in &snap.subnets {
-            if let Some(g) = subnet.gateway {
-                if subnet.cidr.contains(g) {
-                    platform_by_subnet
-                        .entry(subnet.id.as_str())
-                        .or_default()
-                        .push(g);
-                }
-            }
-        }
-        for v in platform_by_subnet.values_mut() {
-            v.sort_unstable();
-            v.dedup();
-        }
+        let platform_addresses = add_gateways(snap, &mut platform_by_subnet);
         for v in router_interfaces.values_mut() {
             v.sort_by(|a, b| a.id.cmp(&b.id));
             v.dedup_by(|a, b| a.id == b.id);
@@ -170,6 +161,7 @@ impl<'a> Index<'a> {
             router_reach,
             port_at,
             platform_by_subnet,
+            platform_addresses,
             fips_by_port,
             fips_by_fixed,
         }
@@ -197,6 +189,45 @@ impl<'a> Index<'a> {
             _ => &subnet.project,
         }
     }
+}
+
+/// Adds each subnet's `gateway_ip` to the per-subnet platform lists, sorts
+/// them, and returns every platform address of step 3, sorted.
+fn add_gateways<'a>(
+    snap: &'a Snapshot,
+    platform_by_subnet: &mut FastMap<&'a str, Vec<IpAddr>>,
+) -> Vec<IpAddr> {
+    // Neutron accepts a gateway outside the CIDR (an IPv6 link-local
+    // router address is common): it is a platform address all the same
+    // (step 3), but lends no /32 to the subnet's rows (step 7), which
+    // cannot contain it.
+    let mut outside_gateways = Vec::new();
+    for subnet in &snap.subnets {
+        if let Some(g) = subnet.gateway {
+            if subnet.cidr.contains(g) {
+                platform_by_subnet
+                    .entry(subnet.id.as_str())
+                    .or_default()
+                    .push(g);
+            } else {
+                outside_gateways.push(g);
+            }
+        }
+    }
+    for v in platform_by_subnet.values_mut() {
+        v.sort_unstable();
+        v.dedup();
+    }
+    let mut platform_addresses: Vec<IpAddr> = platform_by_subnet
+        .values()
+        .flatten()
+        .copied()
+        .chain(outside_gateways)
+        .chain(METADATA_ADDRESSES)
+        .collect();
+    platform_addresses.sort_unstable();
+    platform_addresses.dedup();
+    platform_addresses
 }
 
 type FipIndex<'a> = (

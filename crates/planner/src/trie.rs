@@ -292,14 +292,9 @@ fn global_rows<'r>(idx: &'r Index<'r>, rows: &mut Rows<'r>) {
         }
     }
 
-    // 3. Platform addresses.
-    for addrs in idx.platform_by_subnet.values() {
-        for a in addrs {
-            rows.put(GLOBAL, Prefix::host(*a), Zone::Infra, Source::Infra);
-        }
-    }
-    for a in METADATA_ADDRESSES {
-        rows.put(GLOBAL, Prefix::host(a), Zone::Infra, Source::Infra);
+    // 3. Platform addresses (ports, every gateway_ip, metadata).
+    for a in &idx.platform_addresses {
+        rows.put(GLOBAL, Prefix::host(*a), Zone::Infra, Source::Infra);
     }
 }
 

@@ -151,6 +151,31 @@ fn gateway_host_row_beats_owned_subnet_for_its_owner() {
     );
 }
 
+/// DESIGN §6.1 step 3 takes every subnet's `gateway_ip`, and Neutron allows
+/// one outside the CIDR (an IPv6 link-local router address is common): it
+/// is still a global infra /128. Step 7 only lends a subnet the platform
+/// addresses inside it, so no per-tenant row appears for it.
+#[test]
+fn gateway_outside_its_subnet_is_still_global_infra() {
+    let mut c = single_hop();
+    c.network("netA6", "tA")
+        .subnet("a6-s", "netA6", "2001:db8:1::/64", Some("fe80::1"));
+    let plan = c.plan();
+    let rows = common::rows(&plan);
+    assert!(
+        rows.contains(&"* fe80::1/128 infra".to_owned()),
+        "{rows:#?}"
+    );
+    assert!(rows.contains(&"tA 2001:db8:1::/64 same_tenant".to_owned()));
+    assert!(
+        !rows.iter().any(|r| r.starts_with("tA fe80::1/")),
+        "{rows:#?}"
+    );
+    assert_eq!(lpm(&plan, "tA", "fe80::1").as_deref(), Some("infra"));
+    assert_eq!(lpm(&plan, "tB", "fe80::1").as_deref(), Some("infra"));
+    assert_eq!(lpm(&plan, "tA", "fe80::2").as_deref(), Some("external"));
+}
+
 /// R1 … R5 of t1 … t5, joined by four shared transit networks; each router
 /// up to R4 routes 10.5.0.0/24 to the next one.
 fn chain() -> Cloud {
