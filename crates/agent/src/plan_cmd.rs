@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args, ValueEnum};
-use lachesis_planner::{parse_snapshot, plan, ApiBodies, Plan, PlanOptions};
+use lachesis_planner::{parse_snapshot, plan, ApiBodies, OptionalBody, Plan, PlanOptions};
 use serde_json::Value;
 
 /// Arguments of `lachesis plan`. Exactly one snapshot source is required;
@@ -19,7 +19,8 @@ use serde_json::Value;
 pub struct PlanArgs {
     /// Folder of saved API response bodies: networks.json, subnets.json,
     /// ports.json, routers.json, floatingips.json, projects.json, and
-    /// optionally servers.json, loadbalancers.json, amphorae.json.
+    /// optionally servers.json, loadbalancers.json, amphorae.json (a missing
+    /// one is a service not deployed; an empty or malformed one is an error).
     #[arg(long, value_name = "DIR", group = "source")]
     pub from_dir: Option<PathBuf>,
     /// Output format: the documented JSON contract (docs/plan-schema.md) or
@@ -94,6 +95,12 @@ fn read_dir(dir: &Path) -> anyhow::Result<ApiBodies> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
+        if text.trim().is_empty() {
+            bail!(
+                "{} is empty (expected the API's response body; delete the file if the service is not deployed)",
+                path.display()
+            );
+        }
         let value = serde_json::from_str(&text).with_context(|| {
             format!(
                 "{} is not JSON (expected the API's response body)",
@@ -122,10 +129,16 @@ fn read_dir(dir: &Path) -> anyhow::Result<ApiBodies> {
         routers: next(),
         floatingips: next(),
         projects: next(),
-        servers: read("servers")?,
-        loadbalancers: read("loadbalancers")?,
-        amphorae: read("amphorae")?,
+        servers: optional(read("servers")?),
+        loadbalancers: optional(read("loadbalancers")?),
+        amphorae: optional(read("amphorae")?),
     })
+}
+
+/// A saved best-effort body: a missing file means the service is not
+/// deployed (there is no way to save a failed fetch).
+fn optional(body: Option<Value>) -> OptionalBody {
+    body.map_or(OptionalBody::NotDeployed, OptionalBody::Fetched)
 }
 
 fn table(p: &Plan) -> String {
@@ -200,6 +213,19 @@ fn table(p: &Plan) -> String {
         p.route_fallbacks
             .iter()
             .map(|(r, n)| vec![r.label().to_owned(), n.to_string()]),
+    );
+    let s = &p.sources;
+    section(
+        &mut out,
+        "sources",
+        &["LIST", "STATUS"],
+        [
+            ("servers", s.servers),
+            ("loadbalancers", s.loadbalancers),
+            ("amphorae", s.amphorae),
+        ]
+        .into_iter()
+        .map(|(list, status)| vec![list.to_owned(), status.label().to_owned()]),
     );
     out
 }

@@ -57,6 +57,7 @@ fn table_format_lists_every_section() {
         "amphora addresses (1)",
         "anomalies (0)",
         "route fallbacks (7)",
+        "sources (3)",
     ] {
         assert!(text.contains(heading), "missing {heading:?} in\n{text}");
     }
@@ -112,4 +113,56 @@ fn hop_limit_flag_reaches_the_resolver() {
         .find(|r| r["tenant"] == "3f2a9c1e5b7d4e08a1c6f0b2d4e6a8c0" && r["prefix"] == "10.2.0.0/24")
         .expect("the route's row");
     assert_eq!(row["zone"], "external");
+}
+
+/// A scratch copy of the fixture; `edit` removes or rewrites files in it.
+fn fixture_copy(tag: &str, edit: impl FnOnce(&std::path::Path)) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lachesis-plan-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixtures().join("two-tenants")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    edit(&dir);
+    dir
+}
+
+#[test]
+fn missing_optional_bodies_are_recorded_as_absent() {
+    let dir = fixture_copy("absent", |d| {
+        std::fs::remove_file(d.join("servers.json")).unwrap();
+        std::fs::remove_file(d.join("amphorae.json")).unwrap();
+    });
+    let out = lachesis(&["plan", "--from-dir", dir.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        plan["sources"],
+        serde_json::json!({"servers": "absent", "loadbalancers": "ok", "amphorae": "absent"})
+    );
+    // Without the amphora list no port is re-attributed.
+    assert_eq!(plan["amphora_ips"], serde_json::json!([]));
+}
+
+#[test]
+fn empty_or_malformed_optional_body_is_an_error_naming_the_file() {
+    for (tag, text, says) in [
+        ("empty", "", "amphorae.json is empty"),
+        ("blank", " \n", "amphorae.json is empty"),
+        ("malformed", "{\"amphorae\": [", "amphorae.json is not JSON"),
+    ] {
+        let dir = fixture_copy(tag, |d| {
+            std::fs::write(d.join("amphorae.json"), text).unwrap();
+        });
+        let out = lachesis(&["plan", "--from-dir", dir.to_str().unwrap()]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!out.status.success(), "{tag}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{tag}: {stderr}");
+    }
 }

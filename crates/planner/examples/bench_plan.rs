@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
-use lachesis_planner::{diff, parse_snapshot, plan, ApiBodies, PlanOptions};
+use lachesis_planner::{diff, parse_snapshot, plan, ApiBodies, OptionalBody, PlanOptions};
 use serde_json::{json, Value};
 
 const PROJECTS: usize = 500;
@@ -236,9 +236,9 @@ fn cloud(second_external_for: Option<usize>) -> ApiBodies {
         routers: json!({ "routers": routers }),
         floatingips: json!({ "floatingips": fips }),
         projects: json!({ "projects": projects }),
-        servers: None,
-        loadbalancers: None,
-        amphorae: None,
+        servers: OptionalBody::NotDeployed,
+        loadbalancers: OptionalBody::NotDeployed,
+        amphorae: OptionalBody::NotDeployed,
     }
 }
 

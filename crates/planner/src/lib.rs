@@ -18,10 +18,11 @@ mod plan;
 mod prefix;
 mod resolver;
 pub mod snapshot;
+mod sources;
 mod trie;
 mod zone;
 
-pub use bodies::ApiBodies;
+pub use bodies::{ApiBodies, OptionalBody};
 pub use diff::{diff, Change, PlanDelta};
 pub use plan::{
     AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, PlanOptions, RouterMac, Scope,
@@ -29,13 +30,31 @@ pub use plan::{
 };
 pub use prefix::{Prefix, PrefixParseError};
 pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot};
+pub use sources::{SourceStatus, Sources};
 
-/// Builds the desired state for `snapshot` (DESIGN §6).
+/// Builds the desired state for `snapshot` (DESIGN §6), with no previous
+/// plan: a cold start. Reconcile passes call [`plan_with_previous`].
 #[must_use]
 pub fn plan(snapshot: &Snapshot, options: &PlanOptions) -> Plan {
+    plan_with_previous(snapshot, options, None)
+}
+
+/// Builds the desired state for `snapshot`, given the last committed plan.
+///
+/// The reconcile contract (docs/planner.md): when an Octavia list failed to
+/// fetch, the amphora attribution cannot be recomputed, so the previous
+/// plan's amphora bindings are kept for ports still present with the same
+/// MAC, with their `amphora_ips`; everything else is planned from the
+/// snapshot. With Octavia fetched or not deployed, `previous` is not read.
+#[must_use]
+pub fn plan_with_previous(
+    snapshot: &Snapshot,
+    options: &PlanOptions,
+    previous: Option<&Plan>,
+) -> Plan {
     let idx = index::Index::new(snapshot);
     let mut anomalies = Vec::new();
-    let octavia = octavia::join(&idx);
+    let octavia = octavia::join(&idx, previous);
     anomalies.extend(octavia.anomalies.iter().cloned());
     let bound = bindings::bind(&idx, &octavia, &mut anomalies);
     let router_macs = external::router_macs(&idx, &mut anomalies);
@@ -49,5 +68,6 @@ pub fn plan(snapshot: &Snapshot, options: &PlanOptions) -> Plan {
         amphora_ips: octavia.amphora_ips,
         anomalies,
         route_fallbacks: trie.fallbacks,
+        sources: snapshot.sources,
     }
 }

@@ -3,9 +3,9 @@
 
 use std::net::IpAddr;
 
-use crate::fasthash::FastMap;
+use crate::fasthash::{FastMap, FastSet};
 use crate::index::Index;
-use crate::plan::{AmphoraIp, Anomaly, AnomalyClass};
+use crate::plan::{AmphoraIp, Anomaly, AnomalyClass, Plan};
 
 /// Octavia provider names whose load balancers run on amphorae, the one
 /// list both the join and the `non_amphora_lb` check read: `amphora` (the
@@ -22,12 +22,24 @@ pub(crate) struct OctaviaJoin<'a> {
     pub anomalies: Vec<Anomaly>,
 }
 
-pub(crate) fn join<'a>(idx: &Index<'a>) -> OctaviaJoin<'a> {
+pub(crate) fn join<'a>(idx: &Index<'a>, previous: Option<&'a Plan>) -> OctaviaJoin<'a> {
     let mut out = OctaviaJoin {
         data_ports: FastMap::default(),
         amphora_ips: Vec::new(),
         anomalies: Vec::new(),
     };
+    if idx.snap.sources.octavia_failed() {
+        // Unknown is not empty: re-planning without the lists would move
+        // every amphora data port back to the service project until the
+        // next successful fetch, and back again (reconcile contract).
+        if let Some(lbs) = &idx.snap.load_balancers {
+            non_amphora(lbs.iter(), &mut out.anomalies);
+        }
+        if let Some(prev) = previous {
+            keep_previous(idx, prev, &mut out);
+        }
+        return out;
+    }
     let (Some(lbs), Some(amphorae)) = (&idx.snap.load_balancers, &idx.snap.amphorae) else {
         if let Some(lbs) = &idx.snap.load_balancers {
             non_amphora(lbs.iter(), &mut out.anomalies);
@@ -112,4 +124,37 @@ fn non_amphora<'a>(
             ),
         });
     }
+}
+
+/// The reconcile contract when Octavia failed: the previous plan's amphora
+/// bindings whose port is still present and still carries the bound MAC
+/// (its own or an address-pair MAC) keep their load-balancer owner, and the
+/// previous `amphora_ips` of those ports' addresses stay.
+fn keep_previous<'a>(idx: &Index<'a>, prev: &'a Plan, out: &mut OctaviaJoin<'a>) {
+    let mut kept: FastSet<(&str, IpAddr)> = FastSet::default();
+    for b in prev.bindings.iter().filter(|b| b.amphora) {
+        let Some(port) = idx.ports.get(b.port.as_str()) else {
+            continue;
+        };
+        let carries = port.mac == Some(b.mac)
+            || port
+                .allowed_address_pairs
+                .iter()
+                .any(|p| p.mac == Some(b.mac));
+        if !carries {
+            continue;
+        }
+        out.data_ports.insert(port.id.as_str(), b.tenant.as_str());
+        for f in &port.fixed_ips {
+            kept.insert((b.tenant.as_str(), f.address));
+        }
+    }
+    out.amphora_ips = prev
+        .amphora_ips
+        .iter()
+        .filter(|a| kept.contains(&(a.tenant.as_str(), a.address)))
+        .cloned()
+        .collect();
+    out.amphora_ips.sort();
+    out.amphora_ips.dedup();
 }

@@ -8,6 +8,7 @@ use lachesis_abi::{Mac, Zone};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::prefix::Prefix;
+use crate::sources::Sources;
 
 /// Which tenant id a trie row is keyed under: every tenant (kernel tenant
 /// id 0, printed `*`) or one project.
@@ -274,6 +275,10 @@ pub struct Plan {
     pub anomalies: Vec<Anomaly>,
     /// Resolver fallbacks by reason, every reason present.
     pub route_fallbacks: BTreeMap<FallbackReason, u64>,
+    /// Which best-effort lists were fetched, failed or absent. Plans stored
+    /// before this key existed read back as all `absent`.
+    #[serde(default)]
+    pub sources: Sources,
 }
 
 impl Plan {

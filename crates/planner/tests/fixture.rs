@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::lpm;
-use lachesis_planner::{parse_snapshot, plan, ApiBodies, PlanOptions};
+use lachesis_planner::{parse_snapshot, plan, ApiBodies, OptionalBody, PlanOptions};
 use serde_json::Value;
 
 const A: &str = "3f2a9c1e5b7d4e08a1c6f0b2d4e6a8c0";
@@ -29,9 +29,9 @@ fn fixture_plan_says_what_the_topology_means() {
         routers: body("routers"),
         floatingips: body("floatingips"),
         projects: body("projects"),
-        servers: Some(body("servers")),
-        loadbalancers: Some(body("loadbalancers")),
-        amphorae: Some(body("amphorae")),
+        servers: OptionalBody::Fetched(body("servers")),
+        loadbalancers: OptionalBody::Fetched(body("loadbalancers")),
+        amphorae: OptionalBody::Fetched(body("amphorae")),
     };
     let (snap, report) = parse_snapshot(&bodies).unwrap();
     assert_eq!(

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{anomaly_classes, lpm, Cloud};
-use lachesis_planner::Plan;
+use lachesis_planner::{diff, Plan, SourceStatus};
 use serde_json::json;
 
 /// LB owned by tLB with two amphorae (ACTIVE/STANDBY) in the service
@@ -226,4 +226,95 @@ fn amphora_without_lb_network_ip_moves_no_port() {
         ["amphora_without_lb_network_ip", "non_amphora_lb"]
     );
     assert!(plan.anomalies[0].detail.contains("amp1") && plan.anomalies[0].detail.contains("c1"));
+}
+
+fn amphora_view(plan: &Plan) -> Vec<String> {
+    let mut v: Vec<String> = plan
+        .bindings
+        .iter()
+        .map(|b| format!("{} {} {}", b.port, b.tenant, b.amphora))
+        .collect();
+    v.extend(
+        plan.amphora_ips
+            .iter()
+            .map(|a| format!("ip {} {}", a.tenant, a.address)),
+    );
+    v
+}
+
+/// Reconcile contract: a failed Octavia fetch is "unknown", not "empty".
+/// The previous plan's amphora bindings and addresses stay for ports still
+/// there, so a transient error neither moves the data ports back to the
+/// service project (a settle and a flip back later) nor drops amphora rows.
+#[test]
+fn failed_octavia_keeps_the_previous_amphora_attribution() {
+    let committed = octavia().plan();
+    assert_eq!(committed.sources.amphorae, SourceStatus::Ok);
+    let mut c = octavia();
+    c.octavia_failed = true;
+    let next = c.plan_after(&committed);
+    assert_eq!(amphora_view(&next), amphora_view(&committed));
+    assert_eq!(next.trie, committed.trie);
+    assert_eq!(
+        (next.sources.loadbalancers, next.sources.amphorae),
+        (SourceStatus::Failed, SourceStatus::Failed)
+    );
+    let delta = diff(&committed, &next);
+    assert!(delta.bindings_changed.is_empty(), "{delta:#?}");
+    assert!(delta.amphora_ips_removed.is_empty(), "{delta:#?}");
+    // Only the OVN LB's anomaly disappears: that list was not fetched.
+    assert!(next.anomalies.is_empty());
+
+    // Ports gone meanwhile are not kept, nor are their addresses; a port
+    // whose MAC changed is planned afresh.
+    c.ports.retain(|p| p["id"] != "c2-vip");
+    c.ports.iter_mut().find(|p| p["id"] == "c1-member").unwrap()["mac_address"] =
+        json!("fa:16:3e:0a:00:33");
+    let next = c.plan_after(&committed);
+    let view = amphora_view(&next);
+    assert!(view.contains(&"c1-vip tLB true".to_owned()), "{view:#?}");
+    assert!(
+        view.contains(&"c1-member svc false".to_owned()),
+        "{view:#?}"
+    );
+    assert!(!view.iter().any(|l| l.starts_with("c2-vip")), "{view:#?}");
+    let ips: Vec<&String> = view.iter().filter(|l| l.starts_with("ip ")).collect();
+    assert_eq!(ips, ["ip tLB 10.0.0.21"]);
+}
+
+/// With no committed plan (a cold start) a failed Octavia can only leave
+/// the ports ordinary, and the plan says why.
+#[test]
+fn failed_octavia_at_cold_start_is_recorded_in_the_plan() {
+    let mut c = octavia();
+    c.octavia_failed = true;
+    let plan = c.plan();
+    assert!(plan
+        .bindings
+        .iter()
+        .all(|b| b.tenant == "svc" && !b.amphora));
+    assert!(plan.amphora_ips.is_empty());
+    let json: serde_json::Value = serde_json::from_str(&plan.to_json()).unwrap();
+    assert_eq!(
+        json["sources"],
+        json!({"servers": "absent", "loadbalancers": "failed", "amphorae": "failed"})
+    );
+}
+
+/// Octavia removed from the cloud (not deployed) is a real change: the
+/// previous attribution is not kept.
+#[test]
+fn octavia_not_deployed_drops_the_previous_attribution() {
+    let committed = octavia().plan();
+    let mut c = octavia();
+    c.lbs = None;
+    c.amphorae = None;
+    let next = c.plan_after(&committed);
+    assert!(next
+        .bindings
+        .iter()
+        .all(|b| b.tenant == "svc" && !b.amphora));
+    assert!(next.amphora_ips.is_empty());
+    assert_eq!(next.sources.amphorae, SourceStatus::Absent);
+    assert_eq!(diff(&committed, &next).bindings_changed.len(), 3);
 }

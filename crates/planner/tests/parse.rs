@@ -4,7 +4,7 @@ mod common;
 
 use common::{anomaly_classes, Cloud};
 use lachesis_planner::snapshot::SkipReason;
-use lachesis_planner::{parse_snapshot, plan, ApiBodies, PlanOptions};
+use lachesis_planner::{parse_snapshot, plan, ApiBodies, OptionalBody, PlanOptions};
 use serde_json::json;
 
 fn bodies(
@@ -19,9 +19,9 @@ fn bodies(
         routers: json!({"routers": []}),
         floatingips: json!({"floatingips": []}),
         projects: json!({"projects": [{"id": "p1", "name": "one"}]}),
-        servers: None,
-        loadbalancers: None,
-        amphorae: None,
+        servers: OptionalBody::NotDeployed,
+        loadbalancers: OptionalBody::NotDeployed,
+        amphorae: OptionalBody::NotDeployed,
     }
 }
 
@@ -176,7 +176,7 @@ fn wrong_top_level_shape_is_an_error_naming_the_body() {
         json!({"subnets": []}),
         json!({"ports": []}),
     );
-    b.amphorae = Some(json!({"amphora": []}));
+    b.amphorae = OptionalBody::Fetched(json!({"amphora": []}));
     assert_eq!(parse_snapshot(&b).unwrap_err().body, "amphorae");
 }
 

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use lachesis_abi::Zone;
 use lachesis_planner::{
-    parse_snapshot, plan, ApiBodies, Plan, PlanOptions, Prefix, Scope, Snapshot,
+    parse_snapshot, plan, ApiBodies, OptionalBody, Plan, PlanOptions, Prefix, Scope, Snapshot,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -229,9 +229,9 @@ fn bodies(t: &Topo) -> ApiBodies {
         routers: json!({ "routers": routers }),
         floatingips: json!({ "floatingips": fips }),
         projects: json!({ "projects": projects }),
-        servers: None,
-        loadbalancers: Some(json!({ "loadbalancers": lbs })),
-        amphorae: Some(json!({ "amphorae": amps })),
+        servers: OptionalBody::NotDeployed,
+        loadbalancers: OptionalBody::Fetched(json!({ "loadbalancers": lbs })),
+        amphorae: OptionalBody::Fetched(json!({ "amphorae": amps })),
     }
 }
 
@@ -274,7 +274,7 @@ proptest! {
         shuffle_body(&mut shuffled.floatingips, "floatingips", &mut s);
         shuffle_body(&mut shuffled.projects, "projects", &mut s);
         for (body, key) in [(&mut shuffled.loadbalancers, "loadbalancers"), (&mut shuffled.amphorae, "amphorae")] {
-            if let Some(v) = body.as_mut() { shuffle_body(v, key, &mut s); }
+            if let OptionalBody::Fetched(v) = body { shuffle_body(v, key, &mut s); }
         }
         let (_, got) = planned(&shuffled);
         prop_assert_eq!(got.to_json(), want.to_json());
@@ -442,9 +442,9 @@ proptest! {
             routers: list("routers", r),
             floatingips: list("floatingips", f),
             projects: list("projects", k),
-            servers: Some(list("servers", vec![])),
-            loadbalancers: Some(list("loadbalancers", lb)),
-            amphorae: Some(list("amphorae", am)),
+            servers: OptionalBody::Fetched(list("servers", vec![])),
+            loadbalancers: OptionalBody::Fetched(list("loadbalancers", lb)),
+            amphorae: OptionalBody::Fetched(list("amphorae", am)),
         };
         let (snap, _report) = parse_snapshot(&b).expect("right top-level shape is never an error");
         let p = plan(&snap, &PlanOptions { hop_limit: 3 });

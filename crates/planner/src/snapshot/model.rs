@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use lachesis_abi::Mac;
 
 use crate::prefix::Prefix;
+use crate::sources::Sources;
 
 /// Everything the planner reads, parsed and validated.
 ///
@@ -25,12 +26,14 @@ pub struct Snapshot {
     pub floating_ips: Vec<FloatingIp>,
     /// Keystone projects.
     pub projects: Vec<Project>,
-    /// Nova servers; `None` when the list is absent or its fetch failed.
+    /// Nova servers; `None` unless fetched (`sources` says why).
     pub servers: Option<Vec<Server>>,
-    /// Octavia load balancers; `None` when absent or failed.
+    /// Octavia load balancers; `None` unless fetched.
     pub load_balancers: Option<Vec<LoadBalancer>>,
-    /// Octavia amphorae; `None` when absent or failed.
+    /// Octavia amphorae; `None` unless fetched.
     pub amphorae: Option<Vec<Amphora>>,
+    /// Whether each best-effort list was fetched, failed or is not deployed.
+    pub sources: Sources,
 }
 
 /// A Neutron network.

@@ -16,6 +16,7 @@ use super::model::{
 use super::report::{ParseReport, SkipReason, Skipped};
 use crate::bodies::ApiBodies;
 use crate::prefix::Prefix;
+use crate::sources::{SourceStatus, Sources};
 
 /// A body that is not the list response it should be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,14 +44,19 @@ pub fn parse_snapshot(bodies: &ApiBodies) -> Result<(Snapshot, ParseReport), Par
         routers: parse_list(&bodies.routers, "routers", r, router)?,
         floating_ips: parse_list(&bodies.floatingips, "floatingips", r, floating_ip)?,
         projects: parse_list(&bodies.projects, "projects", r, project)?,
-        servers: optional(bodies.servers.as_ref(), "servers", r, server)?,
+        servers: optional(bodies.servers.fetched(), "servers", r, server)?,
         load_balancers: optional(
-            bodies.loadbalancers.as_ref(),
+            bodies.loadbalancers.fetched(),
             "loadbalancers",
             r,
             load_balancer,
         )?,
-        amphorae: optional(bodies.amphorae.as_ref(), "amphorae", r, amphora)?,
+        amphorae: optional(bodies.amphorae.fetched(), "amphorae", r, amphora)?,
+        sources: Sources {
+            servers: SourceStatus::of(&bodies.servers),
+            loadbalancers: SourceStatus::of(&bodies.loadbalancers),
+            amphorae: SourceStatus::of(&bodies.amphorae),
+        },
     };
     report.skipped.sort();
     Ok((snapshot, report))

@@ -6,7 +6,10 @@
 
 use std::net::IpAddr;
 
-use lachesis_planner::{parse_snapshot, plan, ApiBodies, Plan, PlanOptions, Prefix, Scope};
+use lachesis_planner::{
+    parse_snapshot, plan_with_previous, ApiBodies, OptionalBody, Plan, PlanOptions, Prefix, Scope,
+    Snapshot,
+};
 use serde_json::{json, Value};
 
 #[derive(Default)]
@@ -19,6 +22,8 @@ pub struct Cloud {
     pub projects: Vec<Value>,
     pub lbs: Option<Vec<Value>>,
     pub amphorae: Option<Vec<Value>>,
+    /// Both Octavia fetches fail (the lists above are then not sent).
+    pub octavia_failed: bool,
 }
 
 impl Cloud {
@@ -187,6 +192,14 @@ impl Cloud {
         self
     }
 
+    fn optional(&self, list: Option<&Vec<Value>>, key: &str) -> OptionalBody {
+        match list {
+            _ if self.octavia_failed => OptionalBody::Failed,
+            Some(l) => OptionalBody::Fetched(json!({ key: l })),
+            None => OptionalBody::NotDeployed,
+        }
+    }
+
     pub fn bodies(&self) -> ApiBodies {
         ApiBodies {
             networks: json!({ "networks": self.networks }),
@@ -195,20 +208,29 @@ impl Cloud {
             routers: json!({ "routers": self.routers }),
             floatingips: json!({ "floatingips": self.fips }),
             projects: json!({ "projects": self.projects, "links": {"self": "x", "next": null} }),
-            servers: None,
-            loadbalancers: self.lbs.as_ref().map(|l| json!({ "loadbalancers": l })),
-            amphorae: self.amphorae.as_ref().map(|a| json!({ "amphorae": a })),
+            servers: OptionalBody::NotDeployed,
+            loadbalancers: self.optional(self.lbs.as_ref(), "loadbalancers"),
+            amphorae: self.optional(self.amphorae.as_ref(), "amphorae"),
         }
     }
 
     pub fn plan_with(&self, options: PlanOptions) -> Plan {
+        plan_with_previous(&self.snapshot(), &options, None)
+    }
+
+    /// A reconcile pass: planned with the last committed plan at hand.
+    pub fn plan_after(&self, previous: &Plan) -> Plan {
+        plan_with_previous(&self.snapshot(), &PlanOptions::default(), Some(previous))
+    }
+
+    fn snapshot(&self) -> Snapshot {
         let (snap, report) = parse_snapshot(&self.bodies()).expect("well-formed bodies");
         assert!(
             report.is_empty(),
             "test topology has malformed entries: {:?}",
             report.skipped
         );
-        plan(&snap, &options)
+        snap
     }
 
     pub fn plan(&self) -> Plan {
