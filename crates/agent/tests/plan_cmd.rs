@@ -51,7 +51,7 @@ fn table_format_lists_every_section() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for heading in [
-        "trie rows (31)",
+        "trie rows (33)",
         "bindings (5)",
         "router MACs (5)",
         "amphora addresses (1)",

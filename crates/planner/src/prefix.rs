@@ -84,6 +84,17 @@ impl Prefix {
         self.covers(other) || other.covers(self)
     }
 
+    /// The highest address inside the prefix.
+    #[must_use]
+    pub fn last(self) -> IpAddr {
+        let last = self.last_as_u128();
+        match self.addr {
+            // An IPv4 prefix's last address fits in the low 32 bits.
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(u32::try_from(last).unwrap_or(u32::MAX))),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(last)),
+        }
+    }
+
     /// The highest address inside the prefix, as a 128-bit number (IPv4 in
     /// the low 32 bits); used for sweep-line overlap checks.
     #[must_use]

@@ -15,6 +15,8 @@ use crate::resolver::resolve;
 use crate::snapshot::Subnet;
 use crate::zone::zone_for;
 
+mod cover;
+
 /// Which step produced a row; when two steps produce the same (tenant,
 /// prefix), the later variant wins. Per tenant: platform /32s beat owned
 /// subnets (step 7's purpose), owned subnets beat static routes (the
@@ -135,6 +137,10 @@ pub(crate) fn rows<'r>(
     neighbours(idx, bound, &mut rows, &mut subnet_rows);
 
     let fallbacks = static_routes(idx, &mut rows, opts, anomalies);
+
+    // 7, beyond the subnet rows: what static-route rows hide.
+    cover::attached_shared(idx, bound, &mut rows, &mut subnet_rows);
+    cover::platform_under_routes(idx, &mut rows);
 
     // 7. Platform addresses inside a tenant's subnet rows, and amphora
     // data-port addresses under the LB owner: per-tenant rows are looked up
@@ -306,16 +312,7 @@ fn neighbours<'r>(
     subnet_rows: &mut Vec<(Tenant, &'r Subnet, Source)>,
 ) {
     for attached in idx.router_interfaces.values() {
-        let mut tenants: Vec<&str> = attached
-            .iter()
-            .filter_map(|s| bound.tenants_by_subnet.get(s.id.as_str()))
-            .flatten()
-            .copied()
-            .collect::<FastSet<_>>()
-            .into_iter()
-            .collect();
-        tenants.sort_unstable();
-        for tenant in tenants {
+        for tenant in tenants_behind(bound, attached) {
             let scope = rows.intern(tenant);
             for subnet in attached {
                 let net = idx.network_of(subnet);
@@ -336,4 +333,19 @@ fn neighbours<'r>(
             }
         }
     }
+}
+
+/// The tenants with a bound port on any of a router's attached subnets
+/// (after amphora re-attribution), sorted: whose traffic the router carries.
+fn tenants_behind<'r>(bound: &'r BoundPorts<'r>, attached: &[&'r Subnet]) -> Vec<&'r str> {
+    let mut tenants: Vec<&str> = attached
+        .iter()
+        .filter_map(|s| bound.tenants_by_subnet.get(s.id.as_str()))
+        .flatten()
+        .copied()
+        .collect::<FastSet<_>>()
+        .into_iter()
+        .collect();
+    tenants.sort_unstable();
+    tenants
 }

@@ -46,6 +46,10 @@ fn fixture_plan_says_what_the_topology_means() {
     // tenant-a: its extraroute through router-b's transit port reaches
     // tenant-b; the NAT box's range is its own; the internet is external.
     assert_eq!(lpm(&p, A, "10.2.0.10").as_deref(), Some("other_tenant"));
+    // ... but router-b's port and tenant-b's DHCP server under that route
+    // are platform addresses.
+    assert_eq!(lpm(&p, A, "10.2.0.1").as_deref(), Some("infra"));
+    assert_eq!(lpm(&p, A, "10.2.0.2").as_deref(), Some("infra"));
     assert_eq!(lpm(&p, A, "192.168.50.7").as_deref(), Some("same_tenant"));
     assert_eq!(lpm(&p, A, "8.8.8.8").as_deref(), Some("external"));
     assert_eq!(lpm(&p, A, "2001:db8:a::1").as_deref(), Some("infra"));

@@ -116,6 +116,8 @@ fn single_hop_deployment_full_rows() {
             "tA 10.1.0.1/32 infra",
             "tA 10.1.0.2/32 infra",
             "tA 10.2.0.0/24 other_tenant",
+            "tA 10.2.0.1/32 infra",
+            "tA 10.2.0.2/32 infra",
             "tA 192.168.50.0/24 same_tenant",
             "tB 10.2.0.0/24 same_tenant",
             "tB 10.2.0.1/32 infra",
@@ -174,6 +176,71 @@ fn gateway_outside_its_subnet_is_still_global_infra() {
     assert_eq!(lpm(&plan, "tA", "fe80::1").as_deref(), Some("infra"));
     assert_eq!(lpm(&plan, "tB", "fe80::1").as_deref(), Some("infra"));
     assert_eq!(lpm(&plan, "tA", "fe80::2").as_deref(), Some("external"));
+}
+
+/// Step 7 over static-route rows: tA's route row for tB's subnet would hide
+/// the global infra /32s of rB's interface and tB's DHCP port, billing them
+/// as `other_tenant`.
+#[test]
+fn static_route_row_lends_the_platform_addresses_under_it() {
+    let plan = single_hop().plan();
+    assert_eq!(
+        lpm(&plan, "tA", "10.2.0.10").as_deref(),
+        Some("other_tenant")
+    );
+    assert_eq!(lpm(&plan, "tA", "10.2.0.1").as_deref(), Some("infra"));
+    assert_eq!(lpm(&plan, "tA", "10.2.0.2").as_deref(), Some("infra"));
+}
+
+/// rA sends everything through tA's own appliance (a default route). The
+/// router still delivers to the shared transit on its connected route, so
+/// the transit stays `shared` for tA (step 7 re-emits an attached shared
+/// subnet a less specific tA row covers), and every platform address —
+/// metadata, router ports, gateways — stays `infra`.
+#[test]
+fn default_route_through_an_appliance_hides_no_shared_or_platform_address() {
+    let mut c = single_hop();
+    c.routers.iter_mut().find(|r| r["id"] == "rA").unwrap()["routes"] =
+        serde_json::json!([{"destination": "0.0.0.0/0", "nexthop": "10.1.0.50"}]);
+    let plan = c.plan();
+    assert_rows(
+        &plan,
+        &with_base(&[
+            "* 100.64.0.0/24 shared",
+            "* 10.1.0.1/32 infra",
+            "* 10.1.0.2/32 infra",
+            "* 10.2.0.1/32 infra",
+            "* 10.2.0.2/32 infra",
+            "* 100.64.0.1/32 infra",
+            "* 100.64.0.2/32 infra",
+            "* 203.0.113.1/32 infra",
+            "* 203.0.113.10/32 infra",
+            "* 203.0.113.11/32 infra",
+            "tA 0.0.0.0/0 same_tenant",
+            "tA 10.1.0.0/24 same_tenant",
+            "tA 10.1.0.1/32 infra",
+            "tA 10.1.0.2/32 infra",
+            "tA 10.2.0.1/32 infra",
+            "tA 10.2.0.2/32 infra",
+            "tA 100.64.0.0/24 shared",
+            "tA 100.64.0.1/32 infra",
+            "tA 100.64.0.2/32 infra",
+            "tA 169.254.169.254/32 infra",
+            "tA 203.0.113.1/32 infra",
+            "tA 203.0.113.10/32 infra",
+            "tA 203.0.113.11/32 infra",
+            "tB 10.2.0.0/24 same_tenant",
+            "tB 10.2.0.1/32 infra",
+            "tB 10.2.0.2/32 infra",
+        ]),
+    );
+    assert_eq!(lpm(&plan, "tA", "100.64.0.77").as_deref(), Some("shared"));
+    assert_eq!(
+        lpm(&plan, "tA", "169.254.169.254").as_deref(),
+        Some("infra")
+    );
+    assert_eq!(lpm(&plan, "tA", "8.8.8.8").as_deref(), Some("same_tenant"));
+    assert_eq!(lpm(&plan, "tB", "100.64.0.77").as_deref(), Some("shared"));
 }
 
 /// R1 … R5 of t1 … t5, joined by four shared transit networks; each router
@@ -271,15 +338,19 @@ fn five_router_chain_full_rows() {
         "t1 10.1.0.0/24 same_tenant",
         "t1 10.1.0.1/32 infra",
         "t1 10.5.0.0/24 other_tenant",
+        "t1 10.5.0.1/32 infra",
         "t2 10.2.0.0/24 same_tenant",
         "t2 10.2.0.1/32 infra",
         "t2 10.5.0.0/24 other_tenant",
+        "t2 10.5.0.1/32 infra",
         "t3 10.3.0.0/24 same_tenant",
         "t3 10.3.0.1/32 infra",
         "t3 10.5.0.0/24 other_tenant",
+        "t3 10.5.0.1/32 infra",
         "t4 10.4.0.0/24 same_tenant",
         "t4 10.4.0.1/32 infra",
         "t4 10.5.0.0/24 other_tenant",
+        "t4 10.5.0.1/32 infra",
         "t5 10.5.0.0/24 same_tenant",
         "t5 10.5.0.1/32 infra",
     ]);
@@ -308,15 +379,19 @@ fn hop_limit_exceeded_falls_back_for_the_longest_walk_only() {
         "t1 10.1.0.0/24 same_tenant",
         "t1 10.1.0.1/32 infra",
         "t1 10.5.0.0/24 external",
+        "t1 10.5.0.1/32 infra",
         "t2 10.2.0.0/24 same_tenant",
         "t2 10.2.0.1/32 infra",
         "t2 10.5.0.0/24 other_tenant",
+        "t2 10.5.0.1/32 infra",
         "t3 10.3.0.0/24 same_tenant",
         "t3 10.3.0.1/32 infra",
         "t3 10.5.0.0/24 other_tenant",
+        "t3 10.5.0.1/32 infra",
         "t4 10.4.0.0/24 same_tenant",
         "t4 10.4.0.1/32 infra",
         "t4 10.5.0.0/24 other_tenant",
+        "t4 10.5.0.1/32 infra",
         "t5 10.5.0.0/24 same_tenant",
         "t5 10.5.0.1/32 infra",
     ]);
@@ -445,6 +520,7 @@ fn destination_behind_two_owners_is_ambiguous() {
         &pair_rows(&[
             "* 10.2.255.254/32 infra",
             "t1 10.2.0.0/25 external",
+            "t1 10.2.0.1/32 infra",
             "t3 10.2.0.0/16 same_tenant",
             "t3 10.2.255.254/32 infra",
         ]),
@@ -574,6 +650,7 @@ fn ipv6_extraroutes_resolve_and_print_canonically() {
             "t1 2001:db8:1::/64 same_tenant",
             "t1 2001:db8:1::1/128 infra",
             "t1 2001:db8:2::/64 other_tenant",
+            "t1 2001:db8:2::1/128 infra",
             "t1 2001:db8:99::/48 external",
             "t2 2001:db8:2::/64 same_tenant",
             "t2 2001:db8:2::1/128 infra",
