@@ -293,13 +293,22 @@ proptest! {
     }
 
     #[test]
-    fn every_binding_tenant_is_a_known_project_or_an_lb_owner(t in topo()) {
+    fn every_binding_is_a_known_project_or_lb_owner_and_no_platform_mac(t in topo()) {
         let (snap, p) = planned(&bodies(&t));
         let mut known: HashSet<&str> = snap.projects.iter().map(|p| p.id.as_str()).collect();
         for lb in snap.load_balancers.iter().flatten() {
             known.insert(lb.project.as_str());
         }
+        // DESIGN §4.2: no platform port's MAC is ever bound (the generator
+        // draws VM and router MACs from one small pool, so they collide).
+        let platform: HashSet<_> = snap
+            .ports
+            .iter()
+            .filter(|p| p.device_owner.starts_with("network:"))
+            .filter_map(|p| p.mac)
+            .collect();
         for b in &p.bindings {
+            prop_assert!(!platform.contains(&b.mac), "platform MAC bound: {:?}", b);
             prop_assert!(known.contains(b.tenant.as_str()), "binding {:?} has unknown tenant", b);
             if !b.amphora {
                 prop_assert!(snap.projects.iter().any(|p| p.id == b.tenant), "non-amphora binding {:?} not under a project", b);
