@@ -384,6 +384,32 @@ fn plan_json_round_trips() {
     assert_eq!(back, plan);
 }
 
+/// A plan stored before the `sources` key existed (e.g. in a state file)
+/// still reads back, every list `absent`; the key is printed last.
+#[test]
+fn plan_without_sources_key_reads_back_as_absent() {
+    let mut c = bindings_cloud();
+    c.lbs = Some(vec![]);
+    c.amphorae = Some(vec![]);
+    let plan = c.plan();
+    let text = plan.to_json();
+    let at = |key: &str| text.find(&format!("\n  \"{key}\": ")).unwrap();
+    assert!(at("route_fallbacks") < at("sources"), "{text}");
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        json["sources"],
+        json!({"servers": "absent", "loadbalancers": "ok", "amphorae": "ok"})
+    );
+    json.as_object_mut().unwrap().remove("sources");
+    let back: lachesis_planner::Plan = serde_json::from_value(json).unwrap();
+    assert_eq!(back.sources, lachesis_planner::Sources::default());
+    assert_eq!(
+        back.sources.amphorae,
+        lachesis_planner::SourceStatus::Absent
+    );
+    assert_eq!(back.trie, plan.trie);
+}
+
 /// DESIGN §4.2: router, DHCP and gateway MACs are never in `endpoints`.
 /// Neutron only enforces MAC uniqueness per network, and an address pair may
 /// name any MAC, so a VM port can claim one; binding it would make the
