@@ -6,6 +6,9 @@
 //! ```text
 //! ApiBodies --parse_snapshot--> Snapshot --plan--> Plan --diff(old, new)--> PlanDelta
 //! ```
+//!
+//! A reconcile pass plans with [`plan_with_previous`] and the last committed
+//! plan (the reconcile contract of docs/planner.md).
 
 mod bindings;
 mod bodies;
