@@ -4,8 +4,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod sim_cmd;
+
 #[derive(Debug, Parser)]
-#[command(name = "lachesis", version, about = "Per-node OpenStack traffic metering agent")]
+#[command(
+    name = "lachesis",
+    version,
+    about = "Per-node OpenStack traffic metering agent"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -17,8 +23,8 @@ enum Command {
     Agent,
     /// Print the desired kernel state for a cloud or a folder of API responses.
     Plan,
-    /// Serve a simulated OpenStack API from a topology file.
-    Sim,
+    /// Serve a simulated `OpenStack` API from a topology file.
+    Sim(sim_cmd::SimArgs),
     /// Run the whole system on this machine with no cloud.
     Demo,
 }
@@ -35,9 +41,9 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
+        Command::Sim(args) => return sim_cmd::run(&args),
         Command::Agent => "agent",
         Command::Plan => "plan",
-        Command::Sim => "sim",
         Command::Demo => "demo",
     };
     eprintln!("lachesis {what}: not built yet (see the open issues); nothing was done");
