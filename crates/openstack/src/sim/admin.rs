@@ -55,6 +55,10 @@ fn route(ctx: &Ctx, method: &Method, rest: &[&str], body: &[u8]) -> Result<Resp,
     let mut s = ctx.lock();
     Ok(match (method.as_str(), rest) {
         ("GET", ["stats"]) => ok(&serde_json::to_value(s.stats()).unwrap_or(Value::Null)),
+        ("DELETE", ["stats"]) => {
+            s.requests_reset();
+            reply(StatusCode::NO_CONTENT, &Value::Null)
+        }
         ("GET", ["topology"]) => ok(&serde_json::to_value(s.to_topology()).unwrap_or(Value::Null)),
         ("PUT", ["settings"]) => {
             s.apply_settings(parse::<SettingsPatch>(body)?);

@@ -618,6 +618,12 @@ impl Store {
         *self.requests.entry(key).or_default() += 1;
     }
 
+    /// Zeroes the request counters (`DELETE /sim/stats`).
+    pub fn requests_reset(&mut self) {
+        self.requests.clear();
+        self.tokens_issued = 0;
+    }
+
     /// Counters for tests and operators (`GET /sim/stats`).
     #[must_use]
     pub fn stats(&self) -> Stats {
