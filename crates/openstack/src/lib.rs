@@ -9,5 +9,7 @@ pub mod client;
 pub mod config;
 pub mod sim;
 
-pub use client::{fetch, save_bodies, ApiMetrics, Client, ServiceStatus, SyncError, SyncResult};
+pub use client::{
+    fetch, load_bodies, save_bodies, ApiMetrics, Client, ServiceStatus, SyncError, SyncResult,
+};
 pub use config::{CloudConfig, ConfigError, Credentials};

@@ -1,8 +1,6 @@
 //! One full metadata sync (DESIGN §5): every list, all pages, with the
 //! all-or-nothing / best-effort split.
 
-use std::path::Path;
-
 use lachesis_planner::ApiBodies;
 use serde_json::Value;
 use url::Url;
@@ -234,50 +232,6 @@ pub async fn fetch(cfg: &CloudConfig) -> Result<SyncResult, SyncError> {
         .await
 }
 
-/// Errors writing saved bodies.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: cannot write: {source}")]
-pub struct SaveError {
-    pub path: std::path::PathBuf,
-    pub source: std::io::Error,
-}
-
-/// Writes each body as `<collection>.json` (the `plan --from-dir` layout);
-/// absent Nova/Octavia bodies are not written, so a replay sees them absent.
-pub fn save_bodies(bodies: &ApiBodies, dir: &Path) -> Result<(), SaveError> {
-    std::fs::create_dir_all(dir).map_err(|source| SaveError {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let files: [(&str, Option<&Value>); 9] = [
-        ("networks", Some(&bodies.networks)),
-        ("subnets", Some(&bodies.subnets)),
-        ("ports", Some(&bodies.ports)),
-        ("routers", Some(&bodies.routers)),
-        ("floatingips", Some(&bodies.floatingips)),
-        ("projects", Some(&bodies.projects)),
-        ("servers", bodies.servers.as_ref()),
-        ("loadbalancers", bodies.loadbalancers.as_ref()),
-        ("amphorae", bodies.amphorae.as_ref()),
-    ];
-    for (name, body) in files {
-        let path = dir.join(format!("{name}.json"));
-        let Some(body) = body else {
-            // A stale file from an earlier save would be replayed as current.
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(SaveError { path, source }),
-            }
-            continue;
-        };
-        let mut text = serde_json::to_string_pretty(body).unwrap_or_default();
-        text.push('\n');
-        std::fs::write(&path, text).map_err(|source| SaveError { path, source })?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,22 +249,5 @@ mod tests {
         assert_eq!(octavia_base("http://o:9876"), "http://o:9876/v2");
         assert_eq!(keystone_base("http://k:5000/v3/"), "http://k:5000/v3/");
         assert_eq!(keystone_base("http://k:5000"), "http://k:5000/v3");
-    }
-
-    #[test]
-    fn saving_drops_stale_best_effort_files() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("servers.json"), "{}").unwrap();
-        let bodies = ApiBodies {
-            networks: serde_json::json!({"networks": []}),
-            ..ApiBodies::default()
-        };
-        save_bodies(&bodies, dir.path()).unwrap();
-        assert!(!dir.path().join("servers.json").exists());
-        let back: Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join("networks.json")).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(back, serde_json::json!({"networks": []}));
     }
 }
