@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use lachesis_openstack::sim::{self, Store, Topology};
+use lachesis_openstack::sim::notify::RabbitTarget;
+use lachesis_openstack::sim::{self, SimOptions, Store, Topology};
 
 /// Arguments of `lachesis sim`.
 #[derive(Debug, clap::Args)]
@@ -23,6 +24,16 @@ pub struct SimArgs {
     /// Override the topology's page size (0 = no limit).
     #[arg(long)]
     page_size: Option<usize>,
+    /// Publish an oslo notification per control-API mutation to this
+    /// `RabbitMQ` broker (`amqp://user:pass@host:5672/%2f`), on the services' exchanges.
+    #[arg(long)]
+    rabbitmq_url: Option<String>,
+    /// Declare the exchanges durable (must match the deployment's setting).
+    #[arg(long)]
+    rabbitmq_durable: bool,
+    /// Host part of the publisher ids (`network.<host>`, …).
+    #[arg(long, default_value = "sim")]
+    notify_host: String,
 }
 
 pub fn run(args: &SimArgs) -> anyhow::Result<ExitCode> {
@@ -41,7 +52,15 @@ pub fn run(args: &SimArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async {
-        let handle = sim::start(store, args.listen, args.advertise.clone())
+        let opts = SimOptions {
+            advertise: args.advertise.clone(),
+            rabbitmq: args.rabbitmq_url.clone().map(|url| RabbitTarget {
+                url,
+                durable: args.rabbitmq_durable,
+                host: args.notify_host.clone(),
+            }),
+        };
+        let handle = sim::start_with(store, args.listen, opts)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         println!(

@@ -817,3 +817,36 @@ async fn fault_and_settings_endpoints_switch_at_run_time() {
     .unwrap();
     assert_eq!(stats["tokens_issued"], 2);
 }
+
+#[tokio::test]
+async fn tls_options_are_checked_when_the_client_is_built() {
+    let sim = start_sim().await;
+    let mut cfg = password(&sim);
+    cfg.tls = lachesis_openstack::config::TlsVerify::Verify {
+        ca_file: Some("/nonexistent/ca.pem".into()),
+    };
+    let err = Client::new(cfg.clone(), ApiMetrics::default()).unwrap_err();
+    assert!(
+        matches!(&err, ApiError::Setup(m) if m.contains("/nonexistent/ca.pem")),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("ca.pem");
+    std::fs::write(&not_pem, "not a certificate").unwrap();
+    cfg.tls = lachesis_openstack::config::TlsVerify::Verify {
+        ca_file: Some(not_pem),
+    };
+    assert!(matches!(
+        Client::new(cfg.clone(), ApiMetrics::default()),
+        Err(ApiError::Setup(_))
+    ));
+
+    // Insecure still works (and warns); plain HTTP is unaffected by TLS options.
+    cfg.tls = lachesis_openstack::config::TlsVerify::Insecure;
+    Client::new(cfg, ApiMetrics::default())
+        .unwrap()
+        .sync()
+        .await
+        .unwrap();
+}

@@ -104,6 +104,14 @@ impl Session {
                 let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
                     ApiError::Setup(format!("CA file {}: not PEM: {e}", path.display()))
                 })?;
+                // An empty bundle would silently fall back to the system
+                // roots alone: the operator asked for a CA, so refuse.
+                if certs.is_empty() {
+                    return Err(ApiError::Setup(format!(
+                        "CA file {}: no PEM certificate in it",
+                        path.display()
+                    )));
+                }
                 for cert in certs {
                     builder = builder.add_root_certificate(cert);
                 }

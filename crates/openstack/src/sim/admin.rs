@@ -5,9 +5,35 @@ use hyper::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use super::notify::{self, Event};
 use super::server::{json as reply, Ctx, Resp};
-use super::store::{Fault, InterfaceRequest, MutationError, SettingsPatch};
+use super::store::{Fault, InterfaceRequest, MutationError, SettingsPatch, Store};
 use super::topology::{Gateway, Route};
+use super::wire;
+
+/// A resource as its API lists it (what notifications carry).
+fn wire_of(s: &Store, kind: &str, id: &str) -> Option<Value> {
+    Some(match kind {
+        "networks" => {
+            let n = s.networks.get(id)?;
+            let subnets: Vec<String> = s
+                .subnets
+                .values()
+                .filter(|x| x.network_id == id)
+                .map(|x| x.id.clone())
+                .collect();
+            wire::network(n, &subnets)
+        }
+        "subnets" => wire::subnet(s.subnets.get(id)?),
+        "ports" => wire::port(s.ports.get(id)?),
+        "routers" => wire::router(s.routers.get(id)?),
+        "floatingips" => wire::floatingip(s.floatingips.get(id)?),
+        "projects" => wire::project(s.projects.get(id)?, ""),
+        "servers" => wire::server(s.servers.get(id)?, ""),
+        "loadbalancers" => wire::loadbalancer(s.loadbalancers.get(id)?),
+        _ => return None,
+    })
+}
 
 fn bad(message: impl std::fmt::Display) -> Resp {
     reply(
@@ -48,11 +74,39 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Box<Resp>> {
 }
 
 pub(crate) fn handle(ctx: &Ctx, method: &Method, rest: &[&str], body: &[u8]) -> Resp {
-    route(ctx, method, rest, body).unwrap_or_else(|e| *e)
+    let mut events = Vec::new();
+    let host = ctx
+        .notifier
+        .as_ref()
+        .map_or("sim", |n| n.host.as_str())
+        .to_owned();
+    let answer = route(ctx, method, rest, body, &host, &mut events).unwrap_or_else(|e| *e);
+    // Only mutations that succeeded notify, after the change is visible.
+    if answer.status().is_success() {
+        if let Some(n) = &ctx.notifier {
+            for e in events {
+                n.send(e);
+            }
+        }
+    }
+    answer
 }
 
-fn route(ctx: &Ctx, method: &Method, rest: &[&str], body: &[u8]) -> Result<Resp, Box<Resp>> {
+fn route(
+    ctx: &Ctx,
+    method: &Method,
+    rest: &[&str],
+    body: &[u8],
+    host: &str,
+    events: &mut Vec<Event>,
+) -> Result<Resp, Box<Resp>> {
     let mut s = ctx.lock();
+    let mut note = |s: &Store, kind: &str, action: &str, id: &str, before: Option<Value>| {
+        let wire = before
+            .or_else(|| wire_of(s, kind, id))
+            .unwrap_or(Value::Null);
+        events.extend(notify::for_mutation(host, kind, action, id, &wire));
+    };
     Ok(match (method.as_str(), rest) {
         ("GET", ["stats"]) => ok(&serde_json::to_value(s.stats()).unwrap_or(Value::Null)),
         ("DELETE", ["stats"]) => {
@@ -76,19 +130,71 @@ fn route(ctx: &Ctx, method: &Method, rest: &[&str], body: &[u8]) -> Result<Resp,
             s.revoke_tokens();
             reply(StatusCode::NO_CONTENT, &Value::Null)
         }
-        ("POST", ["routers", id, "routes"]) => done(s.add_route(id, parse::<Route>(body)?)),
-        ("DELETE", ["routers", id, "routes"]) => done(s.remove_route(id, &parse::<Route>(body)?)),
+        ("POST", ["routers", id, "routes"]) => {
+            let r = s.add_route(id, parse::<Route>(body)?);
+            note(&s, "routers", "update", id, None);
+            done(r)
+        }
+        ("DELETE", ["routers", id, "routes"]) => {
+            let r = s.remove_route(id, &parse::<Route>(body)?);
+            note(&s, "routers", "update", id, None);
+            done(r)
+        }
         ("POST", ["routers", id, "interfaces"]) => {
-            value(s.add_interface(id, &parse::<InterfaceRequest>(body)?))
+            let r = s.add_interface(id, &parse::<InterfaceRequest>(body)?);
+            if let Ok(port) = &r {
+                let port_id = port["id"].as_str().unwrap_or_default();
+                let wire = wire_of(&s, "ports", port_id).unwrap_or_default();
+                events.push(notify::router_interface(host, true, id, &wire));
+            }
+            value(r)
         }
-        ("DELETE", ["routers", id, "interfaces", subnet]) => done(s.remove_interface(id, subnet)),
+        ("DELETE", ["routers", id, "interfaces", subnet]) => match s.remove_interface(id, subnet) {
+            Ok(port) => {
+                events.push(notify::router_interface(
+                    host,
+                    false,
+                    id,
+                    &wire::port(&port),
+                ));
+                reply(StatusCode::NO_CONTENT, &Value::Null)
+            }
+            Err(e) => from_mutation(&e),
+        },
         ("PUT", ["routers", id, "gateway"]) => {
-            done(s.set_gateway(id, parse::<Option<Gateway>>(body)?))
+            let r = s.set_gateway(id, parse::<Option<Gateway>>(body)?);
+            note(&s, "routers", "update", id, None);
+            done(r)
         }
-        ("POST", [kind]) => value(s.create(kind, parse(body)?)),
-        ("PUT", [kind, id]) => value(s.replace(kind, id, parse(body)?)),
-        ("PATCH", [kind, id]) => value(s.update(kind, id, parse(body)?)),
-        ("DELETE", [kind, id]) => done(s.delete(kind, id)),
+        ("POST", [kind]) => {
+            let r = s.create(kind, parse(body)?);
+            if let Ok(v) = &r {
+                note(
+                    &s,
+                    kind,
+                    "create",
+                    v["id"].as_str().unwrap_or_default(),
+                    None,
+                );
+            }
+            value(r)
+        }
+        ("PUT", [kind, id]) => {
+            let r = s.replace(kind, id, parse(body)?);
+            note(&s, kind, "update", id, None);
+            value(r)
+        }
+        ("PATCH", [kind, id]) => {
+            let r = s.update(kind, id, parse(body)?);
+            note(&s, kind, "update", id, None);
+            value(r)
+        }
+        ("DELETE", [kind, id]) => {
+            let before = wire_of(&s, kind, id);
+            let r = s.delete(kind, id);
+            note(&s, kind, "delete", id, before);
+            done(r)
+        }
         _ => reply(
             StatusCode::NOT_FOUND,
             &json!({"error": format!("no simulator route {method} /sim/{}", rest.join("/"))}),

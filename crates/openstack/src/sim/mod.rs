@@ -9,12 +9,13 @@
 
 mod admin;
 mod api;
+pub mod notify;
 mod paging;
 mod server;
 pub mod store;
 pub mod topology;
 pub mod wire;
 
-pub use server::{start, SimHandle};
+pub use server::{start, start_with, SimHandle, SimOptions};
 pub use store::{Fault, MutationError, SettingsPatch, Stats, Store};
 pub use topology::{KeystonePaging, Topology, TopologyError};

@@ -25,6 +25,8 @@ pub(crate) struct Ctx {
     pub store: Arc<Mutex<Store>>,
     /// Scheme, host and port written into the catalog and links.
     pub base_url: String,
+    /// Publishes an oslo notification per control-API mutation.
+    pub notifier: Option<super::notify::Notifier>,
 }
 
 impl Ctx {
@@ -106,15 +108,44 @@ pub async fn start(
     listen: SocketAddr,
     advertise: Option<String>,
 ) -> std::io::Result<SimHandle> {
+    start_with(
+        store,
+        listen,
+        SimOptions {
+            advertise,
+            rabbitmq: None,
+        },
+    )
+    .await
+}
+
+/// Optional behaviour of a simulator instance.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Base URL put in the catalog and links (e.g. when listening on 0.0.0.0).
+    pub advertise: Option<String>,
+    /// Publish an oslo notification for each control-API mutation.
+    pub rabbitmq: Option<super::notify::RabbitTarget>,
+}
+
+/// [`start`] with every option.
+pub async fn start_with(
+    store: Store,
+    listen: SocketAddr,
+    opts: SimOptions,
+) -> std::io::Result<SimHandle> {
+    let advertise = opts.advertise;
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let base_url = advertise.map_or_else(
         || format!("http://{addr}"),
         |a| a.trim_end_matches('/').to_owned(),
     );
+    let notifier = opts.rabbitmq.map(super::notify::spawn_rabbit);
     let ctx = Arc::new(Ctx {
         store: Arc::new(Mutex::new(store)),
         base_url,
+        notifier,
     });
     let (tx, mut rx) = oneshot::channel();
     let serve_ctx = ctx.clone();

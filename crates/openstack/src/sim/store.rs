@@ -526,8 +526,12 @@ impl Store {
         self.create("ports", body)
     }
 
-    /// Unplugs a subnet: removes the router's interface port on it.
-    pub fn remove_interface(&mut self, router: &str, subnet_id: &str) -> Result<(), MutationError> {
+    /// Unplugs a subnet: removes (and returns) the router's interface port on it.
+    pub fn remove_interface(
+        &mut self,
+        router: &str,
+        subnet_id: &str,
+    ) -> Result<Port, MutationError> {
         self.router_mut(router)?;
         let port = self
             .ports
@@ -537,12 +541,13 @@ impl Store {
                     && p.device_owner == "network:router_interface"
                     && p.fixed_ips.iter().any(|f| f.subnet_id == subnet_id)
             })
-            .map(|p| p.id.clone())
+            .cloned()
             .ok_or_else(|| MutationError::NotFound {
                 kind: "router interface".into(),
                 id: format!("{router}/{subnet_id}"),
             })?;
-        self.delete("ports", &port)
+        self.delete("ports", &port.id)?;
+        Ok(port)
     }
 
     /// Applies a settings change.
