@@ -32,3 +32,10 @@ bench-packet: setup
 
 bench-drain: setup
 	$(CARGO) run --release -p lachesis-datapath --example bench_drain
+
+# OpenStack API simulator serving the example topology (docs/openstack.md).
+sim: setup
+	$(CARGO) run --bin lachesis -- sim --topology examples/topology.yaml --listen 127.0.0.1:8780
+
+bench-sync: setup
+	$(CARGO) run --release -p lachesis-openstack --example bench_sync

@@ -164,6 +164,14 @@ pub struct Selection {
     pub clouds_file: Option<PathBuf>,
 }
 
+/// [`resolve`] for this process: its environment, cwd and `$HOME` (what
+/// `lachesis plan --cloud` and the agent use).
+pub fn resolve_for_process(selection: &Selection) -> Result<CloudConfig, ConfigError> {
+    resolve(selection, &SearchPaths::for_process(), &|k| {
+        std::env::var(k).ok()
+    })
+}
+
 /// Resolves a cloud the way operators expect: an explicit or `OS_CLOUD` name
 /// reads clouds.yaml; otherwise `OS_AUTH_URL` and friends are used.
 pub fn resolve(

@@ -332,39 +332,43 @@ fn list(
     base: &str,
     token_project: &str,
 ) -> Value {
-    fn rows<T>(
-        m: &std::collections::BTreeMap<String, T>,
-        f: impl Fn(&T) -> Value,
-    ) -> Vec<(String, Value)> {
-        m.iter().map(|(id, x)| (id.clone(), f(x))).collect()
+    fn rows<T>(m: &std::collections::BTreeMap<String, T>) -> Vec<(String, &T)> {
+        m.iter().map(|(id, x)| (id.clone(), x)).collect()
     }
     match endpoint {
         "networks" => {
-            let items = rows(&store.networks, |n| {
-                let subnets = store
-                    .subnets
-                    .values()
-                    .filter(|s| s.network_id == n.id)
-                    .map(|s| s.id.clone())
-                    .collect::<Vec<_>>();
-                wire::network(n, &subnets)
-            });
-            paging::links_style("networks", items, req, false)
+            // One pass over the subnets, not one per network.
+            let mut by_network: std::collections::HashMap<&str, Vec<String>> =
+                std::collections::HashMap::new();
+            for s in store.subnets.values() {
+                by_network
+                    .entry(s.network_id.as_str())
+                    .or_default()
+                    .push(s.id.clone());
+            }
+            paging::links_style("networks", rows(&store.networks), req, false, |n| {
+                wire::network(n, by_network.get(n.id.as_str()).map_or(&[], Vec::as_slice))
+            })
         }
-        "subnets" => paging::links_style("subnets", rows(&store.subnets, wire::subnet), req, false),
-        "ports" => paging::links_style("ports", rows(&store.ports, wire::port), req, false),
-        "routers" => paging::links_style("routers", rows(&store.routers, wire::router), req, false),
+        "subnets" => paging::links_style("subnets", rows(&store.subnets), req, false, wire::subnet),
+        "ports" => paging::links_style("ports", rows(&store.ports), req, false, wire::port),
+        "routers" => paging::links_style("routers", rows(&store.routers), req, false, wire::router),
         "floatingips" => paging::links_style(
             "floatingips",
-            rows(&store.floatingips, wire::floatingip),
+            rows(&store.floatingips),
             req,
             false,
+            wire::floatingip,
         ),
         "projects" => {
-            let items = rows(&store.projects, |p| {
-                wire::project(p, &format!("{base}/identity/v3"))
-            });
-            paging::keystone("projects", items, req, store.settings.keystone_paging)
+            let self_base = format!("{base}/identity/v3");
+            paging::keystone(
+                "projects",
+                rows(&store.projects),
+                req,
+                store.settings.keystone_paging,
+                |p| wire::project(p, &self_base),
+            )
         }
         "servers" => {
             // Without all_tenants Nova lists only the token's own project.
@@ -376,16 +380,20 @@ fn list(
                 .servers
                 .iter()
                 .filter(|(_, s)| all || s.tenant_id == token_project)
-                .map(|(id, s)| (id.clone(), wire::server(s, &format!("{base}/compute/v2.1"))))
+                .map(|(id, s)| (id.clone(), s))
                 .collect();
-            paging::links_style("servers", items, req, false)
+            let self_base = format!("{base}/compute/v2.1");
+            paging::links_style("servers", items, req, false, |s| {
+                wire::server(s, &self_base)
+            })
         }
         "loadbalancers" => paging::links_style(
             "loadbalancers",
-            rows(&store.loadbalancers, wire::loadbalancer),
+            rows(&store.loadbalancers),
             req,
             true,
+            wire::loadbalancer,
         ),
-        _ => paging::links_style("amphorae", rows(&store.amphorae, wire::amphora), req, true),
+        _ => paging::links_style("amphorae", rows(&store.amphorae), req, true, wire::amphora),
     }
 }

@@ -60,7 +60,9 @@ struct Page {
 }
 
 /// `items` must be sorted by id (the services' default sort key for paging).
-fn cut(items: Vec<(String, Value)>, req: &PageRequest) -> Page {
+/// Only the page is rendered: rendering whole lists per page made paging
+/// quadratic in the list size.
+fn cut<T>(items: Vec<(String, T)>, req: &PageRequest, render: impl Fn(T) -> Value) -> Page {
     let after: Vec<_> = match req.param("marker") {
         Some(m) => items
             .into_iter()
@@ -71,7 +73,11 @@ fn cut(items: Vec<(String, Value)>, req: &PageRequest) -> Page {
     let limit = req.limit();
     let total = after.len();
     let take = limit.unwrap_or(total).min(total);
-    let items: Vec<Value> = after.into_iter().take(take).map(|(_, v)| v).collect();
+    let items: Vec<Value> = after
+        .into_iter()
+        .take(take)
+        .map(|(_, v)| render(v))
+        .collect();
     Page {
         full: limit.is_some_and(|l| items.len() == l),
         more: take < total,
@@ -93,13 +99,14 @@ fn last_id(items: &[Value]) -> String {
 /// link is emitted whenever the page is full (so the last page may be
 /// empty); Octavia's next link drops the request's filters.
 #[must_use]
-pub fn links_style(
+pub fn links_style<T>(
     collection: &str,
-    items: Vec<(String, Value)>,
+    items: Vec<(String, T)>,
     req: &PageRequest,
     drops_filters: bool,
+    render: impl Fn(T) -> Value,
 ) -> Value {
-    let page = cut(items, req);
+    let page = cut(items, req, render);
     let mut links = Vec::new();
     if let Some(limit) = page.limit {
         if page.full {
@@ -123,23 +130,28 @@ pub fn links_style(
 /// Keystone: `{"projects": [...], "links": {"self", "previous", "next"}}`,
 /// or the pre-2025.1 `"truncated": true` answer.
 #[must_use]
-pub fn keystone(
+pub fn keystone<T>(
     collection: &str,
-    items: Vec<(String, Value)>,
+    items: Vec<(String, T)>,
     req: &PageRequest,
     mode: KeystonePaging,
+    render: impl Fn(T) -> Value,
 ) -> Value {
     let self_link = json!(req.self_url);
     match mode {
         KeystonePaging::None => {
-            let all: Vec<Value> = items.into_iter().map(|(_, v)| v).collect();
+            let all: Vec<Value> = items.into_iter().map(|(_, v)| render(v)).collect();
             json!({collection: all, "links": {"self": self_link, "previous": null, "next": null}})
         }
         KeystonePaging::Truncated => {
             // list_limit caps the answer and there is no way to ask for more.
             let limit = req.max.unwrap_or(usize::MAX);
             let truncated = items.len() > limit;
-            let page: Vec<Value> = items.into_iter().take(limit).map(|(_, v)| v).collect();
+            let page: Vec<Value> = items
+                .into_iter()
+                .take(limit)
+                .map(|(_, v)| render(v))
+                .collect();
             let mut body = json!({collection: page, "links": {"self": self_link, "previous": null, "next": null}});
             if truncated {
                 body["truncated"] = json!(true);
@@ -147,7 +159,7 @@ pub fn keystone(
             body
         }
         KeystonePaging::Links => {
-            let page = cut(items, req);
+            let page = cut(items, req, render);
             let next = match page.limit {
                 Some(limit) if page.more => {
                     json!(req.link(true, limit, &last_id(&page.items), false))
@@ -187,6 +199,7 @@ mod tests {
             items(4),
             &req(&[("limit", "2"), ("marker", "id01")], None),
             false,
+            |v| v,
         );
         assert_eq!(body["ports"].as_array().unwrap().len(), 2);
         assert_eq!(
@@ -198,6 +211,7 @@ mod tests {
             items(4),
             &req(&[("limit", "2"), ("marker", "id03")], None),
             false,
+            |v| v,
         );
         assert_eq!(after["ports"], json!([]));
         assert_eq!(after.get("ports_links"), None);
@@ -210,6 +224,7 @@ mod tests {
             items(3),
             &req(&[("status", "READY")], Some(2)),
             true,
+            |v| v,
         );
         assert_eq!(
             body["amphorae_links"][0]["href"],
@@ -220,6 +235,7 @@ mod tests {
             items(3),
             &req(&[("status", "READY")], Some(2)),
             false,
+            |v| v,
         );
         assert_eq!(
             kept["ports_links"][0]["href"],
@@ -234,6 +250,7 @@ mod tests {
             items(3),
             &req(&[], Some(2)),
             KeystonePaging::Truncated,
+            |v| v,
         );
         assert_eq!(t["truncated"], json!(true));
         let l = keystone(
@@ -241,6 +258,7 @@ mod tests {
             items(3),
             &req(&[], Some(2)),
             KeystonePaging::Links,
+            |v| v,
         );
         assert_eq!(
             l["links"]["next"],
@@ -251,6 +269,7 @@ mod tests {
             items(3),
             &req(&[("marker", "id01")], Some(2)),
             KeystonePaging::Links,
+            |v| v,
         );
         assert_eq!(last["links"]["next"], Value::Null);
     }

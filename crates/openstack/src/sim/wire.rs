@@ -22,7 +22,7 @@ pub fn ip_version(cidr_or_ip: &str) -> u8 {
 
 #[must_use]
 pub fn network(n: &Network, subnet_ids: &[String]) -> Value {
-    let mut v = json!({
+    json!({
         "id": n.id, "name": n.name, "project_id": n.project_id, "tenant_id": n.project_id,
         "shared": n.shared, "router:external": n.external, "status": "ACTIVE",
         "admin_state_up": true, "subnets": subnet_ids, "mtu": 1450,
@@ -30,11 +30,8 @@ pub fn network(n: &Network, subnet_ids: &[String]) -> Value {
         "ipv4_address_scope": null, "ipv6_address_scope": null,
         "port_security_enabled": true, "description": "", "tags": [],
         "created_at": STAMP, "updated_at": STAMP, "revision_number": 1,
-    });
-    if n.external {
-        v["is_default"] = json!(false);
-    }
-    v
+        "is_default": false, "l2_adjacency": true, "qos_policy_id": null,
+    })
 }
 
 #[must_use]
@@ -45,7 +42,7 @@ pub fn subnet(s: &Subnet) -> Value {
         "project_id": s.project_id, "tenant_id": s.project_id,
         "cidr": s.cidr, "gateway_ip": s.gateway_ip, "ip_version": ip_version(&s.cidr),
         "enable_dhcp": s.enable_dhcp, "allocation_pools": [], "dns_nameservers": [],
-        "host_routes": [], "service_types": [], "segment_id": null, "subnetpool_id": null,
+        "host_routes": [], "service_types": [], "dns_publish_fixed_ip": false, "segment_id": null, "subnetpool_id": null,
         "ipv6_ra_mode": if v6 { json!("slaac") } else { Value::Null },
         "ipv6_address_mode": if v6 { json!("slaac") } else { Value::Null },
         "description": "", "tags": [], "created_at": STAMP, "updated_at": STAMP,
@@ -92,6 +89,7 @@ pub fn router(r: &Router) -> Value {
         "admin_state_up": true, "status": "ACTIVE", "external_gateway_info": gw,
         "routes": r.routes.iter().map(|x| json!({"destination": x.destination, "nexthop": x.nexthop})).collect::<Vec<_>>(),
         "availability_zone_hints": [], "availability_zones": ["nova"], "flavor_id": null,
+        "distributed": false, "ha": false,
         "description": "", "tags": [], "created_at": STAMP, "updated_at": STAMP,
         "revision_number": 1,
     })
@@ -105,6 +103,7 @@ pub fn floatingip(f: &FloatingIp) -> Value {
         "port_id": f.port_id, "fixed_ip_address": f.fixed_ip_address, "router_id": f.router_id,
         "status": if f.port_id.is_some() { "ACTIVE" } else { "DOWN" },
         "description": "", "tags": [], "port_forwardings": [], "qos_policy_id": null,
+        "dns_domain": "", "dns_name": "", "port_details": null,
         "created_at": STAMP, "updated_at": STAMP, "revision_number": 0,
     })
 }
@@ -130,7 +129,7 @@ pub fn server(s: &Server, base: &str) -> Value {
         "image": "", "hostId": "", "key_name": null, "config_drive": "",
         "accessIPv4": "", "accessIPv6": "", "progress": 0, "locked": false,
         "created": STAMP, "updated": STAMP, "security_groups": [],
-        "os-extended-volumes:volumes_attached": [],
+        "os-extended-volumes:volumes_attached": [], "description": null,
         "links": [{"rel": "self", "href": format!("{base}/servers/{}", s.id)},
                   {"rel": "bookmark", "href": format!("{base}/servers/{}", s.id)}],
     })
