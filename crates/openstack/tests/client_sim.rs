@@ -307,9 +307,15 @@ async fn catalog_interface_and_region_are_honoured() {
 
 #[tokio::test]
 async fn token_is_reused_then_renewed_before_expiry() {
-    let sim = sim_with(|t| t.settings.token_ttl_secs = 3).await;
+    // Unpaged lists keep each sync short, so the reuse window (TTL minus
+    // margin = 3 s) holds two syncs even on a loaded machine.
+    let sim = sim_with(|t| {
+        t.settings.page_size = None;
+        t.settings.token_ttl_secs = 6;
+    })
+    .await;
     let mut cfg = password(&sim);
-    cfg.token_renew_margin = Duration::from_secs(2);
+    cfg.token_renew_margin = Duration::from_secs(3);
     let client = Client::new(cfg, ApiMetrics::default()).unwrap();
     client.sync().await.unwrap();
     client.sync().await.unwrap();
@@ -319,7 +325,7 @@ async fn token_is_reused_then_renewed_before_expiry() {
         "a fresh token is reused"
     );
     // Inside the renew margin: a new token before the old one expires.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     client.sync().await.unwrap();
     assert_eq!(sim.with_store(|s| s.stats()).tokens_issued, 2);
     assert_eq!(client.session().auth_count(), 2);
@@ -503,12 +509,13 @@ async fn catalog_without_load_balancer_is_normal() {
 async fn timeouts_and_dropped_connections_are_network_errors() {
     let sim = start_sim().await;
     let mut cfg = password(&sim);
-    cfg.timeout = Duration::from_millis(300);
+    // Far from both the injected delay and a loaded machine's normal latency.
+    cfg.timeout = Duration::from_millis(1500);
     sim.with_store(|s| {
         s.add_fault(Fault {
             endpoint: "routers".into(),
             status: None,
-            delay_ms: 2000,
+            delay_ms: 5000,
             drop: false,
             times: Some(1),
         });
@@ -550,7 +557,7 @@ async fn timeouts_and_dropped_connections_are_network_errors() {
         s.add_fault(Fault {
             endpoint: "servers".into(),
             status: None,
-            delay_ms: 2000,
+            delay_ms: 5000,
             drop: false,
             times: Some(1),
         });
