@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use lachesis_openstack::sim::notify::RabbitTarget;
+use lachesis_openstack::sim::notify::{KafkaTarget, RabbitTarget};
 use lachesis_openstack::sim::{self, SimOptions, Store, Topology};
 
 /// Arguments of `lachesis sim`.
@@ -31,6 +31,12 @@ pub struct SimArgs {
     /// Declare the exchanges durable (must match the deployment's setting).
     #[arg(long)]
     rabbitmq_durable: bool,
+    /// Publish the same notifications to these Kafka brokers (`host:port`, repeatable).
+    #[arg(long)]
+    kafka_broker: Vec<String>,
+    /// Kafka topic for notifications.
+    #[arg(long, default_value = "notifications.info")]
+    kafka_topic: String,
     /// Host part of the publisher ids (`network.<host>`, …).
     #[arg(long, default_value = "sim")]
     notify_host: String,
@@ -57,6 +63,11 @@ pub fn run(args: &SimArgs) -> anyhow::Result<ExitCode> {
             rabbitmq: args.rabbitmq_url.clone().map(|url| RabbitTarget {
                 url,
                 durable: args.rabbitmq_durable,
+                host: args.notify_host.clone(),
+            }),
+            kafka: (!args.kafka_broker.is_empty()).then(|| KafkaTarget {
+                brokers: args.kafka_broker.clone(),
+                topic: args.kafka_topic.clone(),
                 host: args.notify_host.clone(),
             }),
         };

@@ -70,13 +70,8 @@ fn inner(envelope: &Value) -> Value {
     serde_json::from_str(envelope["oslo.message"].as_str().unwrap()).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutations_publish_real_oslo_notifications() {
-    let _broker = Broker::up();
-    let conn = lapin::Connection::connect(URL, lapin::ConnectionProperties::default())
-        .await
-        .unwrap();
-    let chan = conn.create_channel().await.unwrap();
+/// One exclusive queue per exchange, bound like an agent binds it.
+async fn bind_queues(chan: &lapin::Channel) -> Vec<String> {
     let mut queues = Vec::new();
     for exchange in ["neutron", "octavia"] {
         // Declared exactly as OpenStack does (topic, non-durable), like an agent would.
@@ -111,16 +106,28 @@ async fn mutations_publish_real_oslo_notifications() {
         .unwrap();
         queues.push(q.name().as_str().to_owned());
     }
+    queues
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutations_publish_real_oslo_notifications() {
+    let _broker = Broker::up();
+    let conn = lapin::Connection::connect(URL, lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let chan = conn.create_channel().await.unwrap();
+    let queues = bind_queues(&chan).await;
 
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
     let topology = Topology::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let rabbit = RabbitTarget {
+        url: URL.into(),
+        durable: false,
+        host: "simhost".into(),
+    };
     let opts = SimOptions {
-        advertise: None,
-        rabbitmq: Some(RabbitTarget {
-            url: URL.into(),
-            durable: false,
-            host: "simhost".into(),
-        }),
+        rabbitmq: Some(rabbit),
+        ..SimOptions::default()
     };
     let sim = sim::start_with(
         Store::from_topology(&topology).unwrap(),

@@ -84,7 +84,7 @@ pub(crate) fn handle(ctx: &Ctx, method: &Method, rest: &[&str], body: &[u8]) -> 
     // Only mutations that succeeded notify, after the change is visible.
     if answer.status().is_success() {
         if let Some(n) = &ctx.notifier {
-            for e in events {
+            for e in &events {
                 n.send(e);
             }
         }

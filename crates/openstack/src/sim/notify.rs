@@ -153,18 +153,114 @@ pub fn router_interface(host: &str, created: bool, router: &str, port: &Value) -
     )
 }
 
-/// A handle the server uses to queue events; the publisher task owns the
+/// A Kafka topic to publish the same envelopes to.
+#[derive(Debug, Clone)]
+pub struct KafkaTarget {
+    /// Bootstrap brokers (`host:port`).
+    pub brokers: Vec<String>,
+    /// The default notification topic of `OpenStack` is `notifications.info`.
+    pub topic: String,
+    /// Host part of `publisher_id`.
+    pub host: String,
+}
+
+/// A handle the server uses to queue events; each publisher task owns its
 /// broker connection so a slow broker never blocks an API answer.
 #[derive(Debug, Clone)]
 pub struct Notifier {
-    tx: mpsc::UnboundedSender<Event>,
+    txs: Vec<mpsc::UnboundedSender<Event>>,
     pub host: String,
 }
 
 impl Notifier {
-    pub fn send(&self, e: Event) {
-        let _ = self.tx.send(e);
+    /// Combines publishers (`RabbitMQ` and Kafka may both be configured).
+    #[must_use]
+    pub fn join(mut self, other: Notifier) -> Notifier {
+        self.txs.extend(other.txs);
+        self
     }
+
+    pub fn send(&self, e: &Event) {
+        for tx in &self.txs {
+            let _ = tx.send(e.clone());
+        }
+    }
+}
+
+/// Starts a Kafka publisher: every event goes to partition 0 of the topic,
+/// in order (consumers read every partition, so one is enough here).
+#[must_use]
+pub fn spawn_kafka(target: KafkaTarget) -> Notifier {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let host = target.host.clone();
+    tokio::spawn(async move {
+        let mut seq = 0u64;
+        let mut client: Option<rskafka::client::partition::PartitionClient> = None;
+        while let Some(event) = rx.recv().await {
+            seq += 1;
+            let body = envelope(&event, seq).to_string();
+            for attempt in 0..2 {
+                if client.is_none() {
+                    match kafka_connect(&target).await {
+                        Ok(c) => client = Some(c),
+                        Err(e) => {
+                            tracing::warn!(error = %e, attempt, "sim: Kafka connect failed");
+                            continue;
+                        }
+                    }
+                }
+                let Some(c) = client.as_ref() else {
+                    continue;
+                };
+                let record = rskafka::record::Record {
+                    key: None,
+                    value: Some(body.clone().into_bytes()),
+                    headers: std::collections::BTreeMap::new(),
+                    timestamp: kafka_now(),
+                };
+                match c
+                    .produce(
+                        vec![record],
+                        rskafka::client::partition::Compression::NoCompression,
+                    )
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, attempt, "sim: Kafka produce failed");
+                        client = None;
+                    }
+                }
+            }
+        }
+    });
+    Notifier {
+        txs: vec![tx],
+        host,
+    }
+}
+
+/// Now, for the record timestamp (chrono's clock feature is not built).
+fn kafka_now() -> rskafka::chrono::DateTime<rskafka::chrono::Utc> {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    rskafka::chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+async fn kafka_connect(
+    target: &KafkaTarget,
+) -> Result<rskafka::client::partition::PartitionClient, rskafka::client::error::Error> {
+    let client = rskafka::client::ClientBuilder::new(target.brokers.clone())
+        .build()
+        .await?;
+    client
+        .partition_client(
+            target.topic.clone(),
+            0,
+            rskafka::client::partition::UnknownTopicHandling::Retry,
+        )
+        .await
 }
 
 /// Starts the publisher; events are published in order, reconnecting on
@@ -204,7 +300,10 @@ pub fn spawn_rabbit(target: RabbitTarget) -> Notifier {
             }
         }
     });
-    Notifier { tx, host }
+    Notifier {
+        txs: vec![tx],
+        host,
+    }
 }
 
 async fn connect(

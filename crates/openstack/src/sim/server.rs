@@ -113,7 +113,7 @@ pub async fn start(
         listen,
         SimOptions {
             advertise,
-            rabbitmq: None,
+            ..SimOptions::default()
         },
     )
     .await
@@ -126,6 +126,8 @@ pub struct SimOptions {
     pub advertise: Option<String>,
     /// Publish an oslo notification for each control-API mutation.
     pub rabbitmq: Option<super::notify::RabbitTarget>,
+    /// … and/or to a Kafka topic.
+    pub kafka: Option<super::notify::KafkaTarget>,
 }
 
 /// [`start`] with every option.
@@ -141,7 +143,12 @@ pub async fn start_with(
         || format!("http://{addr}"),
         |a| a.trim_end_matches('/').to_owned(),
     );
-    let notifier = opts.rabbitmq.map(super::notify::spawn_rabbit);
+    let rabbit = opts.rabbitmq.map(super::notify::spawn_rabbit);
+    let kafka = opts.kafka.map(super::notify::spawn_kafka);
+    let notifier = match (rabbit, kafka) {
+        (Some(r), Some(k)) => Some(r.join(k)),
+        (r, k) => r.or(k),
+    };
     let ctx = Arc::new(Ctx {
         store: Arc::new(Mutex::new(store)),
         base_url,
