@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: setup build bpf lint test demo bench-packet bench-drain
+.PHONY: setup build bpf lint test demo bench-packet bench-drain sim bench-sync
 
 setup:
 	@bash scripts/setup
@@ -43,3 +43,10 @@ bench-plan: setup
 .PHONY: bench-ledger
 bench-ledger: setup
 	$(CARGO) run --release -p lachesis-ledger --example bench_ledger
+
+# OpenStack API simulator serving the example topology (docs/openstack.md).
+sim: setup
+	$(CARGO) run --bin lachesis -- sim --topology examples/topology.yaml --listen 127.0.0.1:8780
+
+bench-sync: setup
+	$(CARGO) run --release -p lachesis-openstack --example bench_sync

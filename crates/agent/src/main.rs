@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod plan_cmd;
+mod sim_cmd;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,7 +25,7 @@ enum Command {
     /// Print the desired kernel state for a cloud or a folder of API responses.
     Plan(plan_cmd::PlanArgs),
     /// Serve a simulated OpenStack API from a topology file.
-    Sim,
+    Sim(sim_cmd::SimArgs),
     /// Run the whole system on this machine with no cloud.
     Demo,
 }
@@ -42,9 +43,9 @@ fn main() -> ExitCode {
 #[allow(clippy::unnecessary_wraps)] // the commands that land next return errors
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
+        Command::Sim(ref args) => return sim_cmd::run(args),
         Command::Agent => "agent",
         Command::Plan(ref args) => return plan_cmd::run(args),
-        Command::Sim => "sim",
         Command::Demo => "demo",
     };
     eprintln!("lachesis {what}: not built yet (see the open issues); nothing was done");

@@ -1,15 +1,15 @@
 //! `lachesis plan` (DESIGN §14): print the desired kernel state.
 
 use std::fmt::Write as _;
-use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args, ValueEnum};
-use lachesis_planner::{parse_snapshot, plan, ApiBodies, OptionalBody, Plan, PlanOptions};
-use serde_json::Value;
+use lachesis_openstack::config::Selection;
+use lachesis_openstack::{load_bodies, save_bodies, ServiceStatus, SyncResult};
+use lachesis_planner::{parse_snapshot, plan, ApiBodies, Plan, PlanOptions};
 
 /// Arguments of `lachesis plan`. Exactly one snapshot source is required;
 /// a new source (e.g. `--cloud NAME`) joins the `source` group and adds one
@@ -23,6 +23,18 @@ pub struct PlanArgs {
     /// one is a service not deployed; an empty or malformed one is an error).
     #[arg(long, value_name = "DIR", group = "source")]
     pub from_dir: Option<PathBuf>,
+    /// Fetch the snapshot from a live cloud: an entry of clouds.yaml
+    /// (./clouds.yaml, ~/.config/openstack/clouds.yaml,
+    /// /etc/openstack/clouds.yaml; secure.yaml merged).
+    #[arg(long, value_name = "NAME", group = "source")]
+    pub cloud: Option<String>,
+    /// Read this clouds.yaml instead of searching the usual places.
+    #[arg(long, value_name = "FILE", requires = "cloud")]
+    pub clouds_file: Option<PathBuf>,
+    /// With --cloud: also save the raw response bodies here, in the
+    /// --from-dir layout, so the plan can be reproduced offline.
+    #[arg(long, value_name = "DIR", requires = "cloud")]
+    pub save_dir: Option<PathBuf>,
     /// Output format: the documented JSON contract (docs/plan-schema.md) or
     /// a table for people.
     #[arg(long, value_enum, default_value_t = Format::Json)]
@@ -44,20 +56,23 @@ pub enum Format {
 /// Where the snapshot comes from.
 enum Source<'a> {
     Dir(&'a Path),
+    Cloud(&'a str),
 }
 
 impl PlanArgs {
     fn source(&self) -> anyhow::Result<Source<'_>> {
-        match &self.from_dir {
-            Some(dir) => Ok(Source::Dir(dir)),
-            None => bail!("no snapshot source: pass --from-dir DIR"),
+        match (&self.from_dir, &self.cloud) {
+            (Some(dir), _) => Ok(Source::Dir(dir)),
+            (None, Some(cloud)) => Ok(Source::Cloud(cloud)),
+            (None, None) => bail!("no snapshot source: pass --from-dir DIR or --cloud NAME"),
         }
     }
 }
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let bodies = match args.source()? {
-        Source::Dir(dir) => read_dir(dir)?,
+        Source::Dir(dir) => load_bodies(dir)?,
+        Source::Cloud(cloud) => fetch_cloud(cloud, args)?,
     };
     let (snapshot, report) = parse_snapshot(&bodies)?;
     let mut err = std::io::stderr().lock();
@@ -78,67 +93,44 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-const REQUIRED: [&str; 6] = [
-    "networks",
-    "subnets",
-    "ports",
-    "routers",
-    "floatingips",
-    "projects",
-];
-
-fn read_dir(dir: &Path) -> anyhow::Result<ApiBodies> {
-    let read = |name: &str| -> anyhow::Result<Option<Value>> {
-        let path = dir.join(format!("{name}.json"));
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-        };
-        if text.trim().is_empty() {
-            bail!(
-                "{} is empty (expected the API's response body; delete the file if the service is not deployed)",
-                path.display()
-            );
-        }
-        let value = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{} is not JSON (expected the API's response body)",
-                path.display()
-            )
-        })?;
-        Ok(Some(value))
+/// One sync against a live cloud (DESIGN §5): Neutron and Keystone
+/// all-or-nothing, Nova and Octavia best-effort and reported when failed.
+fn fetch_cloud(cloud: &str, args: &PlanArgs) -> anyhow::Result<ApiBodies> {
+    let selection = Selection {
+        cloud: Some(cloud.to_owned()),
+        clouds_file: args.clouds_file.clone(),
     };
-    let mut required = Vec::with_capacity(REQUIRED.len());
-    for name in REQUIRED {
-        let body = read(name)?.with_context(|| {
-            format!(
-                "{} is missing: --from-dir needs {}",
-                dir.join(format!("{name}.json")).display(),
-                REQUIRED.map(|n| format!("{n}.json")).join(", ")
-            )
-        })?;
-        required.push(body);
+    let config = lachesis_openstack::config::resolve_for_process(&selection)
+        .with_context(|| format!("cloud {cloud:?}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let SyncResult {
+        bodies,
+        nova,
+        octavia,
+    } = runtime
+        .block_on(lachesis_openstack::fetch(&config))
+        .with_context(|| format!("syncing cloud {cloud:?}"))?;
+    let mut err = std::io::stderr().lock();
+    for (service, status) in [("nova", &nova), ("octavia", &octavia)] {
+        if let ServiceStatus::Failed { error } = status {
+            writeln!(
+                err,
+                "lachesis plan: {service} failed ({error}); its lists are marked failed in the plan's sources"
+            )?;
+        }
     }
-    let mut it = required.into_iter();
-    let mut next = || it.next().unwrap_or_default();
-    Ok(ApiBodies {
-        networks: next(),
-        subnets: next(),
-        ports: next(),
-        routers: next(),
-        floatingips: next(),
-        projects: next(),
-        servers: optional(read("servers")?),
-        loadbalancers: optional(read("loadbalancers")?),
-        amphorae: optional(read("amphorae")?),
-    })
-}
-
-/// A saved best-effort body: a missing file means the service is not
-/// deployed (there is no way to save a failed fetch).
-fn optional(body: Option<Value>) -> OptionalBody {
-    body.map_or(OptionalBody::NotDeployed, OptionalBody::Fetched)
+    if let Some(dir) = &args.save_dir {
+        save_bodies(&bodies, dir)?;
+        writeln!(
+            err,
+            "lachesis plan: response bodies saved to {}",
+            dir.display()
+        )?;
+    }
+    Ok(bodies)
 }
 
 fn table(p: &Plan) -> String {

@@ -1,0 +1,153 @@
+//! Endpoint selection from a token's catalog (pure).
+
+use super::auth::CatalogService;
+
+/// Why no single endpoint could be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    #[error("service type {service_type:?} is not in the token's catalog")]
+    NotInCatalog { service_type: String },
+    #[error("service {service_type:?} has no {interface:?} endpoint in region {region:?} (endpoints: {available:?})")]
+    NoEndpoint {
+        service_type: String,
+        interface: String,
+        region: Option<String>,
+        available: Vec<String>,
+    },
+    #[error("service {service_type:?} has {interface:?} endpoints in several regions {regions:?}: set region_name")]
+    Ambiguous {
+        service_type: String,
+        interface: String,
+        regions: Vec<String>,
+    },
+}
+
+/// Picks the URL of `service_type` for `interface` and (optionally) region.
+///
+/// Without a configured region, endpoints in more than one region are an
+/// error rather than a guess: silently metering against another region's
+/// Neutron would attribute every byte wrongly.
+pub fn select(
+    catalog: &[CatalogService],
+    service_type: &str,
+    interface: &str,
+    region: Option<&str>,
+) -> Result<String, CatalogError> {
+    let services: Vec<_> = catalog
+        .iter()
+        .filter(|s| s.service_type == service_type)
+        .collect();
+    if services.is_empty() {
+        return Err(CatalogError::NotInCatalog {
+            service_type: service_type.to_owned(),
+        });
+    }
+    let endpoints = services.iter().flat_map(|s| s.endpoints.iter());
+    let region_of =
+        |e: &super::auth::CatalogEndpoint| e.region_id.clone().or_else(|| e.region.clone());
+    let matching: Vec<_> = endpoints
+        .clone()
+        .filter(|e| e.interface == interface)
+        .filter(|e| match region {
+            None => true,
+            Some(r) => e.region_id.as_deref() == Some(r) || e.region.as_deref() == Some(r),
+        })
+        .collect();
+    let Some(first) = matching.first() else {
+        return Err(CatalogError::NoEndpoint {
+            service_type: service_type.to_owned(),
+            interface: interface.to_owned(),
+            region: region.map(str::to_owned),
+            available: endpoints
+                .map(|e| format!("{}@{}", e.interface, region_of(e).unwrap_or_default()))
+                .collect(),
+        });
+    };
+    let mut regions: Vec<String> = matching.iter().filter_map(|e| region_of(e)).collect();
+    regions.sort();
+    regions.dedup();
+    if region.is_none() && regions.len() > 1 {
+        return Err(CatalogError::Ambiguous {
+            service_type: service_type.to_owned(),
+            interface: interface.to_owned(),
+            regions,
+        });
+    }
+    Ok(first.url.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::auth::CatalogEndpoint;
+
+    fn ep(
+        interface: &str,
+        url: &str,
+        region_id: Option<&str>,
+        region: Option<&str>,
+    ) -> CatalogEndpoint {
+        CatalogEndpoint {
+            interface: interface.into(),
+            url: url.into(),
+            region_id: region_id.map(Into::into),
+            region: region.map(Into::into),
+        }
+    }
+
+    fn catalog() -> Vec<CatalogService> {
+        vec![CatalogService {
+            service_type: "network".into(),
+            endpoints: vec![
+                ep("public", "https://pub-one", Some("One"), Some("One")),
+                ep("internal", "http://int-one", Some("One"), None),
+                ep("internal", "http://int-two", None, Some("Two")),
+            ],
+        }]
+    }
+
+    #[test]
+    fn region_matches_region_id_or_region() {
+        assert_eq!(
+            select(&catalog(), "network", "internal", Some("One")).unwrap(),
+            "http://int-one"
+        );
+        assert_eq!(
+            select(&catalog(), "network", "internal", Some("Two")).unwrap(),
+            "http://int-two"
+        );
+        assert_eq!(
+            select(&catalog(), "network", "public", Some("One")).unwrap(),
+            "https://pub-one"
+        );
+    }
+
+    #[test]
+    fn several_regions_without_a_choice_is_an_error() {
+        let err = select(&catalog(), "network", "internal", None).unwrap_err();
+        assert_eq!(
+            err,
+            CatalogError::Ambiguous {
+                service_type: "network".into(),
+                interface: "internal".into(),
+                regions: vec!["One".into(), "Two".into()],
+            }
+        );
+        assert_eq!(
+            select(&catalog(), "network", "public", None).unwrap(),
+            "https://pub-one"
+        );
+    }
+
+    #[test]
+    fn missing_service_and_interface_are_distinguished() {
+        assert!(matches!(
+            select(&catalog(), "load-balancer", "internal", None),
+            Err(CatalogError::NotInCatalog { .. })
+        ));
+        assert!(matches!(
+            select(&catalog(), "network", "admin", Some("One")),
+            Err(CatalogError::NoEndpoint { .. })
+        ));
+    }
+}

@@ -1,0 +1,14 @@
+//! The `OpenStack` API client: Keystone auth, catalog, paging, one sync.
+
+pub mod auth;
+mod bodies_io;
+pub mod catalog;
+mod metrics;
+pub mod paginate;
+mod session;
+mod sync;
+
+pub use bodies_io::{load_bodies, save_bodies, LoadError, SaveError};
+pub use metrics::{ApiErrorLabels, ApiMetrics};
+pub use session::{ApiError, ListCall, Session};
+pub use sync::{fetch, Client, ServiceStatus, SyncError, SyncResult};

@@ -1,0 +1,377 @@
+//! One authenticated HTTP session: token cache, one re-auth on 401, paging.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use serde_json::{Map, Value};
+use tokio::sync::Mutex;
+use url::Url;
+
+use super::auth::{self, Token, TokenError};
+use super::catalog::{self, CatalogError};
+use super::metrics::ApiMetrics;
+use super::paginate::{self, Next, PageError};
+use crate::config::{CloudConfig, TlsVerify};
+
+/// A failed API interaction; every variant names the call.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("cannot build the HTTP client: {0}")]
+    Setup(String),
+    #[error("{service} {endpoint}: {url}: no response: {message}")]
+    Network {
+        service: String,
+        endpoint: String,
+        url: String,
+        message: String,
+    },
+    #[error("{service} {endpoint}: {url}: HTTP {status}: {body}")]
+    Status {
+        service: String,
+        endpoint: String,
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("{service} {endpoint}: {url}: unexpected body: {message}")]
+    Body {
+        service: String,
+        endpoint: String,
+        url: String,
+        message: String,
+    },
+    #[error("{service} {endpoint}: {url}: {source}")]
+    Page {
+        service: String,
+        endpoint: String,
+        url: String,
+        source: PageError,
+    },
+    #[error("identity: token: {0}")]
+    Token(#[from] TokenError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("{service} {endpoint}: pagination revisited {url}: the service's links loop")]
+    LinkLoop {
+        service: String,
+        endpoint: String,
+        url: String,
+    },
+}
+
+impl ApiError {
+    /// The HTTP status, when the failure was an HTTP answer.
+    #[must_use]
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A list call: which service and collection, where, and with what filters.
+#[derive(Debug, Clone)]
+pub struct ListCall<'a> {
+    pub service: &'a str,
+    pub collection: &'a str,
+    pub url: Url,
+}
+
+/// Keystone token + HTTP client, shared by every call of a sync.
+#[derive(Debug)]
+pub struct Session {
+    http: reqwest::Client,
+    cfg: CloudConfig,
+    metrics: ApiMetrics,
+    token: Mutex<Option<Token>>,
+    auth_count: AtomicU64,
+}
+
+const MAX_ERROR_BODY: usize = 512;
+
+impl Session {
+    pub fn new(cfg: CloudConfig, metrics: ApiMetrics) -> Result<Self, ApiError> {
+        let mut builder = reqwest::Client::builder()
+            .timeout(cfg.timeout)
+            .use_rustls_tls();
+        match &cfg.tls {
+            TlsVerify::Verify {
+                ca_file: Some(path),
+            } => {
+                let pem = std::fs::read(path)
+                    .map_err(|e| ApiError::Setup(format!("CA file {}: {e}", path.display())))?;
+                let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                    ApiError::Setup(format!("CA file {}: not PEM: {e}", path.display()))
+                })?;
+                // An empty bundle would silently fall back to the system
+                // roots alone: the operator asked for a CA, so refuse.
+                if certs.is_empty() {
+                    return Err(ApiError::Setup(format!(
+                        "CA file {}: no PEM certificate in it",
+                        path.display()
+                    )));
+                }
+                for cert in certs {
+                    builder = builder.add_root_certificate(cert);
+                }
+            }
+            TlsVerify::Verify { ca_file: None } => {}
+            TlsVerify::Insecure => {
+                tracing::warn!(
+                    auth_url = %cfg.auth_url,
+                    "TLS CERTIFICATE VERIFICATION IS DISABLED for OpenStack API calls: \
+                     anyone on the path can read the credentials and forge the topology"
+                );
+                builder = builder.danger_accept_invalid_certs(true);
+            }
+        }
+        let http = builder
+            .build()
+            .map_err(|e| ApiError::Setup(e.to_string()))?;
+        Ok(Self {
+            http,
+            cfg,
+            metrics,
+            token: Mutex::new(None),
+            auth_count: AtomicU64::new(0),
+        })
+    }
+
+    #[must_use]
+    pub fn config(&self) -> &CloudConfig {
+        &self.cfg
+    }
+
+    /// How many times a token was requested (tests and the debug endpoint).
+    #[must_use]
+    pub fn auth_count(&self) -> u64 {
+        self.auth_count.load(Ordering::Relaxed)
+    }
+
+    /// A token valid for at least the renew margin, reused when possible.
+    pub async fn token(&self) -> Result<Token, ApiError> {
+        let mut slot = self.token.lock().await;
+        if let Some(t) = slot.as_ref() {
+            if SystemTime::now() + self.cfg.token_renew_margin < t.expires_at {
+                return Ok(t.clone());
+            }
+        }
+        let fresh = self.authenticate().await?;
+        *slot = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// Drops `stale` (if it is still the cached one) and fetches a new token.
+    /// Concurrent callers that saw the same 401 share one re-authentication.
+    async fn reauthenticate(&self, stale: &str) -> Result<Token, ApiError> {
+        let mut slot = self.token.lock().await;
+        if let Some(t) = slot.as_ref() {
+            if t.value != stale {
+                return Ok(t.clone());
+            }
+        }
+        let fresh = self.authenticate().await?;
+        *slot = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    fn identity_url(&self) -> String {
+        let base = self.cfg.auth_url.trim_end_matches('/');
+        if base.ends_with("/v3") {
+            format!("{base}/auth/tokens")
+        } else {
+            format!("{base}/v3/auth/tokens")
+        }
+    }
+
+    async fn authenticate(&self) -> Result<Token, ApiError> {
+        self.auth_count.fetch_add(1, Ordering::Relaxed);
+        let url = self.identity_url();
+        let body = auth::request_body(&self.cfg.credentials);
+        let resp = self
+            .http
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| self.network("identity", "auth", &url, &e))?;
+        let status = resp.status().as_u16();
+        let header = resp
+            .headers()
+            .get("X-Subject-Token")
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned);
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| self.network("identity", "auth", &url, &e))?;
+        if status != 201 {
+            self.metrics.count("identity", "auth", &status.to_string());
+            return Err(ApiError::Status {
+                service: "identity".into(),
+                endpoint: "auth".into(),
+                url,
+                status,
+                body: excerpt(&bytes),
+            });
+        }
+        auth::parse_token(header.as_deref(), status, &bytes)
+            .inspect_err(|_| {
+                self.metrics.count("identity", "auth", "body");
+            })
+            .map_err(ApiError::from)
+    }
+
+    fn network(&self, service: &str, endpoint: &str, url: &str, e: &reqwest::Error) -> ApiError {
+        self.metrics.count(service, endpoint, "network");
+        let kind = if e.is_timeout() {
+            "timed out"
+        } else {
+            "failed"
+        };
+        ApiError::Network {
+            service: service.into(),
+            endpoint: endpoint.into(),
+            url: url.into(),
+            message: format!("{kind}: {}", error_chain(e)),
+        }
+    }
+
+    /// The endpoint URL of `service_type` from the current token's catalog.
+    pub async fn endpoint(&self, service_type: &str) -> Result<String, ApiError> {
+        let token = self.token().await?;
+        Ok(catalog::select(
+            &token.catalog,
+            service_type,
+            &self.cfg.interface,
+            self.cfg.region.as_deref(),
+        )?)
+    }
+
+    /// GET one JSON body; on a 401 re-authenticates once and retries.
+    async fn get_json(&self, service: &str, endpoint: &str, url: &Url) -> Result<Value, ApiError> {
+        let mut token = self.token().await?;
+        let mut retried = false;
+        loop {
+            let resp = self
+                .http
+                .get(url.clone())
+                .header("X-Auth-Token", &token.value)
+                .header("Accept", "application/json")
+                .send()
+                .await
+                .map_err(|e| self.network(service, endpoint, url.as_str(), &e))?;
+            let status = resp.status().as_u16();
+            let bytes = resp
+                .bytes()
+                .await
+                .map_err(|e| self.network(service, endpoint, url.as_str(), &e))?;
+            if status == 401 && !retried {
+                // Tokens can be revoked or expire early (clock skew, a
+                // Keystone restart with new fernet keys): one fresh token,
+                // then a second 401 is a real authorization failure.
+                self.metrics.count(service, endpoint, "401");
+                retried = true;
+                token = self.reauthenticate(&token.value).await?;
+                continue;
+            }
+            if !(200..300).contains(&status) {
+                self.metrics.count(service, endpoint, &status.to_string());
+                return Err(ApiError::Status {
+                    service: service.into(),
+                    endpoint: endpoint.into(),
+                    url: url.to_string(),
+                    status,
+                    body: excerpt(&bytes),
+                });
+            }
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                self.metrics.count(service, endpoint, "body");
+                ApiError::Body {
+                    service: service.into(),
+                    endpoint: endpoint.into(),
+                    url: url.to_string(),
+                    message: e.to_string(),
+                }
+            });
+        }
+    }
+
+    /// Fetches every page of a list and merges them into one body of the
+    /// same shape: `{"<collection>": [...all items...]}`.
+    pub async fn list(&self, call: &ListCall<'_>) -> Result<Value, ApiError> {
+        let mut all = Vec::new();
+        let mut url = call.url.clone();
+        if let Some(limit) = self.cfg.page_size {
+            if !url.query_pairs().any(|(k, _)| k == "limit") {
+                url.query_pairs_mut()
+                    .append_pair("limit", &limit.to_string());
+            }
+        }
+        let first = url.clone();
+        let mut seen = std::collections::HashSet::new();
+        let page_err = |url: &Url, source: PageError| {
+            self.metrics.count(call.service, call.collection, "body");
+            ApiError::Page {
+                service: call.service.into(),
+                endpoint: call.collection.into(),
+                url: url.to_string(),
+                source,
+            }
+        };
+        loop {
+            if !seen.insert(url.to_string()) {
+                return Err(ApiError::LinkLoop {
+                    service: call.service.into(),
+                    endpoint: call.collection.into(),
+                    url: url.to_string(),
+                });
+            }
+            let body = self.get_json(call.service, call.collection, &url).await?;
+            let items = paginate::items(&body, call.collection).map_err(|e| page_err(&url, e))?;
+            let empty = items.is_empty();
+            all.extend(items.iter().cloned());
+            // Neutron links a next page whenever this one is full, so the
+            // last page may be empty: an empty page ends the list too.
+            match paginate::next(&body, call.collection).map_err(|e| page_err(&url, e))? {
+                Next::Url(href) if !empty => {
+                    url = paginate::next_url(&first, &href).ok_or_else(|| {
+                        page_err(
+                            &url,
+                            PageError::BadLinks {
+                                field: "next".into(),
+                                found: href.clone(),
+                            },
+                        )
+                    })?;
+                }
+                _ => break,
+            }
+        }
+        let mut merged = Map::new();
+        merged.insert(call.collection.to_owned(), Value::Array(all));
+        Ok(Value::Object(merged))
+    }
+}
+
+fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut s: String = text.chars().take(MAX_ERROR_BODY).collect();
+    if text.chars().count() > MAX_ERROR_BODY {
+        s.push('…');
+    }
+    s
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        out.push_str(": ");
+        out.push_str(&src.to_string());
+        cur = src.source();
+    }
+    out
+}

@@ -1,0 +1,266 @@
+//! One full metadata sync (DESIGN §5): every list, all pages, with the
+//! all-or-nothing / best-effort split.
+
+use lachesis_planner::{ApiBodies, OptionalBody};
+use serde_json::Value;
+use url::Url;
+
+use super::catalog::CatalogError;
+use super::metrics::ApiMetrics;
+use super::session::{ApiError, ListCall, Session};
+use crate::config::CloudConfig;
+
+/// Outcome of a best-effort service's lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceStatus {
+    /// Every list of the service was fetched completely.
+    Ok,
+    /// A list failed: its body is `OptionalBody::Failed`, never "empty"
+    /// (the reconcile must not prune servers or load balancers on it).
+    Failed { error: String },
+    /// The service type is absent from the catalog: a normal cloud shape.
+    NotInCatalog,
+}
+
+/// A successful sync: Neutron and Keystone complete, Nova/Octavia as marked.
+#[derive(Debug, Clone)]
+pub struct SyncResult {
+    pub bodies: ApiBodies,
+    pub nova: ServiceStatus,
+    pub octavia: ServiceStatus,
+}
+
+impl SyncResult {
+    /// True when a best-effort service failed (not when it is absent).
+    #[must_use]
+    pub fn is_partial(&self) -> bool {
+        matches!(self.nova, ServiceStatus::Failed { .. })
+            || matches!(self.octavia, ServiceStatus::Failed { .. })
+    }
+}
+
+/// A sync that must not be used (Neutron or Keystone incomplete).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("OpenStack sync failed (no partial Neutron/Keystone snapshot is used): {0}")]
+    Api(#[from] ApiError),
+    #[error("{url}: not a URL: {message}")]
+    Url { url: String, message: String },
+}
+
+/// A cloud client that keeps its token across syncs.
+#[derive(Debug)]
+pub struct Client {
+    session: Session,
+}
+
+fn join(base: &str, path: &str) -> Result<Url, SyncError> {
+    let joined = format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    );
+    Url::parse(&joined).map_err(|e| SyncError::Url {
+        url: joined,
+        message: e.to_string(),
+    })
+}
+
+fn last_segment_is(base: &str, version: &str) -> bool {
+    base.trim_end_matches('/').rsplit('/').next() == Some(version)
+}
+
+/// Neutron's catalog URL carries no version.
+fn neutron_base(url: &str) -> String {
+    if last_segment_is(url, "v2.0") {
+        url.to_owned()
+    } else {
+        format!("{}/v2.0", url.trim_end_matches('/'))
+    }
+}
+
+/// Nova's usually ends in `/v2.1/` or `/v2.1/<project>`; both are usable roots.
+fn nova_base(url: &str) -> String {
+    let has_version = url.split('/').any(|seg| seg == "v2.1" || seg == "v2");
+    if has_version {
+        url.to_owned()
+    } else {
+        format!("{}/v2.1", url.trim_end_matches('/'))
+    }
+}
+
+/// Octavia's is the service root.
+fn octavia_base(url: &str) -> String {
+    if last_segment_is(url, "v2") {
+        url.to_owned()
+    } else {
+        format!("{}/v2", url.trim_end_matches('/'))
+    }
+}
+
+/// The planner's best-effort body: a failed fetch must never read as "not
+/// deployed" (a failed Octavia keeps the previous amphora attribution).
+fn optional_body(body: Option<Value>, status: &ServiceStatus) -> OptionalBody {
+    match (body, status) {
+        (Some(v), ServiceStatus::Ok) => OptionalBody::Fetched(v),
+        (_, ServiceStatus::NotInCatalog) => OptionalBody::NotDeployed,
+        _ => OptionalBody::Failed,
+    }
+}
+
+fn keystone_base(url: &str) -> String {
+    if last_segment_is(url, "v3") {
+        url.to_owned()
+    } else {
+        format!("{}/v3", url.trim_end_matches('/'))
+    }
+}
+
+impl Client {
+    pub fn new(cfg: CloudConfig, metrics: ApiMetrics) -> Result<Self, ApiError> {
+        Ok(Self {
+            session: Session::new(cfg, metrics)?,
+        })
+    }
+
+    #[must_use]
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    async fn list(&self, service: &str, collection: &str, url: Url) -> Result<Value, ApiError> {
+        self.session
+            .list(&ListCall {
+                service,
+                collection,
+                url,
+            })
+            .await
+    }
+
+    /// Fetches every list of DESIGN §5.
+    pub async fn sync(&self) -> Result<SyncResult, SyncError> {
+        let network = neutron_base(&self.session.endpoint("network").await?);
+        let identity = keystone_base(&self.session.endpoint("identity").await?);
+        let (networks, subnets, ports, routers, floatingips, projects) = tokio::try_join!(
+            self.list("network", "networks", join(&network, "networks")?),
+            self.list("network", "subnets", join(&network, "subnets")?),
+            self.list("network", "ports", join(&network, "ports")?),
+            self.list("network", "routers", join(&network, "routers")?),
+            self.list("network", "floatingips", join(&network, "floatingips")?),
+            self.list("identity", "projects", join(&identity, "projects")?),
+        )?;
+        let (nova, octavia) = tokio::join!(self.nova(), self.octavia());
+        let (servers, nova) = nova?;
+        let ((loadbalancers, amphorae), octavia) = octavia?;
+        let servers = optional_body(servers, &nova);
+        let loadbalancers = optional_body(loadbalancers, &octavia);
+        let amphorae = optional_body(amphorae, &octavia);
+        Ok(SyncResult {
+            bodies: ApiBodies {
+                networks,
+                subnets,
+                ports,
+                routers,
+                floatingips,
+                projects,
+                servers,
+                loadbalancers,
+                amphorae,
+            },
+            nova,
+            octavia,
+        })
+    }
+
+    async fn best_effort_endpoint(
+        &self,
+        service_type: &str,
+    ) -> Result<Result<String, ServiceStatus>, SyncError> {
+        match self.session.endpoint(service_type).await {
+            Ok(url) => Ok(Ok(url)),
+            Err(ApiError::Catalog(CatalogError::NotInCatalog { .. })) => {
+                Ok(Err(ServiceStatus::NotInCatalog))
+            }
+            Err(e @ ApiError::Catalog(_)) => Ok(Err(ServiceStatus::Failed {
+                error: e.to_string(),
+            })),
+            // A token failure here is a Keystone failure: all-or-nothing.
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn nova(&self) -> Result<(Option<Value>, ServiceStatus), SyncError> {
+        let base = match self.best_effort_endpoint("compute").await? {
+            Ok(url) => nova_base(&url),
+            Err(status) => return Ok((None, status)),
+        };
+        let url = join(&base, "servers/detail?all_tenants=1")?;
+        Ok(match self.list("compute", "servers", url).await {
+            Ok(body) => (Some(body), ServiceStatus::Ok),
+            Err(e) => {
+                tracing::warn!(error = %e, "Nova server list failed; servers marked failed for this sync");
+                (
+                    None,
+                    ServiceStatus::Failed {
+                        error: e.to_string(),
+                    },
+                )
+            }
+        })
+    }
+
+    async fn octavia(&self) -> Result<((Option<Value>, Option<Value>), ServiceStatus), SyncError> {
+        let base = match self.best_effort_endpoint("load-balancer").await? {
+            Ok(url) => octavia_base(&url),
+            Err(status) => return Ok(((None, None), status)),
+        };
+        let lbs = join(&base, "lbaas/loadbalancers")?;
+        let amps = join(&base, "octavia/amphorae")?;
+        let (lbs, amps) = tokio::join!(
+            self.list("load-balancer", "loadbalancers", lbs),
+            self.list("load-balancer", "amphorae", amps)
+        );
+        // Amphorae without their load balancers (or the reverse) would
+        // attribute amphora ports wrongly: the service is one unit.
+        Ok(match (lbs, amps) {
+            (Ok(l), Ok(a)) => ((Some(l), Some(a)), ServiceStatus::Ok),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "Octavia list failed; load balancers marked failed for this sync");
+                (
+                    (None, None),
+                    ServiceStatus::Failed {
+                        error: e.to_string(),
+                    },
+                )
+            }
+        })
+    }
+}
+
+/// One sync with a fresh client (for `lachesis plan --cloud`).
+pub async fn fetch(cfg: &CloudConfig) -> Result<SyncResult, SyncError> {
+    Client::new(cfg.clone(), ApiMetrics::default())?
+        .sync()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_roots_from_catalog_urls() {
+        assert_eq!(neutron_base("http://n:9696/"), "http://n:9696/v2.0");
+        assert_eq!(neutron_base("http://n:9696/v2.0/"), "http://n:9696/v2.0/");
+        assert_eq!(nova_base("http://c:8774/v2.1/"), "http://c:8774/v2.1/");
+        assert_eq!(
+            nova_base("http://c:8774/v2.1/abc"),
+            "http://c:8774/v2.1/abc"
+        );
+        assert_eq!(nova_base("http://c/compute"), "http://c/compute/v2.1");
+        assert_eq!(octavia_base("http://o:9876"), "http://o:9876/v2");
+        assert_eq!(keystone_base("http://k:5000/v3/"), "http://k:5000/v3/");
+        assert_eq!(keystone_base("http://k:5000"), "http://k:5000/v3");
+    }
+}

@@ -1,0 +1,21 @@
+//! `lachesis sim`: a small, honest `OpenStack` API server (DESIGN §14) for
+//! development, tests and the demo. It speaks the real wire format so a
+//! client that works here works against a real cloud.
+//!
+//! Layout: [`topology`] (the YAML file), [`store`] (state + mutations +
+//! faults), [`wire`] (resources as the services list them), `paging`,
+//! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API) and
+//! `server` (the listener).
+
+mod admin;
+mod api;
+pub mod notify;
+mod paging;
+mod server;
+pub mod store;
+pub mod topology;
+pub mod wire;
+
+pub use server::{start, start_with, SimHandle, SimOptions};
+pub use store::{Fault, MutationError, SettingsPatch, Stats, Store};
+pub use topology::{KeystonePaging, Topology, TopologyError};

@@ -1,0 +1,245 @@
+//! The listener: one HTTP/1 server for every simulated service, with
+//! per-connection drop support for fault injection.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, Notify};
+
+use super::store::Store;
+use super::{admin, api};
+
+pub(crate) type Resp = Response<Full<Bytes>>;
+
+/// What every request handler sees.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub store: Arc<Mutex<Store>>,
+    /// Scheme, host and port written into the catalog and links.
+    pub base_url: String,
+    /// Publishes an oslo notification per control-API mutation.
+    pub notifier: Option<super::notify::Notifier>,
+}
+
+impl Ctx {
+    pub fn lock(&self) -> MutexGuard<'_, Store> {
+        // A handler never panics while holding the lock; recover anyway so
+        // one bug cannot wedge every later request.
+        self.store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Outcome of a handler: an answer, or "close the connection unanswered".
+pub(crate) enum Outcome {
+    Reply(Resp),
+    Drop,
+}
+
+pub(crate) fn json(status: StatusCode, body: &Value) -> Resp {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        "Content-Type",
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A running simulator; dropping it stops the listener.
+#[derive(Debug)]
+pub struct SimHandle {
+    addr: SocketAddr,
+    ctx: Arc<Ctx>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl SimHandle {
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://host:port`, as written into the catalog.
+    #[must_use]
+    pub fn base_url(&self) -> &str {
+        &self.ctx.base_url
+    }
+
+    /// Keystone's public auth URL (`.../identity/v3`).
+    #[must_use]
+    pub fn auth_url(&self) -> String {
+        format!("{}/identity/v3", self.ctx.base_url)
+    }
+
+    /// Runs `f` on the live store (mutations, faults, settings, stats).
+    pub fn with_store<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
+        f(&mut self.ctx.lock())
+    }
+
+    /// Stops accepting; connections in flight finish on their own.
+    pub fn stop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Binds `listen` and serves `store` until the handle is dropped.
+/// `advertise` overrides the base URL put in the catalog (e.g. when listening
+/// on 0.0.0.0).
+pub async fn start(
+    store: Store,
+    listen: SocketAddr,
+    advertise: Option<String>,
+) -> std::io::Result<SimHandle> {
+    start_with(
+        store,
+        listen,
+        SimOptions {
+            advertise,
+            ..SimOptions::default()
+        },
+    )
+    .await
+}
+
+/// Optional behaviour of a simulator instance.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Base URL put in the catalog and links (e.g. when listening on 0.0.0.0).
+    pub advertise: Option<String>,
+    /// Publish an oslo notification for each control-API mutation.
+    pub rabbitmq: Option<super::notify::RabbitTarget>,
+    /// … and/or to a Kafka topic.
+    pub kafka: Option<super::notify::KafkaTarget>,
+}
+
+/// [`start`] with every option.
+pub async fn start_with(
+    store: Store,
+    listen: SocketAddr,
+    opts: SimOptions,
+) -> std::io::Result<SimHandle> {
+    let advertise = opts.advertise;
+    let listener = TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let base_url = advertise.map_or_else(
+        || format!("http://{addr}"),
+        |a| a.trim_end_matches('/').to_owned(),
+    );
+    let rabbit = opts.rabbitmq.map(super::notify::spawn_rabbit);
+    let kafka = opts.kafka.map(super::notify::spawn_kafka);
+    let notifier = match (rabbit, kafka) {
+        (Some(r), Some(k)) => Some(r.join(k)),
+        (r, k) => r.or(k),
+    };
+    let ctx = Arc::new(Ctx {
+        store: Arc::new(Mutex::new(store)),
+        base_url,
+        notifier,
+    });
+    let (tx, mut rx) = oneshot::channel();
+    let serve_ctx = ctx.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = &mut rx => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => { tokio::spawn(connection(serve_ctx.clone(), stream)); }
+                    Err(e) => tracing::warn!(error = %e, "sim: accept failed"),
+                },
+            }
+        }
+    });
+    Ok(SimHandle {
+        addr,
+        ctx,
+        stop: Some(tx),
+    })
+}
+
+async fn connection(ctx: Arc<Ctx>, stream: tokio::net::TcpStream) {
+    let drop_now = Arc::new(Notify::new());
+    let signal = drop_now.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let ctx = ctx.clone();
+        let signal = signal.clone();
+        async move {
+            match handle(&ctx, req).await {
+                Outcome::Reply(r) => Ok::<_, Infallible>(r),
+                Outcome::Drop => {
+                    signal.notify_one();
+                    std::future::pending().await
+                }
+            }
+        }
+    });
+    let conn =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+    // Dropping the connection future closes the socket with nothing sent.
+    tokio::select! {
+        result = conn => if let Err(e) = result { tracing::debug!(error = %e, "sim: connection ended with an error") },
+        () = drop_now.notified() => {}
+    }
+}
+
+async fn handle(ctx: &Ctx, req: Request<Incoming>) -> Outcome {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query: Vec<(String, String)> = req
+        .uri()
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let token = req
+        .headers()
+        .get("X-Auth-Token")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Outcome::Drop,
+    };
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segs.as_slice() {
+        ["sim", rest @ ..] => Outcome::Reply(admin::handle(ctx, &method, rest, &body)),
+        ["identity", "v3", "auth", "tokens"] if method == hyper::Method::POST => {
+            api::issue_token(ctx, &body).await
+        }
+        ["r", region, iface, rest @ ..] => {
+            let call = api::ApiCall {
+                region,
+                iface,
+                rest,
+                path: &path,
+                query,
+                token: token.as_deref(),
+            };
+            api::handle(ctx, &method, call).await
+        }
+        _ => Outcome::Reply(json(
+            StatusCode::NOT_FOUND,
+            &serde_json::json!({"error": {"code": 404, "title": "Not Found", "message": format!("no such path {path}")}}),
+        )),
+    }
+}

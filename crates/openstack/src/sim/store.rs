@@ -1,0 +1,672 @@
+//! The simulator's mutable cloud: resources, settings, tokens, faults and
+//! request counters. Every mutation is validated like the real API would.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::topology::{
+    index, Amphora, AppCredential, FloatingIp, LoadBalancer, Network, Port, Project, Router,
+    Server, Settings, Subnet, Topology, TopologyError, User,
+};
+
+/// A mutation the simulator refuses (HTTP 404 / 409 / 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MutationError {
+    #[error("unknown resource kind {0:?}")]
+    UnknownKind(String),
+    #[error("{kind} {id:?} not found")]
+    NotFound { kind: String, id: String },
+    #[error("{kind} {id:?} already exists")]
+    Conflict { kind: String, id: String },
+    #[error("invalid {kind}: {message}")]
+    Invalid { kind: String, message: String },
+}
+
+/// One injected fault, matched by endpoint name (`auth`, `projects`,
+/// `networks`, `subnets`, `ports`, `routers`, `floatingips`, `servers`,
+/// `loadbalancers`, `amphorae`, or `*`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    pub endpoint: String,
+    /// Answer with this status and the service's error body.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Wait this long first (to trip client timeouts).
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// Close the connection without answering.
+    #[serde(default)]
+    pub drop: bool,
+    /// Apply this many times, then disappear; absent = until cleared.
+    #[serde(default)]
+    pub times: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct IssuedToken {
+    pub project_id: String,
+    pub expires_at: SystemTime,
+}
+
+/// Runtime-adjustable settings (`PUT /sim/settings`); absent keys keep their value.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsPatch {
+    /// `0` removes the limit (whole lists unless the client sends `limit`).
+    pub page_size: Option<usize>,
+    pub token_ttl_secs: Option<u64>,
+    pub keystone_paging: Option<super::topology::KeystonePaging>,
+    pub services: Option<Vec<String>>,
+    pub regions: Option<Vec<String>>,
+}
+
+/// Everything the simulator serves.
+#[derive(Debug, Default)]
+pub struct Store {
+    pub settings: Settings,
+    pub projects: BTreeMap<String, Project>,
+    pub users: BTreeMap<String, User>,
+    pub application_credentials: BTreeMap<String, AppCredential>,
+    pub networks: BTreeMap<String, Network>,
+    pub subnets: BTreeMap<String, Subnet>,
+    pub ports: BTreeMap<String, Port>,
+    pub routers: BTreeMap<String, Router>,
+    pub floatingips: BTreeMap<String, FloatingIp>,
+    pub servers: BTreeMap<String, Server>,
+    pub loadbalancers: BTreeMap<String, LoadBalancer>,
+    pub amphorae: BTreeMap<String, Amphora>,
+    pub(crate) tokens: HashMap<String, IssuedToken>,
+    pub(crate) faults: Vec<Fault>,
+    /// Requests by `region/interface/endpoint` (`auth` has no prefix).
+    pub(crate) requests: BTreeMap<String, u64>,
+    pub(crate) tokens_issued: u64,
+    pub(crate) token_seq: u64,
+}
+
+/// Dispatches a kind name to its collection.
+macro_rules! with_kind {
+    ($store:expr, $kind:expr, |$map:ident| $body:expr) => {
+        match $kind {
+            "projects" => {
+                let $map = &mut $store.projects;
+                $body
+            }
+            "users" => {
+                let $map = &mut $store.users;
+                $body
+            }
+            "application_credentials" => {
+                let $map = &mut $store.application_credentials;
+                $body
+            }
+            "networks" => {
+                let $map = &mut $store.networks;
+                $body
+            }
+            "subnets" => {
+                let $map = &mut $store.subnets;
+                $body
+            }
+            "ports" => {
+                let $map = &mut $store.ports;
+                $body
+            }
+            "routers" => {
+                let $map = &mut $store.routers;
+                $body
+            }
+            "floatingips" => {
+                let $map = &mut $store.floatingips;
+                $body
+            }
+            "servers" => {
+                let $map = &mut $store.servers;
+                $body
+            }
+            "loadbalancers" => {
+                let $map = &mut $store.loadbalancers;
+                $body
+            }
+            "amphorae" => {
+                let $map = &mut $store.amphorae;
+                $body
+            }
+            other => Err(MutationError::UnknownKind(other.to_owned())),
+        }
+    };
+}
+
+fn parse<T: DeserializeOwned>(kind: &str, body: Value) -> Result<T, MutationError> {
+    serde_json::from_value(body).map_err(|e| MutationError::Invalid {
+        kind: kind.into(),
+        message: e.to_string(),
+    })
+}
+
+fn id_of(body: &Value) -> Option<String> {
+    body.get("id").and_then(Value::as_str).map(str::to_owned)
+}
+
+fn insert<T: DeserializeOwned + Serialize>(
+    map: &mut BTreeMap<String, T>,
+    kind: &str,
+    body: Value,
+    replace: bool,
+) -> Result<Value, MutationError> {
+    let id = id_of(&body).ok_or_else(|| MutationError::Invalid {
+        kind: kind.into(),
+        message: "missing string `id`".into(),
+    })?;
+    let item: T = parse(kind, body)?;
+    if !replace && map.contains_key(&id) {
+        return Err(MutationError::Conflict {
+            kind: kind.into(),
+            id,
+        });
+    }
+    if replace && !map.contains_key(&id) {
+        return Err(MutationError::NotFound {
+            kind: kind.into(),
+            id,
+        });
+    }
+    let out = serde_json::to_value(&item).unwrap_or(Value::Null);
+    map.insert(id, item);
+    Ok(out)
+}
+
+fn patch<T: DeserializeOwned + Serialize>(
+    map: &mut BTreeMap<String, T>,
+    kind: &str,
+    id: &str,
+    changes: Value,
+) -> Result<Value, MutationError> {
+    let current = map.get(id).ok_or_else(|| MutationError::NotFound {
+        kind: kind.into(),
+        id: id.into(),
+    })?;
+    let mut merged = serde_json::to_value(current).unwrap_or(Value::Null);
+    let Value::Object(changes) = changes else {
+        return Err(MutationError::Invalid {
+            kind: kind.into(),
+            message: "a patch is a JSON object".into(),
+        });
+    };
+    if changes.get("id").is_some_and(|v| v.as_str() != Some(id)) {
+        return Err(MutationError::Invalid {
+            kind: kind.into(),
+            message: "`id` cannot change".into(),
+        });
+    }
+    for (k, v) in changes {
+        merged[k] = v;
+    }
+    let item: T = parse(kind, merged)?;
+    let out = serde_json::to_value(&item).unwrap_or(Value::Null);
+    map.insert(id.to_owned(), item);
+    Ok(out)
+}
+
+impl Store {
+    /// Loads and validates a topology.
+    pub fn from_topology(t: &Topology) -> Result<Self, TopologyError> {
+        let store = Self {
+            settings: t.settings.clone(),
+            projects: index("project", &t.projects, |x| &x.id)?,
+            users: index("user", &t.users, |x| &x.id)?,
+            application_credentials: index(
+                "application_credential",
+                &t.application_credentials,
+                |x| &x.id,
+            )?,
+            networks: index("network", &t.networks, |x| &x.id)?,
+            subnets: index("subnet", &t.subnets, |x| &x.id)?,
+            ports: index("port", &t.ports, |x| &x.id)?,
+            routers: index("router", &t.routers, |x| &x.id)?,
+            floatingips: index("floatingip", &t.floatingips, |x| &x.id)?,
+            servers: index("server", &t.servers, |x| &x.id)?,
+            loadbalancers: index("loadbalancer", &t.loadbalancers, |x| &x.id)?,
+            amphorae: index("amphora", &t.amphorae, |x| &x.id)?,
+            ..Self::default()
+        };
+        store
+            .validate()
+            .map_err(|(kind, id, problem)| TopologyError::Invalid { kind, id, problem })?;
+        Ok(store)
+    }
+
+    /// The current state in the topology file's form.
+    #[must_use]
+    pub fn to_topology(&self) -> Topology {
+        Topology {
+            settings: self.settings.clone(),
+            projects: self.projects.values().cloned().collect(),
+            users: self.users.values().cloned().collect(),
+            application_credentials: self.application_credentials.values().cloned().collect(),
+            networks: self.networks.values().cloned().collect(),
+            subnets: self.subnets.values().cloned().collect(),
+            ports: self.ports.values().cloned().collect(),
+            routers: self.routers.values().cloned().collect(),
+            floatingips: self.floatingips.values().cloned().collect(),
+            servers: self.servers.values().cloned().collect(),
+            loadbalancers: self.loadbalancers.values().cloned().collect(),
+            amphorae: self.amphorae.values().cloned().collect(),
+        }
+    }
+
+    /// Referential checks Neutron itself enforces on create.
+    fn validate(&self) -> Result<(), (&'static str, String, String)> {
+        for s in self.subnets.values() {
+            if !self.networks.contains_key(&s.network_id) {
+                return Err((
+                    "subnet",
+                    s.id.clone(),
+                    format!("network_id {:?} does not exist", s.network_id),
+                ));
+            }
+        }
+        for p in self.ports.values() {
+            if !self.networks.contains_key(&p.network_id) {
+                return Err((
+                    "port",
+                    p.id.clone(),
+                    format!("network_id {:?} does not exist", p.network_id),
+                ));
+            }
+            for f in &p.fixed_ips {
+                match self.subnets.get(&f.subnet_id) {
+                    None => {
+                        return Err((
+                            "port",
+                            p.id.clone(),
+                            format!("fixed_ips subnet_id {:?} does not exist", f.subnet_id),
+                        ))
+                    }
+                    Some(s) if s.network_id != p.network_id => {
+                        return Err((
+                            "port",
+                            p.id.clone(),
+                            format!(
+                                "subnet {:?} is not on network {:?}",
+                                f.subnet_id, p.network_id
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for r in self.routers.values() {
+            if let Some(g) = &r.external_gateway_info {
+                match self.networks.get(&g.network_id) {
+                    Some(n) if n.external => {}
+                    _ => {
+                        return Err((
+                            "router",
+                            r.id.clone(),
+                            format!(
+                                "gateway network {:?} is not an existing router:external network",
+                                g.network_id
+                            ),
+                        ))
+                    }
+                }
+            }
+        }
+        for f in self.floatingips.values() {
+            if !self
+                .networks
+                .get(&f.floating_network_id)
+                .is_some_and(|n| n.external)
+            {
+                return Err((
+                    "floatingip",
+                    f.id.clone(),
+                    format!(
+                        "floating_network_id {:?} is not an external network",
+                        f.floating_network_id
+                    ),
+                ));
+            }
+            if let Some(port) = &f.port_id {
+                if !self.ports.contains_key(port) {
+                    return Err((
+                        "floatingip",
+                        f.id.clone(),
+                        format!("port_id {port:?} does not exist"),
+                    ));
+                }
+            }
+        }
+        for a in self.application_credentials.values() {
+            if !self.users.contains_key(&a.user_id) {
+                return Err((
+                    "application_credential",
+                    a.id.clone(),
+                    format!("user_id {:?} does not exist", a.user_id),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `f` and keeps the result only if the whole store still validates.
+    fn transaction<R>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<R, MutationError>,
+    ) -> Result<R, MutationError> {
+        let snapshot = self.to_topology();
+        let out = f(self)?;
+        if let Err((kind, id, problem)) = self.validate() {
+            let restored = Self::from_topology(&snapshot).unwrap_or_default();
+            self.restore_resources(restored);
+            return Err(MutationError::Invalid {
+                kind: kind.into(),
+                message: format!("{id:?}: {problem}"),
+            });
+        }
+        Ok(out)
+    }
+
+    fn restore_resources(&mut self, r: Self) {
+        self.projects = r.projects;
+        self.users = r.users;
+        self.application_credentials = r.application_credentials;
+        self.networks = r.networks;
+        self.subnets = r.subnets;
+        self.ports = r.ports;
+        self.routers = r.routers;
+        self.floatingips = r.floatingips;
+        self.servers = r.servers;
+        self.loadbalancers = r.loadbalancers;
+        self.amphorae = r.amphorae;
+    }
+
+    /// Adds a resource (`POST /sim/<kind>`).
+    pub fn create(&mut self, kind: &str, body: Value) -> Result<Value, MutationError> {
+        self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, false)))
+    }
+
+    /// Replaces a resource (`PUT /sim/<kind>/<id>`).
+    pub fn replace(
+        &mut self,
+        kind: &str,
+        id: &str,
+        mut body: Value,
+    ) -> Result<Value, MutationError> {
+        if body.get("id").is_none() {
+            body["id"] = Value::String(id.to_owned());
+        }
+        if id_of(&body).as_deref() != Some(id) {
+            return Err(MutationError::Invalid {
+                kind: kind.into(),
+                message: "`id` cannot change".into(),
+            });
+        }
+        self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, true)))
+    }
+
+    /// Changes some fields (`PATCH /sim/<kind>/<id>`): moves a port to
+    /// another network/device/project, renames, re-owns.
+    pub fn update(&mut self, kind: &str, id: &str, changes: Value) -> Result<Value, MutationError> {
+        self.transaction(|s| with_kind!(s, kind, |map| patch(map, kind, id, changes)))
+    }
+
+    /// Removes a resource (`DELETE /sim/<kind>/<id>`).
+    pub fn delete(&mut self, kind: &str, id: &str) -> Result<(), MutationError> {
+        self.transaction(|s| {
+            with_kind!(s, kind, |map| map.remove(id).map(|_| ()).ok_or_else(|| {
+                MutationError::NotFound {
+                    kind: kind.into(),
+                    id: id.into(),
+                }
+            }))
+        })
+    }
+
+    fn router_mut(&mut self, id: &str) -> Result<&mut Router, MutationError> {
+        self.routers
+            .get_mut(id)
+            .ok_or_else(|| MutationError::NotFound {
+                kind: "routers".into(),
+                id: id.into(),
+            })
+    }
+
+    /// Adds an extra route (the `extraroute` extension).
+    pub fn add_route(
+        &mut self,
+        router: &str,
+        route: super::topology::Route,
+    ) -> Result<(), MutationError> {
+        let r = self.router_mut(router)?;
+        if !r.routes.contains(&route) {
+            r.routes.push(route);
+        }
+        Ok(())
+    }
+
+    /// Removes an extra route; a missing route is a 404.
+    pub fn remove_route(
+        &mut self,
+        router: &str,
+        route: &super::topology::Route,
+    ) -> Result<(), MutationError> {
+        let r = self.router_mut(router)?;
+        let before = r.routes.len();
+        r.routes.retain(|x| x != route);
+        if r.routes.len() == before {
+            return Err(MutationError::NotFound {
+                kind: "route".into(),
+                id: format!("{} via {}", route.destination, route.nexthop),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets or clears a router's external gateway.
+    pub fn set_gateway(
+        &mut self,
+        router: &str,
+        gw: Option<super::topology::Gateway>,
+    ) -> Result<(), MutationError> {
+        self.transaction(|s| {
+            s.router_mut(router)?.external_gateway_info = gw;
+            Ok(())
+        })
+    }
+
+    /// Plugs a subnet into a router the way Neutron does: a new port owned by
+    /// `network:router_interface` holding the subnet's gateway address.
+    pub fn add_interface(
+        &mut self,
+        router: &str,
+        req: &InterfaceRequest,
+    ) -> Result<Value, MutationError> {
+        let project = self.router_mut(router)?.project_id.clone();
+        let subnet =
+            self.subnets
+                .get(&req.subnet_id)
+                .cloned()
+                .ok_or_else(|| MutationError::NotFound {
+                    kind: "subnets".into(),
+                    id: req.subnet_id.clone(),
+                })?;
+        let ip = req
+            .ip_address
+            .clone()
+            .or(subnet.gateway_ip.clone())
+            .ok_or_else(|| MutationError::Invalid {
+                kind: "router interface".into(),
+                message: format!("subnet {:?} has no gateway_ip; pass ip_address", subnet.id),
+            })?;
+        let port = Port {
+            id: req
+                .port_id
+                .clone()
+                .unwrap_or_else(|| format!("rif-{router}-{}", subnet.id)),
+            name: String::new(),
+            network_id: subnet.network_id.clone(),
+            project_id: project,
+            mac_address: req.mac_address.clone(),
+            device_id: router.to_owned(),
+            device_owner: "network:router_interface".into(),
+            fixed_ips: vec![super::topology::FixedIp {
+                subnet_id: subnet.id.clone(),
+                ip_address: ip,
+            }],
+            allowed_address_pairs: vec![],
+        };
+        let body = serde_json::to_value(&port).unwrap_or(Value::Null);
+        self.create("ports", body)
+    }
+
+    /// Unplugs a subnet: removes (and returns) the router's interface port on it.
+    pub fn remove_interface(
+        &mut self,
+        router: &str,
+        subnet_id: &str,
+    ) -> Result<Port, MutationError> {
+        self.router_mut(router)?;
+        let port = self
+            .ports
+            .values()
+            .find(|p| {
+                p.device_id == router
+                    && p.device_owner == "network:router_interface"
+                    && p.fixed_ips.iter().any(|f| f.subnet_id == subnet_id)
+            })
+            .cloned()
+            .ok_or_else(|| MutationError::NotFound {
+                kind: "router interface".into(),
+                id: format!("{router}/{subnet_id}"),
+            })?;
+        self.delete("ports", &port.id)?;
+        Ok(port)
+    }
+
+    /// Applies a settings change.
+    pub fn apply_settings(&mut self, p: SettingsPatch) {
+        if let Some(ps) = p.page_size {
+            self.settings.page_size = (ps > 0).then_some(ps);
+        }
+        if let Some(ttl) = p.token_ttl_secs {
+            self.settings.token_ttl_secs = ttl;
+        }
+        if let Some(k) = p.keystone_paging {
+            self.settings.keystone_paging = k;
+        }
+        if let Some(s) = p.services {
+            self.settings.services = s;
+        }
+        if let Some(r) = p.regions {
+            self.settings.regions = r;
+        }
+    }
+
+    pub fn add_fault(&mut self, f: Fault) {
+        self.faults.push(f);
+    }
+
+    pub fn clear_faults(&mut self) {
+        self.faults.clear();
+    }
+
+    /// Invalidates every issued token (the next API call gets a 401).
+    pub fn revoke_tokens(&mut self) {
+        self.tokens.clear();
+    }
+
+    /// The first live fault for `endpoint`, consuming one use of it.
+    pub(crate) fn take_fault(&mut self, endpoint: &str) -> Option<Fault> {
+        let i = self
+            .faults
+            .iter()
+            .position(|f| f.endpoint == endpoint || f.endpoint == "*")?;
+        let fault = self.faults[i].clone();
+        if let Some(n) = &mut self.faults[i].times {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.faults.remove(i);
+            }
+        }
+        Some(fault)
+    }
+
+    pub(crate) fn issue_token(&mut self, project_id: String) -> (String, SystemTime) {
+        self.token_seq += 1;
+        self.tokens_issued += 1;
+        let value = format!("gAAAAsim{:016x}", self.token_seq);
+        let expires_at = SystemTime::now() + Duration::from_secs(self.settings.token_ttl_secs);
+        self.tokens.insert(
+            value.clone(),
+            IssuedToken {
+                project_id,
+                expires_at,
+            },
+        );
+        (value, expires_at)
+    }
+
+    /// The project a valid token is scoped to.
+    pub(crate) fn check_token(&self, token: Option<&str>) -> Option<String> {
+        let t = self.tokens.get(token?)?;
+        (SystemTime::now() < t.expires_at).then(|| t.project_id.clone())
+    }
+
+    pub(crate) fn count(&mut self, key: String) {
+        *self.requests.entry(key).or_default() += 1;
+    }
+
+    /// Zeroes the request counters (`DELETE /sim/stats`).
+    pub fn requests_reset(&mut self) {
+        self.requests.clear();
+        self.tokens_issued = 0;
+    }
+
+    /// Counters for tests and operators (`GET /sim/stats`).
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        Stats {
+            tokens_issued: self.tokens_issued,
+            requests: self.requests.clone(),
+        }
+    }
+}
+
+/// `POST /sim/routers/<id>/interfaces` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceRequest {
+    pub subnet_id: String,
+    pub mac_address: String,
+    #[serde(default)]
+    pub port_id: Option<String>,
+    #[serde(default)]
+    pub ip_address: Option<String>,
+}
+
+/// Request counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub tokens_issued: u64,
+    /// By `region/interface/endpoint`.
+    pub requests: BTreeMap<String, u64>,
+}
+
+impl Stats {
+    /// Requests for `endpoint` over every region and interface.
+    #[must_use]
+    pub fn requests_for(&self, endpoint: &str) -> u64 {
+        self.requests
+            .iter()
+            .filter(|(k, _)| k.rsplit('/').next() == Some(endpoint))
+            .map(|(_, v)| v)
+            .sum()
+    }
+}

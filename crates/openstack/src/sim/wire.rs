@@ -1,0 +1,161 @@
+//! Resources rendered exactly as the services list them: the fields the
+//! agent reads plus the ones real responses carry, so a client tested here
+//! meets no surprise on a real cloud.
+
+use serde_json::{json, Value};
+
+use super::topology::{
+    Amphora, FloatingIp, LoadBalancer, Network, Port, Project, Router, Server, Subnet,
+};
+
+// One fixed instant: the simulator has no history to report.
+const STAMP: &str = "2026-01-01T00:00:00Z";
+
+#[must_use]
+pub fn ip_version(cidr_or_ip: &str) -> u8 {
+    if cidr_or_ip.contains(':') {
+        6
+    } else {
+        4
+    }
+}
+
+#[must_use]
+pub fn network(n: &Network, subnet_ids: &[String]) -> Value {
+    json!({
+        "id": n.id, "name": n.name, "project_id": n.project_id, "tenant_id": n.project_id,
+        "shared": n.shared, "router:external": n.external, "status": "ACTIVE",
+        "admin_state_up": true, "subnets": subnet_ids, "mtu": 1450,
+        "availability_zone_hints": [], "availability_zones": ["nova"],
+        "ipv4_address_scope": null, "ipv6_address_scope": null,
+        "port_security_enabled": true, "description": "", "tags": [],
+        "created_at": STAMP, "updated_at": STAMP, "revision_number": 1,
+        "is_default": false, "l2_adjacency": true, "qos_policy_id": null,
+    })
+}
+
+#[must_use]
+pub fn subnet(s: &Subnet) -> Value {
+    let v6 = ip_version(&s.cidr) == 6;
+    json!({
+        "id": s.id, "name": s.name, "network_id": s.network_id,
+        "project_id": s.project_id, "tenant_id": s.project_id,
+        "cidr": s.cidr, "gateway_ip": s.gateway_ip, "ip_version": ip_version(&s.cidr),
+        "enable_dhcp": s.enable_dhcp, "allocation_pools": [], "dns_nameservers": [],
+        "host_routes": [], "service_types": [], "dns_publish_fixed_ip": false, "segment_id": null, "subnetpool_id": null,
+        "ipv6_ra_mode": if v6 { json!("slaac") } else { Value::Null },
+        "ipv6_address_mode": if v6 { json!("slaac") } else { Value::Null },
+        "description": "", "tags": [], "created_at": STAMP, "updated_at": STAMP,
+        "revision_number": 0,
+    })
+}
+
+#[must_use]
+pub fn port(p: &Port) -> Value {
+    let pairs: Vec<Value> = p
+        .allowed_address_pairs
+        .iter()
+        .map(|a| json!({"ip_address": a.ip_address, "mac_address": a.mac_address.as_deref().unwrap_or(&p.mac_address)}))
+        .collect();
+    let fixed: Vec<Value> = p
+        .fixed_ips
+        .iter()
+        .map(|f| json!({"subnet_id": f.subnet_id, "ip_address": f.ip_address}))
+        .collect();
+    json!({
+        "id": p.id, "name": p.name, "network_id": p.network_id,
+        "project_id": p.project_id, "tenant_id": p.project_id,
+        "mac_address": p.mac_address, "device_id": p.device_id, "device_owner": p.device_owner,
+        "fixed_ips": fixed, "allowed_address_pairs": pairs, "admin_state_up": true,
+        "status": if p.device_owner.is_empty() { "DOWN" } else { "ACTIVE" },
+        "binding:vnic_type": "normal", "security_groups": [], "extra_dhcp_opts": [],
+        "port_security_enabled": true, "description": "", "tags": [],
+        "created_at": STAMP, "updated_at": STAMP, "revision_number": 1,
+    })
+}
+
+#[must_use]
+pub fn router(r: &Router) -> Value {
+    let gw = r.external_gateway_info.as_ref().map_or(Value::Null, |g| {
+        json!({
+            "network_id": g.network_id, "enable_snat": g.enable_snat,
+            "external_fixed_ips": g.external_fixed_ips.iter()
+                .map(|f| json!({"subnet_id": f.subnet_id, "ip_address": f.ip_address}))
+                .collect::<Vec<_>>(),
+        })
+    });
+    json!({
+        "id": r.id, "name": r.name, "project_id": r.project_id, "tenant_id": r.project_id,
+        "admin_state_up": true, "status": "ACTIVE", "external_gateway_info": gw,
+        "routes": r.routes.iter().map(|x| json!({"destination": x.destination, "nexthop": x.nexthop})).collect::<Vec<_>>(),
+        "availability_zone_hints": [], "availability_zones": ["nova"], "flavor_id": null,
+        "distributed": false, "ha": false,
+        "description": "", "tags": [], "created_at": STAMP, "updated_at": STAMP,
+        "revision_number": 1,
+    })
+}
+
+#[must_use]
+pub fn floatingip(f: &FloatingIp) -> Value {
+    json!({
+        "id": f.id, "project_id": f.project_id, "tenant_id": f.project_id,
+        "floating_network_id": f.floating_network_id, "floating_ip_address": f.floating_ip_address,
+        "port_id": f.port_id, "fixed_ip_address": f.fixed_ip_address, "router_id": f.router_id,
+        "status": if f.port_id.is_some() { "ACTIVE" } else { "DOWN" },
+        "description": "", "tags": [], "port_forwardings": [], "qos_policy_id": null,
+        "dns_domain": "", "dns_name": "", "port_details": null,
+        "created_at": STAMP, "updated_at": STAMP, "revision_number": 0,
+    })
+}
+
+#[must_use]
+pub fn project(p: &Project, base: &str) -> Value {
+    json!({
+        "id": p.id, "name": p.name, "domain_id": p.domain_id, "description": p.description,
+        "enabled": true, "is_domain": false, "parent_id": p.domain_id, "tags": [],
+        "options": {}, "links": {"self": format!("{base}/projects/{}", p.id)},
+    })
+}
+
+#[must_use]
+pub fn server(s: &Server, base: &str) -> Value {
+    json!({
+        "id": s.id, "name": s.name, "tenant_id": s.tenant_id, "user_id": "sim-user",
+        "status": s.status, "OS-EXT-AZ:availability_zone": s.availability_zone,
+        "OS-EXT-STS:vm_state": s.status.to_lowercase(), "OS-EXT-STS:task_state": null,
+        "OS-EXT-STS:power_state": 1, "addresses": {}, "metadata": {}, "tags": [],
+        "flavor": {"original_name": "m1.small", "vcpus": 1, "ram": 2048, "disk": 20,
+                   "ephemeral": 0, "swap": 0, "extra_specs": {}},
+        "image": "", "hostId": "", "key_name": null, "config_drive": "",
+        "accessIPv4": "", "accessIPv6": "", "progress": 0, "locked": false,
+        "created": STAMP, "updated": STAMP, "security_groups": [],
+        "os-extended-volumes:volumes_attached": [], "description": null,
+        "links": [{"rel": "self", "href": format!("{base}/servers/{}", s.id)},
+                  {"rel": "bookmark", "href": format!("{base}/servers/{}", s.id)}],
+    })
+}
+
+#[must_use]
+pub fn loadbalancer(l: &LoadBalancer) -> Value {
+    json!({
+        "id": l.id, "name": l.name, "project_id": l.project_id, "tenant_id": l.project_id,
+        "provider": l.provider, "vip_address": l.vip_address, "vip_port_id": l.vip_port_id,
+        "vip_subnet_id": l.vip_subnet_id, "vip_network_id": l.vip_network_id,
+        "vip_qos_policy_id": null, "provisioning_status": "ACTIVE", "operating_status": "ONLINE",
+        "admin_state_up": true, "listeners": [], "pools": [], "flavor_id": null,
+        "availability_zone": null, "description": "", "tags": [],
+        "created_at": STAMP, "updated_at": STAMP,
+    })
+}
+
+#[must_use]
+pub fn amphora(a: &Amphora) -> Value {
+    json!({
+        "id": a.id, "loadbalancer_id": a.loadbalancer_id, "compute_id": a.compute_id,
+        "lb_network_ip": a.lb_network_ip, "vrrp_ip": a.vrrp_ip, "ha_ip": a.ha_ip,
+        "vrrp_port_id": null, "ha_port_id": null, "status": a.status, "role": a.role,
+        "cert_expiration": "2027-01-01T00:00:00", "cert_busy": false,
+        "vrrp_interface": null, "vrrp_id": 1, "vrrp_priority": null, "cached_zone": "nova",
+        "image_id": null, "compute_flavor": null, "created_at": STAMP, "updated_at": STAMP,
+    })
+}

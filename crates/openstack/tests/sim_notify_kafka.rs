@@ -1,0 +1,125 @@
+//! The simulator publishes the same oslo notifications to a Kafka topic; read
+//! back from a real Kafka-protocol broker (tansu, started by
+//! `scripts/real-cloud up-kafka` on a private loopback port). Root only;
+//! fails loudly when the broker cannot run.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lachesis_openstack::sim::notify::KafkaTarget;
+use lachesis_openstack::sim::{self, SimOptions, Store, Topology};
+use rskafka::client::partition::UnknownTopicHandling;
+use serde_json::{json, Value};
+
+const BROKER: &str = "127.0.0.1:39092";
+
+fn script() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/real-cloud").to_owned()
+}
+
+struct Broker;
+
+impl Broker {
+    fn up() -> Self {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "the Kafka notification test runs a broker: run as root (it does not skip)"
+        );
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("up-kafka")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the Kafka broker could not be brought up:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(script()).arg("down").status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutations_publish_to_the_kafka_topic() {
+    let _broker = Broker::up();
+    let client = rskafka::client::ClientBuilder::new(vec![BROKER.into()])
+        .build()
+        .await
+        .unwrap();
+    let partition = client
+        .partition_client("notifications.info", 0, UnknownTopicHandling::Retry)
+        .await
+        .unwrap();
+    let (_, start) = partition.fetch_records(0, 1..1_000_000, 100).await.unwrap();
+
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
+    let topology = Topology::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let opts = SimOptions {
+        kafka: Some(KafkaTarget {
+            brokers: vec![BROKER.into()],
+            topic: "notifications.info".into(),
+            host: "simhost".into(),
+        }),
+        ..SimOptions::default()
+    };
+    let sim = sim::start_with(
+        Store::from_topology(&topology).unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+        opts,
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let ctl = |p: &str| format!("{}/sim/{p}", sim.base_url());
+    let resp = http
+        .patch(ctl("ports/p-vm-a2"))
+        .body(json!({"device_owner": "compute:az2"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    http.delete(ctl("projects/0b0000000000000000000000000000bb"))
+        .send()
+        .await
+        .unwrap();
+
+    let mut got: Vec<Value> = Vec::new();
+    let mut offset = start;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while got.len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of 2 notifications within 15 s: {got:?}",
+            got.len()
+        );
+        let (records, _) = partition
+            .fetch_records(offset, 1..1_000_000, 500)
+            .await
+            .unwrap();
+        for r in records {
+            offset = r.offset + 1;
+            let envelope: Value =
+                serde_json::from_slice(r.record.value.as_deref().unwrap()).unwrap();
+            assert_eq!(envelope["oslo.version"], "2.0");
+            got.push(serde_json::from_str(envelope["oslo.message"].as_str().unwrap()).unwrap());
+        }
+    }
+    assert_eq!(got[0]["event_type"], "port.update.end");
+    assert_eq!(got[0]["publisher_id"], "network.simhost");
+    assert_eq!(got[0]["payload"]["port"]["device_owner"], "compute:az2");
+    assert_eq!(got[1]["event_type"], "identity.project.deleted");
+    assert_eq!(got[1]["publisher_id"], "identity.simhost");
+    assert_eq!(
+        got[1]["payload"]["resource_info"],
+        "0b0000000000000000000000000000bb"
+    );
+}
