@@ -262,6 +262,11 @@ impl Datapath {
 
     /// Removes ours from every interface whose name does not `qualify`, and
     /// link pins whose interface is gone. Returns what was removed.
+    ///
+    /// "Ours" is any program named `lachesis_tx`/`lachesis_rx` on any
+    /// interface of this network namespace: one agent owns a node. A caller
+    /// sharing the namespace with other instances (tests) must declare their
+    /// interfaces as qualifying.
     pub fn remove_unqualified(&self, qualify: impl Fn(&str) -> bool) -> Result<Vec<Attachment>> {
         let mut removed = Vec::new();
         for a in self.attachments()? {

@@ -406,8 +406,13 @@ fn attachments_on_unqualified_or_vanished_interfaces_are_removed() {
     c.exec(&["ip", "link", "del", "eth0"]).unwrap();
     assert!(lachesis_datapath::ifindex(&c.tap).is_err());
 
-    // Only a's tap still qualifies.
-    let removed = dp.remove_unqualified(|name| name == a.tap).unwrap();
+    // Only a's tap still qualifies among this lab's taps. Other interfaces
+    // on the machine (other tests' taps running in parallel) are declared
+    // qualifying so this test never touches what it did not create.
+    let ours = [a.tap.clone(), b.tap.clone(), c.tap.clone()];
+    let removed = dp
+        .remove_unqualified(|name| name == a.tap || !ours.iter().any(|t| t == name))
+        .unwrap();
     let mut removed_taps: Vec<_> = removed.iter().map(|r| r.ifname.clone().unwrap()).collect();
     removed_taps.sort();
     removed_taps.dedup();
