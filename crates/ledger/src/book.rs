@@ -117,12 +117,14 @@ impl Book {
                 continue;
             }
             // A key the ledger holds no row for. If it was reported for
-            // deletion and the entry is still the same one, continue from that
-            // baseline rather than counting its bytes a second time.
+            // deletion and the entry may still be the same one, continue from
+            // that baseline rather than counting its bytes a second time. A
+            // stamp-0 tombstone (a row restored from schema 1) cannot be
+            // compared: `delta` decides from the counters, as for a row.
             let tomb = self
                 .tombstones
                 .get(key)
-                .filter(|t| t.base.stamp == reading.created_ns)
+                .filter(|t| t.base.stamp == 0 || t.base.stamp == reading.created_ns)
                 .map(|t| t.base);
             let (add, case) = delta(tomb.as_ref(), reading);
             health.note_case(case);
