@@ -35,6 +35,8 @@ pub struct LedgerSizes {
 pub struct Ledger {
     inner: Mutex<Inner>,
     pub(crate) flush_metrics: FlushMetrics,
+    /// Held for a whole flush, so flushes never interleave (§11).
+    pub(crate) flush_serial: Mutex<()>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -64,6 +66,7 @@ impl Ledger {
                 limits,
             }),
             flush_metrics: FlushMetrics::default(),
+            flush_serial: Mutex::new(()),
         }
     }
 

@@ -154,7 +154,7 @@ fn crash_between_temp_write_and_rename_keeps_the_current_file() {
     let good = fs::read(&p.current).unwrap();
     // The next flush died after writing half its temp file.
     let next = state::encode(&l.snapshot(), json!({"gen": 2})).unwrap();
-    fs::write(&p.temp, &next[..next.len() / 2]).unwrap();
+    fs::write(p.temp.with_extension("tmp.1.0"), &next[..next.len() / 2]).unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Current);
     assert_eq!(loaded.plan, json!({"gen": 1}));
@@ -174,7 +174,7 @@ fn crash_between_rotate_and_rename_falls_back_to_bak() {
     // Rotated, not yet renamed: no current file, a complete temp file.
     fs::rename(&p.current, &p.backup).unwrap();
     fs::write(
-        &p.temp,
+        p.temp.with_extension("tmp.1.0"),
         state::encode(&l.snapshot(), json!({"gen": 2})).unwrap(),
     )
     .unwrap();
@@ -405,4 +405,50 @@ fn evicting_a_schema_1_row_leaves_a_tombstone_its_surviving_entry_continues_from
     // The fixture holds row 5000, server-settled 700, total-settled 11 and
     // unknown 33; only the 100 grown since are new.
     assert_eq!(held, 5000 + 700 + 11 + 33 + 100);
+}
+
+#[test]
+fn overlapping_flushes_neither_fail_nor_leave_a_torn_or_missing_file() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let l = Arc::new(Ledger::default());
+    // Big enough that one flush's write overlaps the other's rotate/rename.
+    let readings: Vec<_> = (0..4_000u32)
+        .map(|i| {
+            let b = i.to_be_bytes();
+            let k = lachesis_abi::FlowKey {
+                dst_mac: [4, 0, b[0], b[1], b[2], b[3]],
+                ..key(mac(1), mac(2), Tx, SameTenant, Tcp)
+            };
+            (k, reading(u64::from(i) + 1, 1, 1))
+        })
+        .collect();
+    l.apply_drain(&world(), &readings, 0);
+    let (failed, bad) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..15 {
+                    if state::flush(&l, &p, json!(null)).is_err() {
+                        failed.fetch_add(1, Relaxed);
+                    }
+                    // After our own successful flush a complete current
+                    // file must exist, whatever the other thread is doing.
+                    let ok = fs::read(&p.current)
+                        .is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok());
+                    if !ok {
+                        bad.fetch_add(1, Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!((failed.into_inner(), bad.into_inner()), (0, 0));
+    let left: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temp files left behind: {left:?}");
 }

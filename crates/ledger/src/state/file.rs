@@ -7,9 +7,11 @@
 //! `.quarantine` before anything can overwrite them; a newer schema refuses.
 
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -71,7 +73,8 @@ pub struct StatePaths {
     pub current: PathBuf,
     /// The previous generation.
     pub backup: PathBuf,
-    /// The file being written.
+    /// Prefix of the files being written: each flush writes
+    /// `<temp>.<pid>.<n>`, created exclusively.
     pub temp: PathBuf,
 }
 
@@ -131,6 +134,45 @@ pub fn encode(book: &Book, plan: Value) -> Result<Vec<u8>, serde_json::Error> {
     Ok(out)
 }
 
+/// A temp file name no other flush (of this or another process) uses,
+/// removed again unless it was renamed into place.
+struct TempFile {
+    path: PathBuf,
+    keep: std::cell::Cell<bool>,
+}
+
+impl TempFile {
+    fn unique(prefix: &Path) -> TempFile {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        TempFile {
+            path: with_suffix(prefix, &format!(".{}.{n}", std::process::id())),
+            keep: std::cell::Cell::new(false),
+        }
+    }
+
+    /// `create_new`: never truncates a file someone else is writing.
+    fn create(&self) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&self.path)
+    }
+
+    fn renamed(&self) {
+        self.keep.set(true);
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.keep.get() {
+            // Best effort: a leftover temp file is never read by load.
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
 struct Phases<'a> {
     ledger: &'a Ledger,
     path: &'a Path,
@@ -166,14 +208,23 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         path: &paths.current,
         times: [Duration::ZERO; 7],
     };
+    // Two flushes interleaving their rotate and rename could leave no
+    // current file, or put an older generation over a newer one: the whole
+    // flush is one critical section (separate from the ledger lock, which
+    // only the copy takes).
+    let _serial = ledger
+        .flush_serial
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     // The only lock-held phase: a clone of plain data.
     let book = ph.run(FlushPhase::Copy, || Ok(ledger.snapshot()))?;
     let bytes = ph.run(FlushPhase::Serialize, || {
         encode(&book, plan).map_err(io::Error::other)
     })?;
     drop(book);
+    let temp = TempFile::unique(&paths.temp);
     let file = ph.run(FlushPhase::Write, || {
-        let mut f = File::create(&paths.temp)?;
+        let mut f = temp.create()?;
         f.write_all(&bytes)?;
         Ok(f)
     })?;
@@ -186,8 +237,9 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         }
     })?;
     ph.run(FlushPhase::Rename, || {
-        fs::rename(&paths.temp, &paths.current)
+        fs::rename(&temp.path, &paths.current)
     })?;
+    temp.renamed();
     ph.run(FlushPhase::DirFsync, || {
         let dir = match paths.current.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
