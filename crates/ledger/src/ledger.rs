@@ -1,12 +1,12 @@
 //! The shared ledger handle: one lock around the book, so a drain, a settle,
 //! a prune or a scrape each see and leave a whole state.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use lachesis_abi::{FlowCounters, FlowKey};
 use rustc_hash::FxHashSet;
 
-use crate::attribution::Attribution;
+use crate::attribution::AttributionSource;
 use crate::book::{Book, DrainReport};
 use crate::health::Health;
 use crate::interner::InternerFull;
@@ -32,8 +32,13 @@ pub struct LedgerSizes {
 }
 
 /// The billing ledger (DESIGN §9). Cheap to share behind an `Arc`.
+///
+/// It owns the [`AttributionSource`] and loads the attribution inside its own
+/// lock for every drain, settle, prune and scrape: a caller-held snapshot may
+/// predate a settle-and-swap and would re-create rows the settle just ended.
 pub struct Ledger {
     inner: Mutex<Inner>,
+    pub(crate) source: Arc<dyn AttributionSource>,
     pub(crate) flush_metrics: FlushMetrics,
     /// Held for a whole flush, so flushes never interleave (§11).
     pub(crate) flush_serial: Mutex<()>,
@@ -49,17 +54,12 @@ impl std::fmt::Debug for Ledger {
     }
 }
 
-impl Default for Ledger {
-    fn default() -> Self {
-        Ledger::new(UnresolvedLimits::default())
-    }
-}
-
 impl Ledger {
-    /// An empty ledger.
+    /// An empty ledger attributing rows through `source`.
     #[must_use]
-    pub fn new(limits: UnresolvedLimits) -> Ledger {
+    pub fn new(limits: UnresolvedLimits, source: Arc<dyn AttributionSource>) -> Ledger {
         Ledger {
+            source,
             inner: Mutex::new(Inner {
                 book: Book::default(),
                 health: Health::default(),
@@ -86,24 +86,25 @@ impl Ledger {
     /// MAC is now bound, adds each reading's new bytes, and evicts unresolved
     /// rows past their TTL or over capacity. The returned
     /// [`DrainReport::delete`] lists kernel entries the caller must delete.
-    pub fn apply_drain(
-        &self,
-        attr: &dyn Attribution,
-        readings: &[(FlowKey, FlowCounters)],
-        now_ns: u64,
-    ) -> DrainReport {
+    pub fn apply_drain(&self, readings: &[(FlowKey, FlowCounters)], now_ns: u64) -> DrainReport {
         let mut g = self.lock();
         let inner = &mut *g;
-        inner
-            .book
-            .apply_drain(attr, readings, now_ns, inner.limits, &mut inner.health)
+        let attr = self.source.load();
+        inner.book.apply_drain(
+            attr.as_ref(),
+            readings,
+            now_ns,
+            inner.limits,
+            &mut inner.health,
+        )
     }
 
     /// Moves waiting rows whose MAC became bound (e.g. right after a reconcile).
-    pub fn resolve_pending(&self, attr: &dyn Attribution) -> usize {
+    pub fn resolve_pending(&self) -> usize {
         let mut g = self.lock();
         let inner = &mut *g;
-        inner.book.resolve_pending(attr, &mut inner.health)
+        let attr = self.source.load();
+        inner.book.resolve_pending(attr.as_ref(), &mut inner.health)
     }
 
     /// Evicts unresolved rows past their TTL or over capacity without a
@@ -116,19 +117,16 @@ impl Ledger {
             .evict_unresolved(inner.limits, now_ns, &mut inner.health)
     }
 
-    /// Settles rows under `old` (the attribution in force before the change),
-    /// then runs `swap` — the caller's switch to the new attribution — before
-    /// releasing the lock, so a scrape sees either the old attribution with
-    /// unsettled rows or the new one with settled rows, never a mix.
-    pub fn settle(
-        &self,
-        old: &dyn Attribution,
-        mode: SettleMode,
-        swap: impl FnOnce(),
-    ) -> SettleReport {
+    /// Settles rows under the attribution the source serves now (the one in
+    /// force before the change), then runs `swap` — the caller's switch of
+    /// the source to the new attribution — before releasing the lock, so a
+    /// scrape or drain sees either the old attribution with unsettled rows or
+    /// the new one with settled rows, never a mix.
+    pub fn settle(&self, mode: SettleMode, swap: impl FnOnce()) -> SettleReport {
         let mut g = self.lock();
         let inner = &mut *g;
-        let report = inner.book.settle(old, mode, &mut inner.health);
+        let old = self.source.load();
+        let report = inner.book.settle(old.as_ref(), mode, &mut inner.health);
         swap();
         report
     }
@@ -137,26 +135,30 @@ impl Ledger {
     /// non-empty Nova list (§7), folding them into tenant-settled.
     pub fn prune_servers<'s>(
         &self,
-        attr: &dyn Attribution,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
         let alive: FxHashSet<&str> = alive.into_iter().collect();
         let mut g = self.lock();
         let inner = &mut *g;
-        inner.book.prune_servers(attr, &alive, &mut inner.health)
+        let attr = self.source.load();
+        inner
+            .book
+            .prune_servers(attr.as_ref(), &alive, &mut inner.health)
     }
 
     /// Ends the tenant-settled buckets of projects absent from the Keystone
     /// list (§7), folding them into total-settled.
     pub fn prune_tenants<'s>(
         &self,
-        attr: &dyn Attribution,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
         let alive: FxHashSet<&str> = alive.into_iter().collect();
         let mut g = self.lock();
         let inner = &mut *g;
-        inner.book.prune_tenants(attr, &alive, &mut inner.health)
+        let attr = self.source.load();
+        inner
+            .book
+            .prune_tenants(attr.as_ref(), &alive, &mut inner.health)
     }
 
     /// The kernel tenant id of a project, allocating one on first use.

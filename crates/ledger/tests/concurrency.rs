@@ -15,14 +15,14 @@ use std::thread;
 use common::{family, key, mac, parse, reading, world, Labels};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::{OwnedBinding, SwapSource};
-use lachesis_ledger::{Exporter, Format, Ledger, Selector, SettleMode};
+use lachesis_ledger::{Exporter, Format, Ledger, Selector, SettleMode, UnresolvedLimits};
 
 const DRAINS: u64 = 1500;
 
 #[test]
 fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
-    let ledger = Arc::new(Ledger::default());
     let source = Arc::new(SwapSource::new(world()));
+    let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source.clone()));
     let done = Arc::new(AtomicBool::new(false));
     let scrape_count = Arc::new(AtomicUsize::new(0));
     let settles = Arc::new(AtomicUsize::new(0));
@@ -34,7 +34,7 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
     ];
 
     let drainer = {
-        let (ledger, source) = (ledger.clone(), source.clone());
+        let (ledger, _source) = (ledger.clone(), source.clone());
         thread::spawn(move || {
             for i in 1..=DRAINS {
                 let readings: Vec<_> = keys
@@ -42,7 +42,7 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
                     .zip([1, 10, 100, 1000])
                     .map(|(k, unit)| (*k, reading(unit * i, i, 7)))
                     .collect();
-                ledger.apply_drain(source.current().as_ref(), &readings, i);
+                ledger.apply_drain(&readings, i);
             }
         })
     };
@@ -64,24 +64,18 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
                     mac(1),
                     OwnedBinding::new(if flip { "t-c" } else { "t-a" }, "s-1", "p-1"),
                 );
-                ledger.settle(
-                    old.as_ref(),
-                    SettleMode::Rebase(Selector::VmMac(mac(1))),
-                    || {
-                        source.store(next.clone());
-                    },
-                );
+                ledger.settle(SettleMode::Rebase(Selector::VmMac(mac(1))), || {
+                    source.store(next.clone());
+                });
                 let old = source.current();
                 let mut next = (*old).clone();
                 next.routers.insert(
                     mac(100),
                     if flip { "public-2" } else { "public" }.to_owned(),
                 );
-                ledger.settle(
-                    old.as_ref(),
-                    SettleMode::Rebase(Selector::RouterPeer(mac(100))),
-                    || source.store(next.clone()),
-                );
+                ledger.settle(SettleMode::Rebase(Selector::RouterPeer(mac(100))), || {
+                    source.store(next.clone());
+                });
                 settles.fetch_add(2, Ordering::Relaxed);
             }
         })
@@ -89,7 +83,7 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
 
     let scraper_threads: Vec<_> = (0..2)
         .map(|_| {
-            let exporter = Exporter::new(ledger.clone(), source.clone());
+            let exporter = Exporter::new(ledger.clone());
             let (done, scrape_count) = (done.clone(), scrape_count.clone());
             thread::spawn(move || scrape_until(&exporter, &done, &scrape_count))
         })
@@ -111,7 +105,7 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
         s.join().unwrap();
     }
     let mut out = String::new();
-    Exporter::new(ledger, source)
+    Exporter::new(ledger)
         .render(Format::PrometheusText, &mut out)
         .unwrap();
     let total: u64 = family(&parse(&out), "lachesis_bytes_total").values().sum();

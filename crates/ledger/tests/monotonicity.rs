@@ -13,13 +13,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use common::{family, mac, parse, render, Samples};
+use common::{family, mac, parse, render, Rig, Samples};
 use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding};
 use lachesis_ledger::state::{self, StatePaths};
-use lachesis_ledger::{Book, Ledger, Selector, SettleMode, UnresolvedLimits, NONE, UNKNOWN_TENANT};
+use lachesis_ledger::{Book, Selector, SettleMode, UnresolvedLimits, NONE, UNKNOWN_TENANT};
 use proptest::prelude::*;
 
 const SEC: u64 = 1_000_000_000;
@@ -132,7 +131,7 @@ fn initial_attr() -> MemoryAttribution {
 
 struct Model {
     dir: tempfile::TempDir,
-    ledger: Arc<Ledger>,
+    ledger: Rig,
     attr: MemoryAttribution,
     kernel: BTreeMap<FlowKey, FlowCounters>,
     next_stamp: u64,
@@ -146,7 +145,7 @@ impl Model {
     fn new() -> Model {
         Model {
             dir: tempfile::tempdir().unwrap(),
-            ledger: Arc::new(Ledger::new(LIMITS)),
+            ledger: Rig::new(LIMITS),
             attr: initial_attr(),
             kernel: BTreeMap::new(),
             next_stamp: 1,
@@ -228,7 +227,7 @@ impl Model {
 
     fn restore_from_file(&mut self) {
         let loaded = state::load(&self.paths()).unwrap();
-        let fresh = Arc::new(Ledger::new(LIMITS));
+        let fresh = Rig::new(LIMITS);
         fresh.restore_loaded(loaded, self.now);
         self.ledger = fresh;
     }
@@ -380,7 +379,7 @@ fn normalized(mut b: Book) -> Book {
 }
 
 /// Exported total plus what waits in the unresolved buffer.
-fn held(l: &Ledger) -> (u64, u64) {
+fn held(l: &Rig) -> (u64, u64) {
     let b = l.snapshot();
     let g = b.grand_total();
     (g.bytes, g.packets)

@@ -5,22 +5,22 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{key, mac, parse, reading, render, value, world};
+use common::{key, mac, parse, reading, render, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
-use lachesis_ledger::{Ledger, PruneError, Selector, SettleMode, UnresolvedLimits};
+use lachesis_ledger::{PruneError, Selector, SettleMode, UnresolvedLimits};
 
 const SEC: u64 = 1_000_000_000;
 
-fn ledger() -> Arc<Ledger> {
-    Arc::new(Ledger::new(UnresolvedLimits {
+fn ledger() -> Rig {
+    Rig::new(UnresolvedLimits {
         capacity: 3,
         ttl_ns: 60 * SEC,
-    }))
+    })
 }
 
 fn tenant_bytes(
-    l: &Arc<Ledger>,
+    l: &Rig,
     attr: &lachesis_ledger::memory::MemoryAttribution,
     t: &str,
     zone: &str,
@@ -121,7 +121,7 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
     assert_eq!(r1.evicted, 2);
     assert!(r1.delete.contains(&ks[0]));
     assert_eq!(l.sizes().unresolved, 3);
-    let unknown = |l: &Arc<Ledger>| tenant_bytes(l, &attr, "unknown", "miss", "none", "rx");
+    let unknown = |l: &Rig| tenant_bytes(l, &attr, "unknown", "miss", "none", "rx");
     let evicted_bytes: u64 = r1
         .delete
         .iter()
@@ -141,10 +141,10 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
 #[test]
 fn an_evicted_entry_the_caller_failed_to_delete_is_not_counted_twice() {
     let attr = world();
-    let l = Arc::new(Ledger::new(UnresolvedLimits {
+    let l = Rig::new(UnresolvedLimits {
         capacity: 10,
         ttl_ns: SEC,
-    }));
+    });
     let k = key(mac(20), mac(100), Tx, Miss, Udp);
     l.apply_drain(&attr, &[(k, reading(500, 5, 3))], 0);
     let r = l.apply_drain(&attr, &[(k, reading(800, 8, 3))], 2 * SEC);
@@ -409,10 +409,10 @@ fn prune_tenants_folds_into_total_only_when_nothing_else_holds_the_tenant() {
 #[test]
 fn unknown_is_terminal_and_never_pruned() {
     let attr = world();
-    let l = Arc::new(Ledger::new(UnresolvedLimits {
+    let l = Rig::new(UnresolvedLimits {
         capacity: 10,
         ttl_ns: 0,
-    }));
+    });
     l.apply_drain(
         &attr,
         &[(key(mac(50), mac(100), Tx, Miss, Other), reading(77, 1, 1))],
@@ -432,4 +432,45 @@ fn interner_is_part_of_the_ledger() {
     assert_eq!(l.intern_tenant("t-b"), Ok(2));
     assert_eq!(l.tenant_id("t-a"), Some(1));
     assert_eq!(l.snapshot().interner.len(), 2);
+}
+
+/// A scraper that read the attribution before a settle-and-swap and drained
+/// after it must not resurrect the evicted MAC's row: the ledger loads the
+/// attribution itself, inside the lock the settle swapped under.
+#[test]
+fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
+    use lachesis_ledger::memory::SwapSource;
+    use lachesis_ledger::Ledger;
+    let a0 = world();
+    let mut a1 = a0.clone();
+    a1.bindings.remove(&mac(1));
+    let source = Arc::new(SwapSource::new(a0.clone()));
+    let l = Arc::new(Ledger::new(
+        UnresolvedLimits {
+            capacity: 10,
+            ttl_ns: 60 * SEC,
+        },
+        source.clone(),
+    ));
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    l.apply_drain(&[(k, reading(1000, 10, 5))], 0);
+    // The sweeper evicts mac(1) and swaps to a1 between the scraper's map
+    // read and its drain.
+    l.settle(SettleMode::Evict { vm_mac: mac(1) }, || {
+        source.store(a1.clone());
+    });
+    l.apply_drain(&[(k, reading(1100, 11, 5))], SEC);
+    assert_eq!(l.sizes().rows, 0, "evicted MAC got a row back");
+    assert_eq!(l.sizes().unresolved, 1, "its new bytes wait as unresolved");
+    l.apply_drain(&[], 200 * SEC);
+    // Whoever gets the MAC next starts from nothing.
+    let mut a2 = a1.clone();
+    a2.bindings
+        .insert(mac(1), OwnedBinding::new("t-c", "s-9", "p-9"));
+    source.store(a2);
+    let mut text = String::new();
+    lachesis_ledger::Exporter::new(l.clone())
+        .render(lachesis_ledger::Format::OpenMetrics, &mut text)
+        .unwrap();
+    assert!(!text.contains("t-c"), "new owner billed old bytes:\n{text}");
 }

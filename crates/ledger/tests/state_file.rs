@@ -5,24 +5,23 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
 
-use common::{key, mac, parse, reading, render, value, world};
+use common::{key, mac, parse, reading, render, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
 use lachesis_ledger::state::{self, FlushPhase, LoadSource, StateError, StatePaths, SCHEMA};
-use lachesis_ledger::{Book, Ledger, Selector, SettleMode, UnresolvedLimits};
+use lachesis_ledger::{Book, Selector, SettleMode, UnresolvedLimits};
 use serde_json::json;
 
 const BIG: u64 = (1 << 63) + 12_345;
 
 /// A ledger with something in every section of the file.
-fn busy() -> Arc<Ledger> {
+fn busy() -> Rig {
     let mut attr = world();
-    let l = Arc::new(Ledger::new(UnresolvedLimits {
+    let l = Rig::new(UnresolvedLimits {
         capacity: 1,
         ttl_ns: 100,
-    }));
+    });
     l.intern_tenant("t-a").unwrap();
     l.intern_tenant("t-b").unwrap();
     l.apply_drain(
@@ -123,11 +122,11 @@ fn restart_from_the_file_continues_without_loss_or_double_count() {
     let p = paths(dir.path());
     let attr = world();
     let k = key(mac(1), mac(100), Tx, External, Tcp);
-    let before = Arc::new(Ledger::default());
+    let before = Rig::default();
     before.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
     state::flush(&before, &p, json!(null)).unwrap();
     // The kernel keeps counting while the agent restarts.
-    let after = Arc::new(Ledger::default());
+    let after = Rig::default();
     after.restore_loaded(state::load(&p).unwrap(), 0);
     after.apply_drain(&attr, &[(k, reading(1600, 16, 5))], 1);
     let s = parse(&render(&after, &attr));
@@ -181,7 +180,7 @@ fn crash_between_rotate_and_rename_falls_back_to_bak() {
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Backup);
     assert_eq!(loaded.plan, json!({"gen": 1}));
-    let fresh = Ledger::default();
+    let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0);
     assert_eq!(fresh.health().load_fallback_backup, 1);
 }
@@ -205,7 +204,7 @@ fn corrupt_current_with_good_bak_is_quarantined_and_bak_used() {
         !p.current.exists(),
         "moved aside before anything can overwrite it"
     );
-    let fresh = Ledger::default();
+    let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0);
     assert_eq!(normalized(fresh.snapshot()), normalized(l.snapshot()));
     let h = fresh.health();
@@ -239,7 +238,7 @@ fn both_corrupt_quarantines_both_and_starts_empty() {
         b"not json"
     );
     assert!(dir.path().join("state.json.bak.quarantine").exists());
-    let fresh = Ledger::default();
+    let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0);
     let h = fresh.health();
     assert_eq!((h.load_fallback_empty, h.load_quarantined), (1, 2));
@@ -250,7 +249,7 @@ fn missing_files_start_empty_without_a_fallback() {
     let dir = tempfile::tempdir().unwrap();
     let loaded = state::load(&paths(dir.path())).unwrap();
     assert_eq!(loaded.source, LoadSource::Empty);
-    let fresh = Ledger::default();
+    let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0);
     assert_eq!(fresh.health().load_fallback_empty, 0);
 }
@@ -311,7 +310,7 @@ fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
         "older rows restore with an unknown stamp"
     );
     assert_eq!(loaded.book.interner.get("t-b"), Some(2));
-    let l = Arc::new(Ledger::default());
+    let l = Rig::default();
     l.restore_loaded(loaded, 0);
     assert_eq!(l.intern_tenant("t-c"), Ok(3));
     // Same kernel entry grew by 250 since the old build's last read.
@@ -384,7 +383,7 @@ fn evicting_a_schema_1_row_leaves_a_tombstone_its_surviving_entry_continues_from
         &p.current,
     )
     .unwrap();
-    let l = Arc::new(Ledger::default());
+    let l = Rig::default();
     l.restore_loaded(state::load(&p).unwrap(), 0);
     let a0 = world();
     let mut a1 = a0.clone();
@@ -412,7 +411,7 @@ fn overlapping_flushes_neither_fail_nor_leave_a_torn_or_missing_file() {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let dir = tempfile::tempdir().unwrap();
     let p = paths(dir.path());
-    let l = Arc::new(Ledger::default());
+    let l = Rig::default();
     // Big enough that one flush's write overlaps the other's rotate/rename.
     let readings: Vec<_> = (0..4_000u32)
         .map(|i| {

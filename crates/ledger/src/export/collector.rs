@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 
 use super::aggregate::{aggregate, direction_label, proto_label, zone_label, Tiers};
 use super::families::{self as f, Family, Kind, ABSORBER_TIERS};
-use crate::attribution::{Attribution, AttributionSource, UNKNOWN_TENANT};
+use crate::attribution::{Attribution, UNKNOWN_TENANT};
 use crate::counts::Counts;
 use crate::health::Health;
 use crate::ledger::{Ledger, LedgerSizes};
@@ -55,14 +55,13 @@ pub fn render_registry(registry: &Registry, format: Format, out: &mut String) ->
 #[derive(Debug, Clone)]
 pub struct LedgerCollector {
     ledger: Arc<Ledger>,
-    source: Arc<dyn AttributionSource>,
 }
 
 impl LedgerCollector {
-    /// A collector over `ledger`, labelling rows through `source`.
+    /// A collector over `ledger` (labelled through the ledger's own source).
     #[must_use]
-    pub fn new(ledger: Arc<Ledger>, source: Arc<dyn AttributionSource>) -> Self {
-        LedgerCollector { ledger, source }
+    pub fn new(ledger: Arc<Ledger>) -> Self {
+        LedgerCollector { ledger }
     }
 }
 
@@ -71,7 +70,7 @@ impl Collector for LedgerCollector {
         let g = self.ledger.lock();
         // Loaded under the ledger lock: a settle swaps the attribution inside
         // the same lock, so rows and labels always match (§9).
-        let attr = self.source.load();
+        let attr = self.ledger.source.load();
         let tiers = aggregate(&g.book, attr.as_ref());
         encode_billing(&mut enc, &tiers)?;
         encode_info(&mut enc, &tiers, attr.as_ref())?;
@@ -93,9 +92,9 @@ pub struct Exporter {
 impl Exporter {
     /// Registers a [`LedgerCollector`] in a fresh registry.
     #[must_use]
-    pub fn new(ledger: Arc<Ledger>, source: Arc<dyn AttributionSource>) -> Self {
+    pub fn new(ledger: Arc<Ledger>) -> Self {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(LedgerCollector::new(ledger, source)));
+        registry.register_collector(Box::new(LedgerCollector::new(ledger)));
         Exporter { registry }
     }
 

@@ -59,7 +59,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use lachesis_ledger::memory::SwapSource;
-use lachesis_ledger::{Exporter, Format, Ledger};
+use lachesis_ledger::{
+    DrainReport, Exporter, Format, Ledger, PruneError, PruneReport, SettleMode, SettleReport,
+    UnresolvedLimits,
+};
 
 /// Label pairs of one sample, in exposition order.
 pub type Labels = Vec<(String, String)>;
@@ -99,10 +102,92 @@ pub fn parse(text: &str) -> Samples {
     out
 }
 
+/// A ledger and the swappable source it attributes through. Its methods
+/// take the attribution a step runs under and store it in the source first,
+/// so a test reads as "this happens under that attribution"; everything else
+/// goes to the ledger through `Deref`.
+#[derive(Debug, Clone)]
+pub struct Rig {
+    pub ledger: Arc<Ledger>,
+    pub source: Arc<SwapSource>,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = Ledger;
+    fn deref(&self) -> &Ledger {
+        &self.ledger
+    }
+}
+
+impl Default for Rig {
+    fn default() -> Self {
+        Rig::new(UnresolvedLimits::default())
+    }
+}
+
+impl Rig {
+    pub fn new(limits: UnresolvedLimits) -> Rig {
+        let source = Arc::new(SwapSource::default());
+        Rig {
+            ledger: Arc::new(Ledger::new(limits, source.clone())),
+            source,
+        }
+    }
+
+    pub fn use_attr(&self, attr: &MemoryAttribution) {
+        self.source.store(attr.clone());
+    }
+
+    pub fn apply_drain(
+        &self,
+        attr: &MemoryAttribution,
+        readings: &[(FlowKey, FlowCounters)],
+        now_ns: u64,
+    ) -> DrainReport {
+        self.use_attr(attr);
+        self.ledger.apply_drain(readings, now_ns)
+    }
+
+    /// Settles under `old`; the source keeps `old` unless `swap` changes it
+    /// (the next step stores its own attribution anyway).
+    pub fn settle(
+        &self,
+        old: &MemoryAttribution,
+        mode: SettleMode,
+        swap: impl FnOnce(),
+    ) -> SettleReport {
+        self.use_attr(old);
+        self.ledger.settle(mode, swap)
+    }
+
+    pub fn prune_servers<'s>(
+        &self,
+        attr: &MemoryAttribution,
+        alive: impl IntoIterator<Item = &'s str>,
+    ) -> Result<PruneReport, PruneError> {
+        self.use_attr(attr);
+        self.ledger.prune_servers(alive)
+    }
+
+    pub fn prune_tenants<'s>(
+        &self,
+        attr: &MemoryAttribution,
+        alive: impl IntoIterator<Item = &'s str>,
+    ) -> Result<PruneReport, PruneError> {
+        self.use_attr(attr);
+        self.ledger.prune_tenants(alive)
+    }
+
+    pub fn resolve_pending(&self, attr: &MemoryAttribution) -> usize {
+        self.use_attr(attr);
+        self.ledger.resolve_pending()
+    }
+}
+
 /// Renders the ledger as `OpenMetrics` text under `attr`.
-pub fn render(ledger: &Arc<Ledger>, attr: &MemoryAttribution) -> String {
-    let source = Arc::new(SwapSource::new(attr.clone()));
-    let exporter = Exporter::new(ledger.clone(), source);
+pub fn render(rig: &Rig, attr: &MemoryAttribution) -> String {
+    rig.use_attr(attr);
+    let exporter = Exporter::new(rig.ledger.clone());
     let mut out = String::new();
     exporter.render(Format::OpenMetrics, &mut out).unwrap();
     out
