@@ -35,17 +35,25 @@
 //!     pad: 0,
 //! };
 //! let reading = FlowCounters { bytes: 1500, packets: 1, last_seen_ns: 9, created_ns: 7 };
-//! let report = ledger.apply_drain(&[(key, reading)], 0);
-//! assert!(report.delete.is_empty());
+//! let report = ledger.apply_drain(&[(key, reading)], 0).unwrap();
+//! assert_eq!(report.evicted, 0);
 //!
 //! // Reconciler: the port moved to another project. The ledger settles under
 //! // the attribution the source still serves; the swap runs inside the same
 //! // critical section.
 //! let mut new = (*source.current()).clone();
 //! new.bindings.insert(vm, OwnedBinding::new("project-b", "server-1", "port-1"));
-//! ledger.settle(SettleMode::Rebase(Selector::VmMac(vm)), || source.store(new));
+//! // Both sides of a settle are flushed: the drains before it, and the
+//! // settle itself before the next drain (the ledger refuses otherwise).
+//! let dir = tempfile::tempdir().unwrap();
+//! let paths = state::StatePaths::new(dir.path().join("state.json"));
+//! state::flush(&ledger, &paths, serde_json::json!({"plan": "old"})).unwrap();
+//! ledger.settle(SettleMode::Rebase(Selector::VmMac(vm)), || source.store(new)).unwrap();
+//! let flushed = state::flush(&ledger, &paths, serde_json::json!({"plan": "opaque"})).unwrap();
+//! // Kernel entries to delete, right after the next full drain.
+//! assert!(flushed.delete.is_empty());
 //!
-//! // HTTP: render in the negotiated format.
+//! // HTTP: render in the negotiated format (billing shows the last flush).
 //! let mut body = String::new();
 //! exporter.render(Format::PrometheusText, &mut body).unwrap();
 //! assert!(body.contains(
@@ -53,9 +61,6 @@
 //! ));
 //!
 //! // Flusher: every 60 s and at shutdown; boot loads it back before the first drain.
-//! let dir = tempfile::tempdir().unwrap();
-//! let paths = state::StatePaths::new(dir.path().join("state.json"));
-//! state::flush(&ledger, &paths, serde_json::json!({"plan": "opaque"})).unwrap();
 //! let restored = Ledger::new(UnresolvedLimits::default(), source.clone());
 //! let plan = restored.restore_loaded(state::load(&paths).unwrap(), 0);
 //! assert_eq!(plan["plan"], "opaque");
@@ -89,6 +94,6 @@ pub use delta::{delta, Baseline, DeltaCase};
 pub use export::{Exporter, Format, LedgerCollector};
 pub use health::Health;
 pub use interner::{InternerFull, InvalidInterner, TenantInterner, GLOBAL_TENANT_ID};
-pub use ledger::{Ledger, LedgerSizes};
+pub use ledger::{DrainError, Ledger, LedgerSizes, SettleError};
 pub use settle::{PruneError, PruneReport, Selector, SettleMode, SettleReport};
 pub use unresolved::{EvictReason, Pending, Tombstone, UnresolvedLimits};

@@ -172,6 +172,7 @@ impl Book {
         attr: &dyn Attribution,
         mode: SettleMode,
         health: &mut Health,
+        deletes: &mut Vec<FlowKey>,
     ) -> SettleReport {
         let sel = match mode {
             SettleMode::Evict { vm_mac } => Selector::VmMac(vm_mac),
@@ -194,9 +195,11 @@ impl Book {
                 SettleMode::Rebase(_) => row.total = Counts::default(),
                 SettleMode::Evict { .. } => {
                     self.rows.remove(&key);
-                    // The ghost sweep deletes the kernel entry before settling;
-                    // should it still exist, its next reading continues here.
+                    // The kernel entry is deleted once this eviction is
+                    // flushed; should it survive, its next reading continues
+                    // from here.
                     self.tombstones.insert(key, Tombstone { base });
+                    deletes.push(key);
                 }
             }
             report.rows += 1;

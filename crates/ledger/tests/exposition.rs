@@ -46,6 +46,7 @@ fn known() -> Exporter {
         10,
     );
     l.use_attr(&attr);
+    l.commit();
     Exporter::new(l.ledger.clone())
 }
 

@@ -108,7 +108,8 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
     // t=0: one row; t=10s: four more, over capacity 3 by two → the two least
     // recently active (the t=0 row and then one of the t=10s rows) go.
     let r0 = l.apply_drain(&attr, &[(ks[0], reading(100, 1, 1))], 0);
-    assert!(r0.delete.is_empty());
+    l.commit();
+    assert_eq!((r0.evicted, l.take_released()), (0, vec![]));
     let readings: Vec<_> = ks
         .iter()
         .enumerate()
@@ -119,11 +120,15 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
     rd[0].1 = reading(100, 1, 1);
     let r1 = l.apply_drain(&attr, &rd, 10 * SEC);
     assert_eq!(r1.evicted, 2);
-    assert!(r1.delete.contains(&ks[0]));
+    // Kernel deletes wait for the flush that makes the eviction durable.
+    assert!(l.take_released().is_empty());
+    l.commit();
+    let released = l.take_released();
+    assert_eq!(released.len(), 2);
+    assert!(released.contains(&ks[0]));
     assert_eq!(l.sizes().unresolved, 3);
     let unknown = |l: &Rig| tenant_bytes(l, &attr, "unknown", "miss", "none", "rx");
-    let evicted_bytes: u64 = r1
-        .delete
+    let evicted_bytes: u64 = released
         .iter()
         .map(|k| rd.iter().find(|(x, _)| x == k).unwrap().1.bytes)
         .sum();
@@ -148,7 +153,9 @@ fn an_evicted_entry_the_caller_failed_to_delete_is_not_counted_twice() {
     let k = key(mac(20), mac(100), Tx, Miss, Udp);
     l.apply_drain(&attr, &[(k, reading(500, 5, 3))], 0);
     let r = l.apply_drain(&attr, &[(k, reading(800, 8, 3))], 2 * SEC);
-    assert_eq!(r.delete, vec![k]);
+    assert_eq!(r.evicted, 1);
+    l.commit();
+    assert_eq!(l.take_released(), vec![k]);
     // The delete did not happen: the same entry shows up again, grown by 50.
     l.apply_drain(&attr, &[(k, reading(850, 9, 3))], 3 * SEC);
     l.apply_drain(&attr, &[(k, reading(850, 9, 3))], 5 * SEC);
@@ -452,17 +459,26 @@ fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
         },
         source.clone(),
     ));
+    let dir = tempfile::tempdir().unwrap();
+    let flush = || {
+        let p = lachesis_ledger::state::StatePaths::new(dir.path().join("state.json"));
+        lachesis_ledger::state::flush(&l, &p, serde_json::Value::Null).unwrap();
+    };
     let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
-    l.apply_drain(&[(k, reading(1000, 10, 5))], 0);
-    // The sweeper evicts mac(1) and swaps to a1 between the scraper's map
-    // read and its drain.
+    l.apply_drain(&[(k, reading(1000, 10, 5))], 0).unwrap();
+    // The sweeper evicts mac(1), swaps to a1 and flushes between the
+    // scraper's map read and its drain.
+    flush();
     l.settle(SettleMode::Evict { vm_mac: mac(1) }, || {
         source.store(a1.clone());
-    });
-    l.apply_drain(&[(k, reading(1100, 11, 5))], SEC);
+    })
+    .unwrap();
+    flush();
+    l.apply_drain(&[(k, reading(1100, 11, 5))], SEC).unwrap();
     assert_eq!(l.sizes().rows, 0, "evicted MAC got a row back");
     assert_eq!(l.sizes().unresolved, 1, "its new bytes wait as unresolved");
-    l.apply_drain(&[], 200 * SEC);
+    l.apply_drain(&[], 200 * SEC).unwrap();
+    flush();
     // Whoever gets the MAC next starts from nothing.
     let mut a2 = a1.clone();
     a2.bindings

@@ -6,13 +6,14 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{key, mac, parse, reading, render, value, world, Rig};
+use common::{key, mac, parse, reading, render, scrape, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
 use lachesis_ledger::state::{self, FlushPhase, LoadSource, StateError, StatePaths, SCHEMA};
-use lachesis_ledger::{Book, Selector, SettleMode, UnresolvedLimits};
+use lachesis_ledger::{Book, DrainError, Selector, SettleError, SettleMode, UnresolvedLimits};
 use serde_json::json;
 
+const SEC: u64 = 1_000_000_000;
 const BIG: u64 = (1 << 63) + 12_345;
 
 /// A ledger with something in every section of the file.
@@ -350,11 +351,20 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
     let dir = tempfile::tempdir().unwrap();
     let l = busy();
     let p = StatePaths::new(dir.path().join("missing-dir").join("state.json"));
+    let copies = |s: &common::Samples| {
+        value(
+            s,
+            "lachesis_state_flush_phase_seconds_count",
+            &[("phase", "copy")],
+        )
+    };
+    // `busy` flushed after its settle (to the rig's own file).
+    let before = copies(&parse(&scrape(&l, &world()))).unwrap();
     match state::flush(&l, &p, json!(null)) {
         Err(StateError::Flush { phase, .. }) => assert_eq!(phase, "write"),
         other => panic!("expected a write failure, got {other:?}"),
     }
-    let s = parse(&render(&l, &world()));
+    let s = parse(&scrape(&l, &world()));
     assert_eq!(
         value(
             &s,
@@ -363,14 +373,7 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
         ),
         Some(1)
     );
-    assert_eq!(
-        value(
-            &s,
-            "lachesis_state_flush_phase_seconds_count",
-            &[("phase", "copy")]
-        ),
-        Some(1)
-    );
+    assert_eq!(copies(&s), Some(before + 1));
     assert_eq!(FlushPhase::ALL.len(), 7);
 }
 
@@ -450,4 +453,133 @@ fn overlapping_flushes_neither_fail_nor_leave_a_torn_or_missing_file() {
         .filter(|n| n.contains(".tmp"))
         .collect();
     assert!(left.is_empty(), "temp files left behind: {left:?}");
+}
+
+fn tenant_tx(s: &common::Samples, tenant: &str, zone: &str) -> Option<u64> {
+    value(
+        s,
+        "lachesis_tenant_bytes_total",
+        &[
+            ("tenant_id", tenant),
+            ("zone", zone),
+            ("external_network", "none"),
+            ("direction", "tx"),
+        ],
+    )
+}
+
+/// Host reboot: the kernel map is gone and the state comes from the last
+/// flush. The export never showed more than that flush, so the series
+/// continues from where the scrapes last saw it.
+#[test]
+fn host_reboot_never_lowers_a_series_a_scrape_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    let a = world();
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let l = Rig::default();
+    l.apply_drain(&a, &[(k, reading(1000, 10, 5))], 0);
+    state::flush(&l, &file, json!(null)).unwrap();
+    l.apply_drain(&a, &[(k, reading(1500, 15, 5))], SEC);
+    let seen = tenant_tx(&parse(&scrape(&l, &a)), "t-a", "same_tenant");
+    assert_eq!(seen, Some(1000), "export runs ahead of the file");
+    // Reboot: fresh kernel (new entry, new stamp), state from the file.
+    let rebooted = Rig::default();
+    rebooted.use_attr(&a);
+    rebooted.restore_loaded(state::load(&file).unwrap(), 0);
+    assert_eq!(
+        tenant_tx(&parse(&scrape(&rebooted, &a)), "t-a", "same_tenant"),
+        seen
+    );
+    rebooted.apply_drain(&a, &[(k, reading(10, 1, 3))], SEC);
+    assert_eq!(
+        tenant_tx(&parse(&render(&rebooted, &a)), "t-a", "same_tenant"),
+        Some(1010)
+    );
+}
+
+/// Agent crash (kernel alive) after an unresolved eviction, before the
+/// flush: the kernel delete was never released, so the entry survives, the
+/// restored row waits again and is evicted again with every byte.
+#[test]
+fn crash_after_an_unresolved_eviction_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    let a = world();
+    let lim = UnresolvedLimits {
+        capacity: 10,
+        ttl_ns: SEC,
+    };
+    let k = key(mac(9), mac(100), Tx, Miss, Udp);
+    let l = Rig::new(lim);
+    l.apply_drain(&a, &[(k, reading(300, 3, 7))], 0);
+    state::flush(&l, &file, json!(null)).unwrap();
+    let rep = l.apply_drain(&a, &[(k, reading(500, 5, 7))], 2 * SEC);
+    assert_eq!(rep.evicted, 1);
+    let seen = tenant_tx(&parse(&scrape(&l, &a)), "unknown", "miss");
+    assert_eq!(seen, None, "the eviction is not durable yet");
+    // Crash. Nothing was released, so nothing was deleted from the kernel.
+    let rebooted = Rig::new(lim);
+    rebooted.use_attr(&a);
+    rebooted.restore_loaded(state::load(&file).unwrap(), 3 * SEC);
+    rebooted.apply_drain(&a, &[(k, reading(500, 5, 7))], 3 * SEC);
+    rebooted.apply_drain(&a, &[(k, reading(500, 5, 7))], 5 * SEC); // TTL again
+    assert_eq!(
+        tenant_tx(&parse(&render(&rebooted, &a)), "unknown", "miss"),
+        Some(500)
+    );
+    assert_eq!(rebooted.take_released(), vec![k]);
+}
+
+/// Agent crash (kernel alive) after a rebase, before the flush that must
+/// follow it. The flush the ledger demanded before the settle holds the
+/// baseline of the settle point, so the boot's reconcile (settle under the
+/// restored plan, flush) bills every byte to the tenant it belonged to.
+#[test]
+fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    let a0 = world();
+    let mut a1 = a0.clone();
+    a1.bindings
+        .insert(mac(1), OwnedBinding::new("t-b", "s-1", "p-1"));
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let rebase = SettleMode::Rebase(Selector::VmMac(mac(1)));
+    let l = Rig::default();
+    l.apply_drain(&a0, &[(k, reading(1000, 10, 5))], 0);
+    state::flush(&l, &file, json!("a0")).unwrap();
+    l.apply_drain(&a0, &[(k, reading(1500, 15, 5))], SEC);
+    let seen = tenant_tx(&parse(&scrape(&l, &a0)), "t-a", "same_tenant");
+    // Settling on top of an unflushed drain is refused, swap not run.
+    let mut swapped = false;
+    assert!(matches!(
+        l.ledger.settle(rebase, || swapped = true),
+        Err(SettleError::DrainsNotDurable { unflushed: 1 })
+    ));
+    assert!(!swapped);
+    state::flush(&l, &file, json!("a0")).unwrap();
+    let src = l.source.clone();
+    l.ledger.settle(rebase, || src.store(a1.clone())).unwrap();
+    // Draining on top of the unflushed settle is refused too.
+    assert!(matches!(
+        l.ledger.apply_drain(&[(k, reading(1700, 17, 5))], 2 * SEC),
+        Err(DrainError::SettleNotDurable { unflushed: 1 })
+    ));
+    // Crash here. Boot: restore under the file's plan (a0), reconcile to
+    // the fresh one (a1) through a settle, flush, drain.
+    let rebooted = Rig::default();
+    rebooted.use_attr(&a0);
+    rebooted.restore_loaded(state::load(&file).unwrap(), 3 * SEC);
+    let after_restore = tenant_tx(&parse(&scrape(&rebooted, &a0)), "t-a", "same_tenant");
+    assert!(after_restore >= seen, "{after_restore:?} < {seen:?}");
+    rebooted.settle(&a0, rebase, || {});
+    rebooted.apply_drain(&a1, &[(k, reading(1700, 17, 5))], 3 * SEC);
+    let s = parse(&render(&rebooted, &a1));
+    assert_eq!(
+        (
+            tenant_tx(&s, "t-a", "same_tenant"),
+            tenant_tx(&s, "t-b", "same_tenant")
+        ),
+        (Some(1500), Some(200))
+    );
 }

@@ -20,6 +20,7 @@ use super::metrics::{FlushPhase, LoadFallback};
 use super::rows::write_rows;
 use super::schema::{FileDto, Probe, SCHEMA};
 use crate::book::Book;
+use crate::export::aggregate::aggregate;
 use crate::ledger::Ledger;
 
 /// Errors of flushing or loading the state file.
@@ -104,6 +105,12 @@ pub struct FlushReport {
     pub bytes: usize,
     /// Duration of each phase, in [`FlushPhase::ALL`] order.
     pub phases: [Duration; 7],
+    /// Kernel `flows` entries the caller must now delete: those of evictions
+    /// this flush made durable (unresolved TTL/capacity evictions, evict
+    /// settles). Deleting them makes the next reading a new entry (§9); the
+    /// ledger never deletes kernel state itself. A failed flush releases
+    /// nothing: they stay pending for the next one.
+    pub delete: Vec<lachesis_abi::FlowKey>,
 }
 
 impl FlushReport {
@@ -217,11 +224,15 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     // The only lock-held phase: a clone of plain data.
-    let book = ph.run(FlushPhase::Copy, || Ok(ledger.snapshot()))?;
+    let copy = ph.run(FlushPhase::Copy, || Ok(ledger.copy_for_flush()))?;
     let bytes = ph.run(FlushPhase::Serialize, || {
-        encode(&book, plan).map_err(io::Error::other)
+        encode(&copy.book, plan).map_err(io::Error::other)
     })?;
-    drop(book);
+    // The exported view is computed from the very copy written, outside the
+    // lock, and published only once the file holding it is in place.
+    let tiers = aggregate(&copy.book, copy.attr.as_ref());
+    let marks = copy.marks;
+    drop(copy);
     let temp = TempFile::unique(&paths.temp);
     let file = ph.run(FlushPhase::Write, || {
         let mut f = temp.create()?;
@@ -247,9 +258,11 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         };
         File::open(dir)?.sync_all()
     })?;
+    let delete = ledger.publish_durable(tiers, &marks);
     Ok(FlushReport {
         bytes: bytes.len(),
         phases: ph.times,
+        delete,
     })
 }
 
