@@ -65,6 +65,20 @@ impl Attribution for MemoryAttribution {
         })
     }
 
+    fn port_sibling(&self, vm_mac: Mac) -> Option<Mac> {
+        let b = self.bindings.get(&vm_mac)?;
+        self.bindings
+            .iter()
+            .filter(|(m, o)| {
+                **m != vm_mac
+                    && o.server_id == b.server_id
+                    && o.port_id == b.port_id
+                    && o.tenant_id == b.tenant_id
+            })
+            .map(|(m, _)| *m)
+            .min()
+    }
+
     fn router_external_network(&self, peer_mac: Mac) -> Option<&str> {
         self.routers.get(&peer_mac).map(String::as_str)
     }

@@ -101,11 +101,14 @@ fn selected(key: &FlowKey, sel: Selector) -> bool {
 }
 
 /// Folds one row's `total` into the absorber its mode and old attribution
-/// name (port tiers for a rebase, server tier for an eviction).
+/// name: port tiers for a rebase, and for an eviction too while `sibling`
+/// (another MAC of the same port) lives on — under that MAC, so the bucket
+/// ends with the port's last MAC; server tier otherwise.
 fn fold_row(
     a: &mut Absorbers,
     attr: &dyn Attribution,
     mode: SettleMode,
+    sibling: Option<Mac>,
     key: &FlowKey,
     total: Counts,
 ) {
@@ -121,12 +124,16 @@ fn fold_row(
         Some(&b),
     ));
     let (server, port, tenant) = (label(b.server_id), label(b.port_id), label(b.tenant_id));
-    match mode {
-        SettleMode::Rebase(_) => {
+    let port_mac = match (mode, sibling) {
+        (SettleMode::Rebase(_), _) => Some(d.vm_mac),
+        (SettleMode::Evict { .. }, s) => s,
+    };
+    match port_mac {
+        Some(vm_mac) => {
             fold(
                 &mut a.port,
                 PortBucket {
-                    vm_mac: d.vm_mac,
+                    vm_mac,
                     server_id: server.clone(),
                     port_id: port.clone(),
                     tenant_id: tenant.clone(),
@@ -139,7 +146,7 @@ fn fold_row(
             fold(
                 &mut a.port_proto,
                 PortProtoBucket {
-                    vm_mac: d.vm_mac,
+                    vm_mac,
                     server_id: server,
                     port_id: port,
                     tenant_id: tenant,
@@ -149,7 +156,7 @@ fn fold_row(
                 total,
             );
         }
-        SettleMode::Evict { .. } => fold(
+        None => fold(
             &mut a.server,
             ServerBucket {
                 server_id: server,
@@ -160,6 +167,32 @@ fn fold_row(
             },
             total,
         ),
+    }
+}
+
+/// Moves `from`'s port and port-proto buckets to `to` (same labels).
+fn rekey_port_buckets(a: &mut Absorbers, from: Mac, to: Mac) {
+    let moved: Vec<PortBucket> = a
+        .port
+        .keys()
+        .filter(|b| b.vm_mac == from)
+        .cloned()
+        .collect();
+    for b in moved {
+        if let Some(c) = a.port.remove(&b) {
+            fold(&mut a.port, PortBucket { vm_mac: to, ..b }, c);
+        }
+    }
+    let moved: Vec<PortProtoBucket> = a
+        .port_proto
+        .keys()
+        .filter(|b| b.vm_mac == from)
+        .cloned()
+        .collect();
+    for b in moved {
+        if let Some(c) = a.port_proto.remove(&b) {
+            fold(&mut a.port_proto, PortProtoBucket { vm_mac: to, ..b }, c);
+        }
     }
 }
 
@@ -184,6 +217,10 @@ impl Book {
             .filter(|k| selected(k, sel))
             .copied()
             .collect();
+        let sibling = match mode {
+            SettleMode::Evict { vm_mac } => attr.port_sibling(vm_mac),
+            SettleMode::Rebase(_) => None,
+        };
         let mut report = SettleReport::default();
         for key in keys {
             let Some(row) = self.rows.get_mut(&key) else {
@@ -204,9 +241,13 @@ impl Book {
             }
             report.rows += 1;
             report.moved.add(total);
-            fold_row(&mut self.absorbers, attr, mode, &key, total);
+            fold_row(&mut self.absorbers, attr, mode, sibling, &key, total);
         }
-        if let SettleMode::Evict { vm_mac } = mode {
+        if let (SettleMode::Evict { vm_mac }, Some(heir)) = (mode, sibling) {
+            // The port lives on through another MAC: its buckets carry on
+            // under that MAC and end with the port's last one.
+            rekey_port_buckets(&mut self.absorbers, vm_mac, heir);
+        } else if let SettleMode::Evict { vm_mac } = mode {
             // The MAC's port tier ends: its rebased bytes move up to the
             // server tier, and the proto split (a parallel view of the same
             // bytes) is dropped.

@@ -79,7 +79,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(key, bytes, packets)| Action::Traffic { key, bytes, packets }),
         4 => (0..20u64, any::<bool>()).prop_map(|(dt_s, honour_deletes)| Action::Drain { dt_s, honour_deletes }),
         1 => (0..240usize).prop_map(|key| Action::Relieve { key }),
-        2 => (1..=VMS, 0..6usize).prop_map(|(vm, binding)| Action::Rebind { vm, binding }),
+        2 => (1..=VMS, 0..7usize).prop_map(|(vm, binding)| Action::Rebind { vm, binding }),
         2 => (1..=VMS, any::<bool>()).prop_map(|(vm, delete_kernel)| Action::Ghost { vm, delete_kernel }),
         1 => (0..2usize, proptest::option::of(0..3usize)).prop_map(|(router, net)| Action::Regateway { router, net }),
         2 => (1..8u8).prop_map(|alive_mask| Action::PruneServers { alive_mask }),
@@ -87,7 +87,7 @@ fn action() -> impl Strategy<Value = Action> {
         1 => Just(Action::Flush),
         1 => Just(Action::RoundTrip),
         1 => Just(Action::Restart),
-        1 => (1..=VMS, 0..6usize).prop_map(|(vm, binding)| Action::RebindThenCrash { vm, binding }),
+        1 => (1..=VMS, 0..7usize).prop_map(|(vm, binding)| Action::RebindThenCrash { vm, binding }),
     ]
 }
 
@@ -114,6 +114,10 @@ fn pool_key(i: usize) -> FlowKey {
 /// Servers belong to one tenant, and several MACs share a server, so that
 /// prunes meet servers and tenants that still have live rows.
 fn binding(vm: u8, choice: usize) -> OwnedBinding {
+    if choice == 6 {
+        // Several MACs on one port (§6.3 allowed-address pairs).
+        return OwnedBinding::new("t0", "s0", "p-shared");
+    }
     let server = choice % 3;
     let b = OwnedBinding::new(
         &format!("t{}", server % 2),

@@ -490,3 +490,84 @@ fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
         .unwrap();
     assert!(!text.contains("t-c"), "new owner billed old bytes:\n{text}");
 }
+
+/// Two MACs on one port (§6.3 allowed-address-pair, e.g. VRRP): ending one
+/// keeps the live port's series; ending the last moves it to the server tier.
+#[test]
+fn evicting_one_of_two_macs_of_a_port_keeps_the_port_series() {
+    let a0 = {
+        let mut a = world();
+        a.bindings
+            .insert(mac(7), OwnedBinding::new("t-a", "s-1", "p-1"));
+        a
+    };
+    let mut a1 = a0.clone();
+    a1.bindings.remove(&mac(7));
+    let l = ledger();
+    let (k1, k7) = (
+        key(mac(1), mac(2), Tx, SameTenant, Tcp),
+        key(mac(7), mac(2), Tx, SameTenant, Udp),
+    );
+    l.apply_drain(
+        &a0,
+        &[(k1, reading(1000, 1, 1)), (k7, reading(500, 1, 2))],
+        0,
+    );
+    let port_labels = [
+        ("server_id", "s-1"),
+        ("port_id", "p-1"),
+        ("tenant_id", "t-a"),
+        ("zone", "same_tenant"),
+        ("external_network", "none"),
+        ("direction", "tx"),
+    ];
+    let proto = |p| {
+        [
+            ("server_id", "s-1"),
+            ("port_id", "p-1"),
+            ("tenant_id", "t-a"),
+            ("proto", p),
+            ("direction", "tx"),
+        ]
+    };
+    let server = [
+        ("server_id", "s-1"),
+        ("tenant_id", "t-a"),
+        ("zone", "same_tenant"),
+        ("external_network", "none"),
+        ("direction", "tx"),
+    ];
+    let s = parse(&render(&l, &a0));
+    assert_eq!(
+        value(&s, "lachesis_port_bytes_total", &port_labels),
+        Some(1500)
+    );
+    l.settle(&a0, SettleMode::Evict { vm_mac: mac(7) }, || {});
+    let s = parse(&render(&l, &a1));
+    assert_eq!(
+        value(&s, "lachesis_port_bytes_total", &port_labels),
+        Some(1500)
+    );
+    assert_eq!(
+        value(&s, "lachesis_port_proto_bytes_total", &proto("udp")),
+        Some(500)
+    );
+    assert_eq!(
+        value(&s, "lachesis_server_bytes_total", &server),
+        Some(1500)
+    );
+    // The port's last MAC goes: its series end, the server keeps every byte.
+    let mut a2 = a1.clone();
+    a2.bindings.remove(&mac(1));
+    l.settle(&a1, SettleMode::Evict { vm_mac: mac(1) }, || {});
+    let s = parse(&render(&l, &a2));
+    assert_eq!(value(&s, "lachesis_port_bytes_total", &port_labels), None);
+    assert_eq!(
+        value(&s, "lachesis_port_proto_bytes_total", &proto("tcp")),
+        None
+    );
+    assert_eq!(
+        value(&s, "lachesis_server_bytes_total", &server),
+        Some(1500)
+    );
+}
