@@ -10,7 +10,7 @@ use crate::attribution::{Attribution, AttributionSource};
 use crate::book::{Book, DrainReport};
 use crate::export::aggregate::{aggregate, Tiers};
 use crate::health::Health;
-use crate::interner::InternerFull;
+use crate::interner::{InternerConflict, InternerFull, TenantInterner};
 use crate::settle::{PruneError, PruneReport, SettleMode, SettleReport};
 use crate::state::metrics::FlushMetrics;
 use crate::unresolved::UnresolvedLimits;
@@ -304,18 +304,36 @@ impl Ledger {
     /// with may not have survived the restart. The restored state is durable
     /// by definition: it becomes the exported view, labelled under the
     /// attribution the source serves now (the restored plan's, at boot).
-    pub fn restore(&self, mut book: Book, now_ns: u64) {
+    ///
+    /// Tenant ids interned before the restore (boot step 2 writes trie rows
+    /// before step 4) are merged into the restored interner; an id or a
+    /// project that would change meaning fails the restore and changes
+    /// nothing.
+    pub fn restore(&self, mut book: Book, now_ns: u64) -> Result<(), InternerConflict> {
         for p in book.unresolved.values_mut() {
             p.first_seen_ns = now_ns;
             p.last_active_ns = now_ns;
         }
         let tiers = aggregate(&book, self.source.load().as_ref());
         let mut g = self.lock();
+        book.interner.merge_live(&g.book.interner)?;
         g.book = book;
         g.durable = Arc::new(tiers);
         g.deletes.clear();
         g.durable_settles = g.settles;
         g.durable_drains = g.drains;
+        Ok(())
+    }
+
+    /// Boot step 1: adopts the file's tenant ids before anything is
+    /// interned, so the trie rows written in step 2 already use them (the
+    /// rest of the state is restored in step 4).
+    pub fn restore_interner(&self, interner: &TenantInterner) -> Result<(), InternerConflict> {
+        let mut g = self.lock();
+        let mut merged = interner.clone();
+        merged.merge_live(&g.book.interner)?;
+        g.book.interner = merged;
+        Ok(())
     }
 
     /// The flush's lock-held phase: plain copies and an `Arc` clone.

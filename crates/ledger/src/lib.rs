@@ -62,7 +62,7 @@
 //!
 //! // Flusher: every 60 s and at shutdown; boot loads it back before the first drain.
 //! let restored = Ledger::new(UnresolvedLimits::default(), source.clone());
-//! let plan = restored.restore_loaded(state::load(&paths).unwrap(), 0);
+//! let plan = restored.restore_loaded(state::load(&paths).unwrap(), 0).unwrap();
 //! assert_eq!(plan["plan"], "opaque");
 //! ```
 
@@ -93,7 +93,9 @@ pub use counts::Counts;
 pub use delta::{delta, Baseline, DeltaCase};
 pub use export::{Exporter, Format, LedgerCollector};
 pub use health::Health;
-pub use interner::{InternerFull, InvalidInterner, TenantInterner, GLOBAL_TENANT_ID};
+pub use interner::{
+    InternerConflict, InternerFull, InvalidInterner, TenantInterner, GLOBAL_TENANT_ID,
+};
 pub use ledger::{DrainError, Ledger, LedgerSizes, SettleError};
 pub use settle::{PruneError, PruneReport, Selector, SettleMode, SettleReport};
 pub use unresolved::{EvictReason, Pending, Tombstone, UnresolvedLimits};

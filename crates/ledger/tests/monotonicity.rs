@@ -283,7 +283,7 @@ impl Model {
         let loaded = state::load(&self.paths()).unwrap();
         let fresh = Rig::new(LIMITS);
         fresh.use_attr(attr);
-        fresh.restore_loaded(loaded, self.now);
+        fresh.restore_loaded(loaded, self.now).unwrap();
         self.ledger = fresh;
         self.durable = self.ledger.snapshot();
     }

@@ -10,7 +10,9 @@ use common::{key, mac, parse, reading, render, scrape, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
 use lachesis_ledger::state::{self, FlushPhase, LoadSource, StateError, StatePaths, SCHEMA};
-use lachesis_ledger::{Book, DrainError, Selector, SettleError, SettleMode, UnresolvedLimits};
+use lachesis_ledger::{
+    Book, DrainError, InternerConflict, Selector, SettleError, SettleMode, UnresolvedLimits,
+};
 use serde_json::json;
 
 const SEC: u64 = 1_000_000_000;
@@ -128,7 +130,7 @@ fn restart_from_the_file_continues_without_loss_or_double_count() {
     state::flush(&before, &p, json!(null)).unwrap();
     // The kernel keeps counting while the agent restarts.
     let after = Rig::default();
-    after.restore_loaded(state::load(&p).unwrap(), 0);
+    after.restore_loaded(state::load(&p).unwrap(), 0).unwrap();
     after.apply_drain(&attr, &[(k, reading(1600, 16, 5))], 1);
     let s = parse(&render(&after, &attr));
     assert_eq!(
@@ -182,7 +184,7 @@ fn crash_between_rotate_and_rename_falls_back_to_bak() {
     assert_eq!(loaded.source, LoadSource::Backup);
     assert_eq!(loaded.plan, json!({"gen": 1}));
     let fresh = Rig::default();
-    fresh.restore_loaded(loaded, 0);
+    fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(fresh.health().load_fallback_backup, 1);
 }
 
@@ -206,7 +208,7 @@ fn corrupt_current_with_good_bak_is_quarantined_and_bak_used() {
         "moved aside before anything can overwrite it"
     );
     let fresh = Rig::default();
-    fresh.restore_loaded(loaded, 0);
+    fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(normalized(fresh.snapshot()), normalized(l.snapshot()));
     let h = fresh.health();
     assert_eq!((h.load_fallback_backup, h.load_quarantined), (1, 1));
@@ -240,7 +242,7 @@ fn both_corrupt_quarantines_both_and_starts_empty() {
     );
     assert!(dir.path().join("state.json.bak.quarantine").exists());
     let fresh = Rig::default();
-    fresh.restore_loaded(loaded, 0);
+    fresh.restore_loaded(loaded, 0).unwrap();
     let h = fresh.health();
     assert_eq!((h.load_fallback_empty, h.load_quarantined), (1, 2));
 }
@@ -251,7 +253,7 @@ fn missing_files_start_empty_without_a_fallback() {
     let loaded = state::load(&paths(dir.path())).unwrap();
     assert_eq!(loaded.source, LoadSource::Empty);
     let fresh = Rig::default();
-    fresh.restore_loaded(loaded, 0);
+    fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(fresh.health().load_fallback_empty, 0);
 }
 
@@ -312,7 +314,7 @@ fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
     );
     assert_eq!(loaded.book.interner.get("t-b"), Some(2));
     let l = Rig::default();
-    l.restore_loaded(loaded, 0);
+    l.restore_loaded(loaded, 0).unwrap();
     assert_eq!(l.intern_tenant("t-c"), Ok(3));
     // Same kernel entry grew by 250 since the old build's last read.
     let attr = world();
@@ -387,7 +389,7 @@ fn evicting_a_schema_1_row_leaves_a_tombstone_its_surviving_entry_continues_from
     )
     .unwrap();
     let l = Rig::default();
-    l.restore_loaded(state::load(&p).unwrap(), 0);
+    l.restore_loaded(state::load(&p).unwrap(), 0).unwrap();
     let a0 = world();
     let mut a1 = a0.clone();
     a1.bindings.remove(&mac(1)); // port deleted while the agent was down
@@ -486,7 +488,9 @@ fn host_reboot_never_lowers_a_series_a_scrape_saw() {
     // Reboot: fresh kernel (new entry, new stamp), state from the file.
     let rebooted = Rig::default();
     rebooted.use_attr(&a);
-    rebooted.restore_loaded(state::load(&file).unwrap(), 0);
+    rebooted
+        .restore_loaded(state::load(&file).unwrap(), 0)
+        .unwrap();
     assert_eq!(
         tenant_tx(&parse(&scrape(&rebooted, &a)), "t-a", "same_tenant"),
         seen
@@ -521,7 +525,9 @@ fn crash_after_an_unresolved_eviction_loses_nothing() {
     // Crash. Nothing was released, so nothing was deleted from the kernel.
     let rebooted = Rig::new(lim);
     rebooted.use_attr(&a);
-    rebooted.restore_loaded(state::load(&file).unwrap(), 3 * SEC);
+    rebooted
+        .restore_loaded(state::load(&file).unwrap(), 3 * SEC)
+        .unwrap();
     rebooted.apply_drain(&a, &[(k, reading(500, 5, 7))], 3 * SEC);
     rebooted.apply_drain(&a, &[(k, reading(500, 5, 7))], 5 * SEC); // TTL again
     assert_eq!(
@@ -569,7 +575,9 @@ fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
     // the fresh one (a1) through a settle, flush, drain.
     let rebooted = Rig::default();
     rebooted.use_attr(&a0);
-    rebooted.restore_loaded(state::load(&file).unwrap(), 3 * SEC);
+    rebooted
+        .restore_loaded(state::load(&file).unwrap(), 3 * SEC)
+        .unwrap();
     let after_restore = tenant_tx(&parse(&scrape(&rebooted, &a0)), "t-a", "same_tenant");
     assert!(after_restore >= seen, "{after_restore:?} < {seen:?}");
     rebooted.settle(&a0, rebase, || {});
@@ -582,4 +590,57 @@ fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
         ),
         (Some(1500), Some(200))
     );
+}
+
+/// Boot step 2 interns tenants (trie rows) before step 4 restores: an id
+/// already handed out must keep its meaning. The file's interner is adopted
+/// in step 1; an id interned without it that the file gives to another
+/// project fails the restore loudly instead of silently changing meaning.
+#[test]
+fn tenant_ids_handed_out_before_the_restore_keep_their_meaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/state-v1.json"),
+        &file.current,
+    )
+    .unwrap();
+
+    // Step 1 adopts the file's ids; step 2 interns a new project.
+    let booted = Rig::default();
+    let loaded = state::load(&file).unwrap();
+    booted.restore_interner(&loaded.book.interner).unwrap();
+    let (a, x) = (
+        booted.intern_tenant("t-a").unwrap(),
+        booted.intern_tenant("t-x").unwrap(),
+    );
+    assert_eq!(a, 1, "the file's id");
+    booted.restore_loaded(loaded, 0).unwrap();
+    assert_eq!(
+        (
+            booted.tenant_id("t-a"),
+            booted.tenant_id("t-b"),
+            booted.tenant_id("t-x")
+        ),
+        (Some(1), Some(2), Some(x))
+    );
+    assert!(x > 2, "a new id, not one of the file's");
+
+    // Without step 1: id 1 went to t-x, the file says 1 is t-a.
+    let hasty = Rig::default();
+    let id = hasty.intern_tenant("t-x").unwrap();
+    let err = hasty
+        .restore_loaded(state::load(&file).unwrap(), 0)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        InternerConflict {
+            project: "t-x".to_owned(),
+            live_id: id,
+            file_id: None,
+            file_project: Some("t-a".to_owned()),
+        }
+    );
+    assert_eq!(hasty.tenant_id("t-x"), Some(id));
+    assert_eq!(hasty.sizes().rows, 0, "a failed restore changes nothing");
 }

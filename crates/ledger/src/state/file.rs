@@ -21,6 +21,7 @@ use super::rows::write_rows;
 use super::schema::{FileDto, Probe, SCHEMA};
 use crate::book::Book;
 use crate::export::aggregate::aggregate;
+use crate::interner::InternerConflict;
 use crate::ledger::Ledger;
 
 /// Errors of flushing or loading the state file.
@@ -411,7 +412,11 @@ pub fn load(paths: &StatePaths) -> Result<Loaded, StateError> {
 impl Ledger {
     /// Restores a loaded state and records how the load went in the health
     /// counters (fallbacks, quarantines).
-    pub fn restore_loaded(&self, loaded: Loaded, now_ns: u64) -> Value {
+    ///
+    /// # Errors
+    /// [`InternerConflict`] when a tenant id handed out before the restore
+    /// means another project in the file; nothing is restored then.
+    pub fn restore_loaded(&self, loaded: Loaded, now_ns: u64) -> Result<Value, InternerConflict> {
         let fallback = match loaded.source {
             LoadSource::Backup => Some(LoadFallback::Backup),
             LoadSource::Empty if !loaded.quarantined.is_empty() => Some(LoadFallback::Empty),
@@ -426,7 +431,7 @@ impl Ledger {
             }
             h.load_quarantined += quarantined;
         });
-        self.restore(loaded.book, now_ns);
-        loaded.plan
+        self.restore(loaded.book, now_ns)?;
+        Ok(loaded.plan)
     }
 }
