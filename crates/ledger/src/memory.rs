@@ -65,18 +65,14 @@ impl Attribution for MemoryAttribution {
         })
     }
 
-    fn port_sibling(&self, vm_mac: Mac) -> Option<Mac> {
-        let b = self.bindings.get(&vm_mac)?;
+    fn macs_on_port(&self, server_id: &str, port_id: &str, tenant_id: &str) -> Vec<Mac> {
         self.bindings
             .iter()
-            .filter(|(m, o)| {
-                **m != vm_mac
-                    && o.server_id == b.server_id
-                    && o.port_id == b.port_id
-                    && o.tenant_id == b.tenant_id
+            .filter(|(_, b)| {
+                b.server_id == server_id && b.port_id == port_id && b.tenant_id == tenant_id
             })
             .map(|(m, _)| *m)
-            .min()
+            .collect()
     }
 
     fn router_external_network(&self, peer_mac: Mac) -> Option<&str> {

@@ -170,28 +170,74 @@ fn fold_row(
     }
 }
 
-/// Moves `from`'s port and port-proto buckets to `to` (same labels).
-fn rekey_port_buckets(a: &mut Absorbers, from: Mac, to: Mac) {
-    let moved: Vec<PortBucket> = a
+/// Another MAC that carries the port series `(server, port, tenant)` on
+/// after `gone` ends: bound to that port now, or holding port buckets under
+/// those labels (a MAC rebased away keeps its old port's bucket). The
+/// smallest, so the choice is deterministic.
+fn heir(a: &Absorbers, attr: &dyn Attribution, port: (&str, &str, &str), gone: Mac) -> Option<Mac> {
+    let (server, port_id, tenant) = port;
+    let same =
+        |s: &Label, p: &Label, t: &Label| &**s == server && &**p == port_id && &**t == tenant;
+    attr.macs_on_port(server, port_id, tenant)
+        .into_iter()
+        .chain(
+            a.port
+                .keys()
+                .filter(|b| same(&b.server_id, &b.port_id, &b.tenant_id))
+                .map(|b| b.vm_mac),
+        )
+        .chain(
+            a.port_proto
+                .keys()
+                .filter(|b| same(&b.server_id, &b.port_id, &b.tenant_id))
+                .map(|b| b.vm_mac),
+        )
+        .filter(|m| *m != gone)
+        .min()
+}
+
+/// The evicted MAC's port and port-proto buckets: each moves to an heir of
+/// its port when there is one (the port's series goes on), else the port
+/// bucket folds into server-settled and the proto split (a parallel view of
+/// the same bytes) ends.
+fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac) {
+    let ports: Vec<PortBucket> = a
         .port
         .keys()
-        .filter(|b| b.vm_mac == from)
+        .filter(|b| b.vm_mac == gone)
         .cloned()
         .collect();
-    for b in moved {
-        if let Some(c) = a.port.remove(&b) {
-            fold(&mut a.port, PortBucket { vm_mac: to, ..b }, c);
+    for b in ports {
+        let to = heir(a, attr, (&b.server_id, &b.port_id, &b.tenant_id), gone);
+        let Some(c) = a.port.remove(&b) else { continue };
+        match to {
+            Some(vm_mac) => fold(&mut a.port, PortBucket { vm_mac, ..b }, c),
+            None => fold(
+                &mut a.server,
+                ServerBucket {
+                    server_id: b.server_id,
+                    tenant_id: b.tenant_id,
+                    zone: b.zone,
+                    external_network: b.external_network,
+                    direction: b.direction,
+                },
+                c,
+            ),
         }
     }
-    let moved: Vec<PortProtoBucket> = a
+    let protos: Vec<PortProtoBucket> = a
         .port_proto
         .keys()
-        .filter(|b| b.vm_mac == from)
+        .filter(|b| b.vm_mac == gone)
         .cloned()
         .collect();
-    for b in moved {
-        if let Some(c) = a.port_proto.remove(&b) {
-            fold(&mut a.port_proto, PortProtoBucket { vm_mac: to, ..b }, c);
+    for b in protos {
+        let to = heir(a, attr, (&b.server_id, &b.port_id, &b.tenant_id), gone);
+        let Some(c) = a.port_proto.remove(&b) else {
+            continue;
+        };
+        if let Some(vm_mac) = to {
+            fold(&mut a.port_proto, PortProtoBucket { vm_mac, ..b }, c);
         }
     }
 }
@@ -218,7 +264,14 @@ impl Book {
             .copied()
             .collect();
         let sibling = match mode {
-            SettleMode::Evict { vm_mac } => attr.port_sibling(vm_mac),
+            SettleMode::Evict { vm_mac } => attr.binding(vm_mac).and_then(|b| {
+                heir(
+                    &self.absorbers,
+                    attr,
+                    (b.server_id, b.port_id, b.tenant_id),
+                    vm_mac,
+                )
+            }),
             SettleMode::Rebase(_) => None,
         };
         let mut report = SettleReport::default();
@@ -243,37 +296,8 @@ impl Book {
             report.moved.add(total);
             fold_row(&mut self.absorbers, attr, mode, sibling, &key, total);
         }
-        if let (SettleMode::Evict { vm_mac }, Some(heir)) = (mode, sibling) {
-            // The port lives on through another MAC: its buckets carry on
-            // under that MAC and end with the port's last one.
-            rekey_port_buckets(&mut self.absorbers, vm_mac, heir);
-        } else if let SettleMode::Evict { vm_mac } = mode {
-            // The MAC's port tier ends: its rebased bytes move up to the
-            // server tier, and the proto split (a parallel view of the same
-            // bytes) is dropped.
-            let a = &mut self.absorbers;
-            let ended: Vec<PortBucket> = a
-                .port
-                .keys()
-                .filter(|b| b.vm_mac == vm_mac)
-                .cloned()
-                .collect();
-            for b in ended {
-                if let Some(c) = a.port.remove(&b) {
-                    fold(
-                        &mut a.server,
-                        ServerBucket {
-                            server_id: b.server_id,
-                            tenant_id: b.tenant_id,
-                            zone: b.zone,
-                            external_network: b.external_network,
-                            direction: b.direction,
-                        },
-                        c,
-                    );
-                }
-            }
-            a.port_proto.retain(|b, _| b.vm_mac != vm_mac);
+        if let SettleMode::Evict { vm_mac } = mode {
+            end_port_buckets(&mut self.absorbers, attr, vm_mac);
         }
         match mode {
             SettleMode::Evict { .. } => health.settled_evict += report.rows as u64,
