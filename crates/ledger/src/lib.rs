@@ -5,7 +5,8 @@
 //! The ledger never talks to the kernel or to the cloud APIs: drains arrive as
 //! folded readings, attribution comes through the [`AttributionSource`] it
 //! owns (loaded inside its lock), and kernel
-//! entries to delete are handed back in [`DrainReport::delete`].
+//! entries to delete are handed back by the flush that makes their eviction
+//! durable ([`state::FlushReport::delete`]).
 //!
 //! How the agent wires it (with the in-memory attribution of [`memory`]):
 //!

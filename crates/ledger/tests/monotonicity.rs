@@ -2,9 +2,14 @@
 //! of kernel traffic, drains (with counter resets, new stamps, deleted
 //! entries), unresolved arrivals/resolutions/evictions, rebases with random
 //! new attributions, router re-gatewaying, ghost evictions, prunes, state-file
-//! round trips and restarts from the last flush. After every step:
+//! round trips, restarts from the last flush and crashes between a settle
+//! and its flush. The model follows the agent's call order (flush, settle,
+//! flush, drain; deletes released by a flush carried out after the next
+//! drain). After every step:
 //!
-//! - every billing series present before and after is not smaller;
+//! - every billing series a scrape showed before the step (a restart
+//!   included) is not smaller in the scrape after it;
+//! - the export is the state of the last flush, never the live one;
 //! - each tier equals the sum of the tier below plus its absorber (read from
 //!   the ledger's own buckets, not recomputed from the same code path);
 //! - what the ledger holds never exceeds what the simulated kernel counted,
