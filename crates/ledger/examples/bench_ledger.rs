@@ -250,10 +250,21 @@ struct Rendered {
 /// Render time and allocations of a 50 000-row ledger built from `rows`.
 fn render_bench(rows: &[FlowKey], vms: usize) -> Rendered {
     let attr = attribution(vms);
-    let ledger = Arc::new(Ledger::new(UnresolvedLimits::default()));
-    ledger.apply_drain(&attr, &readings(rows, 1), 0);
+    let ledger = Arc::new(Ledger::new(
+        UnresolvedLimits::default(),
+        Arc::new(SwapSource::new(attr)),
+    ));
+    ledger.apply_drain(&readings(rows, 1), 0).unwrap();
     assert_eq!(ledger.sizes().rows, rows.len());
-    let exporter = Exporter::new(ledger.clone(), Arc::new(SwapSource::new(attr)));
+    // Billing renders what the last flush made durable.
+    let dir = tempfile::tempdir().unwrap();
+    state::flush(
+        &ledger,
+        &StatePaths::new(dir.path().join("state.json")),
+        serde_json::Value::Null,
+    )
+    .unwrap();
+    let exporter = Exporter::new(ledger.clone());
     let mut out = String::new();
     let mut times = Samples::default();
     let mut allocs = Vec::new();
@@ -286,19 +297,20 @@ fn main() {
     // of every one (the steady state every 10 s).
     let drain_keys = keys(65_536);
     let attr = attribution(65_536 / KEYS_PER_VM + 1);
-    let ledger = Ledger::new(UnresolvedLimits::default());
-    ledger.apply_drain(&attr, &readings(&drain_keys, 1), 0);
+    let source = Arc::new(SwapSource::new(attr));
+    let ledger = Ledger::new(UnresolvedLimits::default(), source.clone());
+    ledger.apply_drain(&readings(&drain_keys, 1), 0).unwrap();
     let mut drain = Samples::default();
     for round in 2..2 + RUNS as u64 {
         let r = readings(&drain_keys, round);
-        let report = drain.time(|| ledger.apply_drain(&attr, &r, round));
-        assert!(report.delete.is_empty());
+        let report = drain.time(|| ledger.apply_drain(&r, round)).unwrap();
+        assert_eq!(report.evicted, 0);
     }
     let mut first = Samples::default();
     for _ in 0..3 {
-        let fresh = Ledger::new(UnresolvedLimits::default());
+        let fresh = Ledger::new(UnresolvedLimits::default(), source.clone());
         let r = readings(&drain_keys, 1);
-        first.time(|| fresh.apply_drain(&attr, &r, 0));
+        first.time(|| fresh.apply_drain(&r, 0)).unwrap();
     }
 
     let worst = render_bench(&keys(50_000), 50_000 / KEYS_PER_VM);

@@ -26,6 +26,11 @@ pub struct BindingLabels<'a> {
 pub trait Attribution {
     /// The binding of a VM MAC, `None` when the MAC is not bound at all.
     fn binding(&self, vm_mac: Mac) -> Option<BindingLabels<'_>>;
+    /// Every VM MAC bound to this (server, port, tenant) — several when the
+    /// port has allowed-address-pair MACs such as VRRP ones (§6.3). Evicting
+    /// one of them folds its bytes into the port tier under another, so the
+    /// port's continuing series does not go down.
+    fn macs_on_port(&self, server_id: &str, port_id: &str, tenant_id: &str) -> Vec<Mac>;
     /// The external network behind a router interface MAC (§6.4 rule 1).
     fn router_external_network(&self, peer_mac: Mac) -> Option<&str>;
     /// Display name of a project, for `lachesis_tenant_info`.

@@ -39,13 +39,9 @@ pub struct Book {
     pub interner: TenantInterner,
 }
 
-/// What a drain did, and which kernel entries the caller must delete.
+/// What a drain did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DrainReport {
-    /// Kernel `flows` entries to delete (evicted unresolved rows): deleting
-    /// them makes the next reading a new entry, re-baselined (§9). The ledger
-    /// never deletes kernel state itself.
-    pub delete: Vec<FlowKey>,
     /// Unresolved rows moved to the ledger because their MAC got bound.
     pub resolved: usize,
     /// Unresolved rows folded into `unknown`.
@@ -81,6 +77,7 @@ impl Book {
 
     /// Applies one full-map drain (§4.3, §4.6). `readings` must cover the whole
     /// `flows` map: a tombstoned key absent from it is proven deleted.
+    /// Returns the report and the kernel keys of the rows it evicted.
     pub(crate) fn apply_drain(
         &mut self,
         attr: &dyn Attribution,
@@ -88,7 +85,7 @@ impl Book {
         now_ns: u64,
         limits: UnresolvedLimits,
         health: &mut Health,
-    ) -> DrainReport {
+    ) -> (DrainReport, Vec<FlowKey>) {
         let mut report = DrainReport {
             resolved: self.resolve_pending(attr, health),
             ..DrainReport::default()
@@ -117,12 +114,14 @@ impl Book {
                 continue;
             }
             // A key the ledger holds no row for. If it was reported for
-            // deletion and the entry is still the same one, continue from that
-            // baseline rather than counting its bytes a second time.
+            // deletion and the entry may still be the same one, continue from
+            // that baseline rather than counting its bytes a second time. A
+            // stamp-0 tombstone (a row restored from schema 1) cannot be
+            // compared: `delta` decides from the counters, as for a row.
             let tomb = self
                 .tombstones
                 .get(key)
-                .filter(|t| t.base.stamp == reading.created_ns)
+                .filter(|t| t.base.stamp == 0 || t.base.stamp == reading.created_ns)
                 .map(|t| t.base);
             let (add, case) = delta(tomb.as_ref(), reading);
             health.note_case(case);
@@ -152,8 +151,7 @@ impl Book {
         self.tombstones.clear();
         let evictions = self.evict_unresolved(limits, now_ns, health);
         report.evicted = evictions.len();
-        report.delete = evictions;
-        report
+        (report, evictions)
     }
 
     /// Folds TTL-expired and over-capacity unresolved rows into `unknown` and

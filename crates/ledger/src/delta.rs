@@ -102,20 +102,19 @@ pub fn delta(baseline: Option<&Baseline>, reading: &FlowCounters) -> (Counts, De
         );
     };
     if base.stamp == 0 {
-        let once = |last: u64, current: u64| {
-            if current < last {
-                current
-            } else {
-                current - last
-            }
-        };
-        return (
+        // Either counter going back proves a different entry: the whole
+        // reading is new for both, never a difference for one and a restart
+        // for the other (which would drop the larger counter's bytes).
+        let restarted = reading.bytes < base.last.bytes || reading.packets < base.last.packets;
+        let add = if restarted {
+            Counts::new(reading.bytes, reading.packets)
+        } else {
             Counts::new(
-                once(base.last.bytes, reading.bytes),
-                once(base.last.packets, reading.packets),
-            ),
-            DeltaCase::AdoptStamp,
-        );
+                reading.bytes - base.last.bytes,
+                reading.packets - base.last.packets,
+            )
+        };
+        return (add, DeltaCase::AdoptStamp);
     }
     if base.stamp != reading.created_ns {
         return (
@@ -177,6 +176,20 @@ mod tests {
                 Some(base(100, 1, 0)),
                 reading(100, 1, 9),
                 Counts::new(0, 0),
+                DeltaCase::AdoptStamp,
+            ),
+            (
+                "unknown stamp, packets went back: both counters restart",
+                Some(base(5000, 50, 0)),
+                reading(6000, 40, 9),
+                Counts::new(6000, 40),
+                DeltaCase::AdoptStamp,
+            ),
+            (
+                "unknown stamp, bytes went back: both counters restart",
+                Some(base(5000, 50, 0)),
+                reading(4000, 60, 9),
+                Counts::new(4000, 60),
                 DeltaCase::AdoptStamp,
             ),
             (

@@ -20,6 +20,30 @@ pub struct InternerFull {
     pub project: String,
 }
 
+/// Restoring would give a kernel tenant id already handed out a second
+/// meaning (or a project a second id).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tenant id conflict restoring the state file: {project:?} already has kernel id \
+     {live_id} in this process, but in the file {}; expected the file's interner to be \
+     restored before any project is interned (docs/ledger.md, boot)",
+    match (file_id, file_project) {
+        (Some(id), _) => format!("it has id {id}"),
+        (None, Some(other)) => format!("id {live_id} belongs to {other:?}"),
+        (None, None) => "nothing conflicts".to_owned(),
+    }
+)]
+pub struct InternerConflict {
+    /// The project interned in this process.
+    pub project: String,
+    /// Its id in this process (possibly already in kernel trie rows).
+    pub live_id: u32,
+    /// The project's id in the file, when different.
+    pub file_id: Option<u32>,
+    /// The file's project holding `live_id`, when another one.
+    pub file_project: Option<String>,
+}
+
 /// Bidirectional project ↔ id map. Ids are never reused: a released id may
 /// still sit in a kernel key, and u32 is far beyond any cloud's project count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +108,31 @@ impl TenantInterner {
     /// All (project, id) pairs, sorted by project.
     pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> {
         self.by_project.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    /// Adds to `self` (restored from the file) every pair of `live` (ids
+    /// this process already handed out), or changes nothing and reports the
+    /// first pair that would give an id or a project a second meaning.
+    pub fn merge_live(&mut self, live: &TenantInterner) -> Result<(), InternerConflict> {
+        for (project, id) in live.iter() {
+            let file_id = self.get(project);
+            let file_project = self.project(id);
+            let same = file_id == Some(id);
+            let free = file_id.is_none() && file_project.is_none();
+            if !same && !free {
+                return Err(InternerConflict {
+                    project: project.to_owned(),
+                    live_id: id,
+                    file_id: file_id.filter(|f| *f != id),
+                    file_project: file_project.filter(|p| *p != project).map(str::to_owned),
+                });
+            }
+        }
+        for (project, id) in live.iter() {
+            self.by_project.insert(project.to_owned(), id);
+        }
+        self.next = self.next.max(live.next);
+        Ok(())
     }
 
     /// Rebuilds from persisted pairs; the next id continues after the largest.

@@ -65,6 +65,16 @@ impl Attribution for MemoryAttribution {
         })
     }
 
+    fn macs_on_port(&self, server_id: &str, port_id: &str, tenant_id: &str) -> Vec<Mac> {
+        self.bindings
+            .iter()
+            .filter(|(_, b)| {
+                b.server_id == server_id && b.port_id == port_id && b.tenant_id == tenant_id
+            })
+            .map(|(m, _)| *m)
+            .collect()
+    }
+
     fn router_external_network(&self, peer_mac: Mac) -> Option<&str> {
         self.routers.get(&peer_mac).map(String::as_str)
     }

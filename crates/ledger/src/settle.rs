@@ -101,11 +101,14 @@ fn selected(key: &FlowKey, sel: Selector) -> bool {
 }
 
 /// Folds one row's `total` into the absorber its mode and old attribution
-/// name (port tiers for a rebase, server tier for an eviction).
+/// name: port tiers for a rebase, and for an eviction too while `sibling`
+/// (another MAC of the same port) lives on — under that MAC, so the bucket
+/// ends with the port's last MAC; server tier otherwise.
 fn fold_row(
     a: &mut Absorbers,
     attr: &dyn Attribution,
     mode: SettleMode,
+    sibling: Option<Mac>,
     key: &FlowKey,
     total: Counts,
 ) {
@@ -121,12 +124,16 @@ fn fold_row(
         Some(&b),
     ));
     let (server, port, tenant) = (label(b.server_id), label(b.port_id), label(b.tenant_id));
-    match mode {
-        SettleMode::Rebase(_) => {
+    let port_mac = match (mode, sibling) {
+        (SettleMode::Rebase(_), _) => Some(d.vm_mac),
+        (SettleMode::Evict { .. }, s) => s,
+    };
+    match port_mac {
+        Some(vm_mac) => {
             fold(
                 &mut a.port,
                 PortBucket {
-                    vm_mac: d.vm_mac,
+                    vm_mac,
                     server_id: server.clone(),
                     port_id: port.clone(),
                     tenant_id: tenant.clone(),
@@ -139,7 +146,7 @@ fn fold_row(
             fold(
                 &mut a.port_proto,
                 PortProtoBucket {
-                    vm_mac: d.vm_mac,
+                    vm_mac,
                     server_id: server,
                     port_id: port,
                     tenant_id: tenant,
@@ -149,7 +156,7 @@ fn fold_row(
                 total,
             );
         }
-        SettleMode::Evict { .. } => fold(
+        None => fold(
             &mut a.server,
             ServerBucket {
                 server_id: server,
@@ -163,6 +170,78 @@ fn fold_row(
     }
 }
 
+/// Another MAC that carries the port series `(server, port, tenant)` on
+/// after `gone` ends: bound to that port now, or holding port buckets under
+/// those labels (a MAC rebased away keeps its old port's bucket). The
+/// smallest, so the choice is deterministic.
+fn heir(a: &Absorbers, attr: &dyn Attribution, port: (&str, &str, &str), gone: Mac) -> Option<Mac> {
+    let (server, port_id, tenant) = port;
+    let same =
+        |s: &Label, p: &Label, t: &Label| &**s == server && &**p == port_id && &**t == tenant;
+    attr.macs_on_port(server, port_id, tenant)
+        .into_iter()
+        .chain(
+            a.port
+                .keys()
+                .filter(|b| same(&b.server_id, &b.port_id, &b.tenant_id))
+                .map(|b| b.vm_mac),
+        )
+        .chain(
+            a.port_proto
+                .keys()
+                .filter(|b| same(&b.server_id, &b.port_id, &b.tenant_id))
+                .map(|b| b.vm_mac),
+        )
+        .filter(|m| *m != gone)
+        .min()
+}
+
+/// The evicted MAC's port and port-proto buckets: each moves to an heir of
+/// its port when there is one (the port's series goes on), else the port
+/// bucket folds into server-settled and the proto split (a parallel view of
+/// the same bytes) ends.
+fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac) {
+    let ports: Vec<PortBucket> = a
+        .port
+        .keys()
+        .filter(|b| b.vm_mac == gone)
+        .cloned()
+        .collect();
+    for b in ports {
+        let to = heir(a, attr, (&b.server_id, &b.port_id, &b.tenant_id), gone);
+        let Some(c) = a.port.remove(&b) else { continue };
+        match to {
+            Some(vm_mac) => fold(&mut a.port, PortBucket { vm_mac, ..b }, c),
+            None => fold(
+                &mut a.server,
+                ServerBucket {
+                    server_id: b.server_id,
+                    tenant_id: b.tenant_id,
+                    zone: b.zone,
+                    external_network: b.external_network,
+                    direction: b.direction,
+                },
+                c,
+            ),
+        }
+    }
+    let protos: Vec<PortProtoBucket> = a
+        .port_proto
+        .keys()
+        .filter(|b| b.vm_mac == gone)
+        .cloned()
+        .collect();
+    for b in protos {
+        let to = heir(a, attr, (&b.server_id, &b.port_id, &b.tenant_id), gone);
+        let Some(c) = a.port_proto.remove(&b) else {
+            continue;
+        };
+        if let Some(vm_mac) = to {
+            fold(&mut a.port_proto, PortProtoBucket { vm_mac, ..b }, c);
+        }
+    }
+}
+
 impl Book {
     /// Folds the selected rows under the attribution `attr` (the one in force
     /// *before* the change). Rows whose MAC has no binding are exported under
@@ -172,6 +251,7 @@ impl Book {
         attr: &dyn Attribution,
         mode: SettleMode,
         health: &mut Health,
+        deletes: &mut Vec<FlowKey>,
     ) -> SettleReport {
         let sel = match mode {
             SettleMode::Evict { vm_mac } => Selector::VmMac(vm_mac),
@@ -183,6 +263,17 @@ impl Book {
             .filter(|k| selected(k, sel))
             .copied()
             .collect();
+        let sibling = match mode {
+            SettleMode::Evict { vm_mac } => attr.binding(vm_mac).and_then(|b| {
+                heir(
+                    &self.absorbers,
+                    attr,
+                    (b.server_id, b.port_id, b.tenant_id),
+                    vm_mac,
+                )
+            }),
+            SettleMode::Rebase(_) => None,
+        };
         let mut report = SettleReport::default();
         for key in keys {
             let Some(row) = self.rows.get_mut(&key) else {
@@ -194,42 +285,19 @@ impl Book {
                 SettleMode::Rebase(_) => row.total = Counts::default(),
                 SettleMode::Evict { .. } => {
                     self.rows.remove(&key);
-                    // The ghost sweep deletes the kernel entry before settling;
-                    // should it still exist, its next reading continues here.
+                    // The kernel entry is deleted once this eviction is
+                    // flushed; should it survive, its next reading continues
+                    // from here.
                     self.tombstones.insert(key, Tombstone { base });
+                    deletes.push(key);
                 }
             }
             report.rows += 1;
             report.moved.add(total);
-            fold_row(&mut self.absorbers, attr, mode, &key, total);
+            fold_row(&mut self.absorbers, attr, mode, sibling, &key, total);
         }
         if let SettleMode::Evict { vm_mac } = mode {
-            // The MAC's port tier ends: its rebased bytes move up to the
-            // server tier, and the proto split (a parallel view of the same
-            // bytes) is dropped.
-            let a = &mut self.absorbers;
-            let ended: Vec<PortBucket> = a
-                .port
-                .keys()
-                .filter(|b| b.vm_mac == vm_mac)
-                .cloned()
-                .collect();
-            for b in ended {
-                if let Some(c) = a.port.remove(&b) {
-                    fold(
-                        &mut a.server,
-                        ServerBucket {
-                            server_id: b.server_id,
-                            tenant_id: b.tenant_id,
-                            zone: b.zone,
-                            external_network: b.external_network,
-                            direction: b.direction,
-                        },
-                        c,
-                    );
-                }
-            }
-            a.port_proto.retain(|b, _| b.vm_mac != vm_mac);
+            end_port_buckets(&mut self.absorbers, attr, vm_mac);
         }
         match mode {
             SettleMode::Evict { .. } => health.settled_evict += report.rows as u64,

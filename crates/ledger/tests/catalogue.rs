@@ -5,12 +5,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use common::world;
+use common::{world, Rig};
 use lachesis_ledger::export::families::{Kind, ALL};
-use lachesis_ledger::memory::SwapSource;
-use lachesis_ledger::{Exporter, Format, Ledger};
+use lachesis_ledger::{Exporter, Format};
 
 #[derive(Debug, PartialEq, Eq)]
 struct Doc {
@@ -50,10 +48,9 @@ fn catalogue() -> BTreeMap<String, Doc> {
 
 /// Families as they actually come out of a render: (`# TYPE` name, type).
 fn rendered() -> Vec<(String, String)> {
-    let exporter = Exporter::new(
-        Arc::new(Ledger::default()),
-        Arc::new(SwapSource::new(world())),
-    );
+    let rig = Rig::default();
+    rig.use_attr(&world());
+    let exporter = Exporter::new(rig.ledger.clone());
     let mut out = String::new();
     exporter.render(Format::OpenMetrics, &mut out).unwrap();
     out.lines()

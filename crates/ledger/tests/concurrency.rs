@@ -1,9 +1,10 @@
-//! Scrapes render while drains and settles run on other threads. Every scrape
-//! must show a whole state: drains add 1, 10, 100 and 1000 bytes to four
-//! flows, so any total that is not a multiple of 1111 is a drain seen
-//! half-applied; a settle seen half-applied (row zeroed, bucket not yet
-//! filled, or labels swapped before the fold) makes some series go down
-//! between two scrapes.
+//! Scrapes render while drains, settles and flushes run on other threads.
+//! Scrapes show the durable view, so every flush must copy a whole state and
+//! publish it whole: drains add 1, 10, 100 and 1000 bytes to four flows, so
+//! any total that is not a multiple of 1111 is a drain copied half-applied;
+//! a settle copied half-applied (row zeroed, bucket not yet filled, or
+//! labels swapped before the fold), or an older copy published over a newer
+//! one, makes some series go down between two scrapes.
 
 mod common;
 
@@ -15,14 +16,17 @@ use std::thread;
 use common::{family, key, mac, parse, reading, world, Labels};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::{OwnedBinding, SwapSource};
-use lachesis_ledger::{Exporter, Format, Ledger, Selector, SettleMode};
+use lachesis_ledger::state::{self, StatePaths};
+use lachesis_ledger::{
+    DrainError, Exporter, Format, Ledger, Selector, SettleError, SettleMode, UnresolvedLimits,
+};
 
 const DRAINS: u64 = 1500;
 
 #[test]
 fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
-    let ledger = Arc::new(Ledger::default());
     let source = Arc::new(SwapSource::new(world()));
+    let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source.clone()));
     let done = Arc::new(AtomicBool::new(false));
     let scrape_count = Arc::new(AtomicUsize::new(0));
     let settles = Arc::new(AtomicUsize::new(0));
@@ -33,8 +37,17 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
         key(mac(3), mac(1), Rx, OtherTenant, Icmp),
     ];
 
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let flush = {
+        let (ledger, dir) = (ledger.clone(), dir.clone());
+        move || {
+            let p = StatePaths::new(dir.path().join("state.json"));
+            state::flush(&ledger, &p, serde_json::Value::Null).unwrap();
+        }
+    };
+
     let drainer = {
-        let (ledger, source) = (ledger.clone(), source.clone());
+        let ledger = ledger.clone();
         thread::spawn(move || {
             for i in 1..=DRAINS {
                 let readings: Vec<_> = keys
@@ -42,54 +55,37 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
                     .zip([1, 10, 100, 1000])
                     .map(|(k, unit)| (*k, reading(unit * i, i, 7)))
                     .collect();
-                ledger.apply_drain(source.current().as_ref(), &readings, i);
+                // Refused while a settle waits for its flush: retry the
+                // same full-map reading, as the scraper task would.
+                while let Err(DrainError::SettleNotDurable { .. }) =
+                    ledger.apply_drain(&readings, i)
+                {
+                    thread::yield_now();
+                }
             }
         })
     };
 
-    let settler = {
-        let (ledger, source, done, settles) = (
-            ledger.clone(),
-            source.clone(),
-            done.clone(),
-            settles.clone(),
-        );
+    let flusher = {
+        let (done, flush) = (done.clone(), flush.clone());
         thread::spawn(move || {
-            let mut flip = false;
             while !done.load(Ordering::Relaxed) {
-                flip = !flip;
-                let old = source.current();
-                let mut next = (*old).clone();
-                next.bindings.insert(
-                    mac(1),
-                    OwnedBinding::new(if flip { "t-c" } else { "t-a" }, "s-1", "p-1"),
-                );
-                ledger.settle(
-                    old.as_ref(),
-                    SettleMode::Rebase(Selector::VmMac(mac(1))),
-                    || {
-                        source.store(next.clone());
-                    },
-                );
-                let old = source.current();
-                let mut next = (*old).clone();
-                next.routers.insert(
-                    mac(100),
-                    if flip { "public-2" } else { "public" }.to_owned(),
-                );
-                ledger.settle(
-                    old.as_ref(),
-                    SettleMode::Rebase(Selector::RouterPeer(mac(100))),
-                    || source.store(next.clone()),
-                );
-                settles.fetch_add(2, Ordering::Relaxed);
+                flush();
             }
         })
     };
+
+    let settler = spawn_settler(
+        ledger.clone(),
+        source.clone(),
+        done.clone(),
+        settles.clone(),
+        flush.clone(),
+    );
 
     let scraper_threads: Vec<_> = (0..2)
         .map(|_| {
-            let exporter = Exporter::new(ledger.clone(), source.clone());
+            let exporter = Exporter::new(ledger.clone());
             let (done, scrape_count) = (done.clone(), scrape_count.clone());
             thread::spawn(move || scrape_until(&exporter, &done, &scrape_count))
         })
@@ -107,11 +103,13 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
     }
     done.store(true, Ordering::Relaxed);
     settler.join().unwrap();
+    flusher.join().unwrap();
+    flush();
     for s in scraper_threads {
         s.join().unwrap();
     }
     let mut out = String::new();
-    Exporter::new(ledger, source)
+    Exporter::new(ledger)
         .render(Format::PrometheusText, &mut out)
         .unwrap();
     let total: u64 = family(&parse(&out), "lachesis_bytes_total").values().sum();
@@ -153,5 +151,66 @@ fn scrape_until(exporter: &Exporter, done: &AtomicBool, scrape_count: &AtomicUsi
             }
         }
         scrape_count.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Flips mac(1)'s tenant and router 100's network back and forth, settling
+/// and flushing each time, until `done`.
+fn spawn_settler(
+    ledger: Arc<Ledger>,
+    source: Arc<SwapSource>,
+    done: Arc<AtomicBool>,
+    settles: Arc<AtomicUsize>,
+    flush: impl Fn() + Send + 'static,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut flip = false;
+        while !done.load(Ordering::Relaxed) {
+            flip = !flip;
+            let old = source.current();
+            let mut next = (*old).clone();
+            next.bindings.insert(
+                mac(1),
+                OwnedBinding::new(if flip { "t-c" } else { "t-a" }, "s-1", "p-1"),
+            );
+            settle_after_flush(
+                &ledger,
+                &flush,
+                SettleMode::Rebase(Selector::VmMac(mac(1))),
+                || {
+                    source.store(next.clone());
+                },
+            );
+            let old = source.current();
+            let mut next = (*old).clone();
+            next.routers.insert(
+                mac(100),
+                if flip { "public-2" } else { "public" }.to_owned(),
+            );
+            settle_after_flush(
+                &ledger,
+                &flush,
+                SettleMode::Rebase(Selector::RouterPeer(mac(100))),
+                || {
+                    source.store(next.clone());
+                },
+            );
+            // The agent's order: flush, settle, flush, then drains resume.
+            flush();
+            settles.fetch_add(2, Ordering::Relaxed);
+            thread::sleep(std::time::Duration::from_micros(200));
+        }
+    })
+}
+
+/// Flushes, then settles; a drain that slipped in between makes the ledger
+/// refuse, and the pair is tried again.
+fn settle_after_flush(ledger: &Ledger, flush: &impl Fn(), mode: SettleMode, swap: impl Fn()) {
+    loop {
+        flush();
+        match ledger.settle(mode, &swap) {
+            Ok(_) => return,
+            Err(SettleError::DrainsNotDurable { .. }) => thread::yield_now(),
+        }
     }
 }

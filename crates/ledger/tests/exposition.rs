@@ -2,22 +2,19 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{key, mac, reading, world};
+use common::{key, mac, reading, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
-use lachesis_ledger::memory::SwapSource;
-use lachesis_ledger::{Exporter, Format, Ledger, Selector, SettleMode, UnresolvedLimits};
+use lachesis_ledger::{Exporter, Format, Selector, SettleMode, UnresolvedLimits};
 
 /// mac(1) (t-a/s-1/p-1) sent 1000 B to the internet through router mac(100)
 /// and was then rebased; mac(3) (t-b/s-3/p-3) received 200 B from mac(2);
 /// an unbound MAC's 77 B were evicted to `unknown`.
 fn known() -> Exporter {
     let attr = world();
-    let l = Arc::new(Ledger::new(UnresolvedLimits {
+    let l = Rig::new(UnresolvedLimits {
         capacity: 10,
         ttl_ns: 5,
-    }));
+    });
     l.apply_drain(
         &attr,
         &[
@@ -48,7 +45,9 @@ fn known() -> Exporter {
         ],
         10,
     );
-    Exporter::new(l, Arc::new(SwapSource::new(attr)))
+    l.use_attr(&attr);
+    l.commit();
+    Exporter::new(l.ledger.clone())
 }
 
 const BILLING_OPENMETRICS: &str = include_str!("fixtures/known.openmetrics");

@@ -2,9 +2,14 @@
 //! of kernel traffic, drains (with counter resets, new stamps, deleted
 //! entries), unresolved arrivals/resolutions/evictions, rebases with random
 //! new attributions, router re-gatewaying, ghost evictions, prunes, state-file
-//! round trips and restarts from the last flush. After every step:
+//! round trips, restarts from the last flush and crashes between a settle
+//! and its flush. The model follows the agent's call order (flush, settle,
+//! flush, drain; deletes released by a flush carried out after the next
+//! drain). After every step:
 //!
-//! - every billing series present before and after is not smaller;
+//! - every billing series a scrape showed before the step (a restart
+//!   included) is not smaller in the scrape after it;
+//! - the export is the state of the last flush, never the live one;
 //! - each tier equals the sum of the tier below plus its absorber (read from
 //!   the ledger's own buckets, not recomputed from the same code path);
 //! - what the ledger holds never exceeds what the simulated kernel counted,
@@ -13,13 +18,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use common::{family, mac, parse, render, Samples};
+use common::{family, mac, parse, scrape, Rig, Samples};
 use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding};
 use lachesis_ledger::state::{self, StatePaths};
-use lachesis_ledger::{Book, Ledger, Selector, SettleMode, UnresolvedLimits, NONE, UNKNOWN_TENANT};
+use lachesis_ledger::{Book, Selector, SettleMode, UnresolvedLimits, NONE, UNKNOWN_TENANT};
 use proptest::prelude::*;
 
 const SEC: u64 = 1_000_000_000;
@@ -66,6 +70,12 @@ enum Action {
     Flush,
     RoundTrip,
     Restart,
+    /// A rebind whose settle is applied but the agent dies before the
+    /// flush that must follow it (the crash window of a settle).
+    RebindThenCrash {
+        vm: u8,
+        binding: usize,
+    },
 }
 
 fn action() -> impl Strategy<Value = Action> {
@@ -74,7 +84,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(key, bytes, packets)| Action::Traffic { key, bytes, packets }),
         4 => (0..20u64, any::<bool>()).prop_map(|(dt_s, honour_deletes)| Action::Drain { dt_s, honour_deletes }),
         1 => (0..240usize).prop_map(|key| Action::Relieve { key }),
-        2 => (1..=VMS, 0..6usize).prop_map(|(vm, binding)| Action::Rebind { vm, binding }),
+        2 => (1..=VMS, 0..7usize).prop_map(|(vm, binding)| Action::Rebind { vm, binding }),
         2 => (1..=VMS, any::<bool>()).prop_map(|(vm, delete_kernel)| Action::Ghost { vm, delete_kernel }),
         1 => (0..2usize, proptest::option::of(0..3usize)).prop_map(|(router, net)| Action::Regateway { router, net }),
         2 => (1..8u8).prop_map(|alive_mask| Action::PruneServers { alive_mask }),
@@ -82,6 +92,7 @@ fn action() -> impl Strategy<Value = Action> {
         1 => Just(Action::Flush),
         1 => Just(Action::RoundTrip),
         1 => Just(Action::Restart),
+        1 => (1..=VMS, 0..7usize).prop_map(|(vm, binding)| Action::RebindThenCrash { vm, binding }),
     ]
 }
 
@@ -108,6 +119,10 @@ fn pool_key(i: usize) -> FlowKey {
 /// Servers belong to one tenant, and several MACs share a server, so that
 /// prunes meet servers and tenants that still have live rows.
 fn binding(vm: u8, choice: usize) -> OwnedBinding {
+    if choice == 6 {
+        // Several MACs on one port (§6.3 allowed-address pairs).
+        return OwnedBinding::new("t0", "s0", "p-shared");
+    }
     let server = choice % 3;
     let b = OwnedBinding::new(
         &format!("t{}", server % 2),
@@ -132,28 +147,59 @@ fn initial_attr() -> MemoryAttribution {
 
 struct Model {
     dir: tempfile::TempDir,
-    ledger: Arc<Ledger>,
+    ledger: Rig,
     attr: MemoryAttribution,
     kernel: BTreeMap<FlowKey, FlowCounters>,
     next_stamp: u64,
     now: u64,
     added: (u64, u64),
     lost: (u64, u64),
-    flushed: Option<(MemoryAttribution, Samples)>,
+    /// The attribution the state file was last written under.
+    flushed_attr: Option<MemoryAttribution>,
+    /// The book as of the last flush or restore: what the export must show.
+    durable: Book,
+    /// Kernel deletes released by flushes, not yet carried out.
+    released: Vec<FlowKey>,
 }
 
 impl Model {
     fn new() -> Model {
         Model {
             dir: tempfile::tempdir().unwrap(),
-            ledger: Arc::new(Ledger::new(LIMITS)),
+            ledger: Rig::new(LIMITS),
             attr: initial_attr(),
             kernel: BTreeMap::new(),
             next_stamp: 1,
             now: 0,
             added: (0, 0),
             lost: (0, 0),
-            flushed: None,
+            flushed_attr: None,
+            durable: Book::default(),
+            released: Vec::new(),
+        }
+    }
+
+    /// The agent's flusher: write the file, then the released deletes are
+    /// the caller's to carry out.
+    fn flush(&mut self) {
+        self.durable = self.ledger.snapshot();
+        self.ledger.use_attr(&self.attr);
+        let report = state::flush(
+            &self.ledger,
+            &self.paths(),
+            serde_json::json!({"plan": "opaque"}),
+        )
+        .unwrap();
+        self.released.extend(report.delete);
+        self.flushed_attr = Some(self.attr.clone());
+    }
+
+    /// Carries out (or, when the kernel refuses, drops) the released deletes.
+    fn carry_out_deletes(&mut self, honour: bool) {
+        for k in std::mem::take(&mut self.released) {
+            if honour {
+                self.kernel.remove(&k);
+            }
         }
     }
 
@@ -165,25 +211,34 @@ impl Model {
         self.kernel.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
+    /// The scraper task: a full-map drain, then the deletes flushes
+    /// released, right after that final read so no byte falls between.
     fn drain(&mut self, dt_s: u64, honour_deletes: bool) {
         self.now += dt_s * SEC;
-        let report = self
-            .ledger
+        self.ledger
             .apply_drain(&self.attr, &self.readings(), self.now);
-        if honour_deletes {
-            for k in report.delete {
-                self.kernel.remove(&k);
-            }
-        }
+        self.carry_out_deletes(honour_deletes);
     }
 
-    /// Settles under the current attribution, then swaps to `next` inside
-    /// the ledger lock, as the reconciler does.
+    /// Flushes, settles under the current attribution and swaps the source
+    /// to `next` inside the ledger lock, as the reconciler does; no flush
+    /// after it yet.
+    fn settle_only(&mut self, mode: SettleMode, next: MemoryAttribution) {
+        // The drains before the settle point go to the file first.
+        self.flush();
+        let source = self.ledger.source.clone();
+        let swap_to = next.clone();
+        self.ledger
+            .ledger
+            .settle(mode, || source.store(swap_to))
+            .unwrap();
+        self.attr = next;
+    }
+
+    /// Settle, then the flush the agent must do before its next drain.
     fn settle_to(&mut self, mode: SettleMode, next: MemoryAttribution) {
-        let old = self.attr.clone();
-        let mut swapped = None;
-        self.ledger.settle(&old, mode, || swapped = Some(next));
-        self.attr = swapped.unwrap();
+        self.settle_only(mode, next);
+        self.flush();
     }
 
     /// Walks the attribution from `self.attr` to `target` one change at a
@@ -219,6 +274,7 @@ impl Model {
                 (None, Some(n)) => {
                     next.bindings.insert(m, n);
                     self.attr = next;
+                    self.ledger.use_attr(&self.attr);
                 }
                 _ => {}
             }
@@ -226,38 +282,40 @@ impl Model {
         assert_eq!(&self.attr, target);
     }
 
-    fn restore_from_file(&mut self) {
+    /// A new process restores the file; its source serves `attr` (the plan
+    /// the file was written with) while it does.
+    fn restore_from_file(&mut self, attr: &MemoryAttribution) {
         let loaded = state::load(&self.paths()).unwrap();
-        let fresh = Arc::new(Ledger::new(LIMITS));
-        fresh.restore_loaded(loaded, self.now);
+        let fresh = Rig::new(LIMITS);
+        fresh.use_attr(attr);
+        fresh.restore_loaded(loaded, self.now).unwrap();
         self.ledger = fresh;
+        self.durable = self.ledger.snapshot();
     }
 
     fn round_trip(&mut self) {
+        self.flush();
         let before = normalized(self.ledger.snapshot());
-        let text = render(&self.ledger, &self.attr);
-        state::flush(&self.ledger, &self.paths(), serde_json::Value::Null).unwrap();
-        self.flushed = Some((self.attr.clone(), parse(&text)));
-        self.restore_from_file();
+        let text = scrape(&self.ledger, &self.attr);
+        let attr = self.attr.clone();
+        self.restore_from_file(&attr);
         assert_eq!(normalized(self.ledger.snapshot()), before);
         // Billing and info families render identically; health
         // counters are per process and start again, like any counter.
         let billing = |t: &str| t[..t.find("# HELP lachesis_ledger_rows").unwrap()].to_owned();
-        assert_eq!(billing(&render(&self.ledger, &self.attr)), billing(&text));
+        assert_eq!(billing(&scrape(&self.ledger, &self.attr)), billing(&text));
     }
 
-    /// Returns the series a restart is held against: those of the last flush.
-    fn restart(&mut self) -> Samples {
-        // Crash: everything since the last flush is gone from
-        // userspace; the kernel (pinned map) kept counting. Boot
-        // restores the file with the attribution it was written
-        // under, reconciles to the current one, then drains.
+    fn restart(&mut self) {
+        // Crash: everything since the last flush is gone from userspace,
+        // released deletes not yet carried out are forgotten; the kernel
+        // (pinned map) kept counting. Boot restores the file under the
+        // attribution it was written with, reconciles to the current one
+        // (settle, flush), then drains.
+        self.released.clear();
         let current = self.attr.clone();
-        let (old_attr, baseline) = self
-            .flushed
-            .clone()
-            .unwrap_or_else(|| (current.clone(), Samples::new()));
-        self.restore_from_file();
+        let old_attr = self.flushed_attr.clone().unwrap_or_else(|| current.clone());
+        self.restore_from_file(&old_attr);
         self.attr = old_attr;
         self.reconcile_to(&current);
         self.drain(0, true);
@@ -267,12 +325,29 @@ impl Model {
             "restart double counted bytes"
         );
         self.lost = (self.added.0 - held.0, self.added.1 - held.1);
-        baseline
     }
 
-    /// Applies one action; returns the series baseline monotonicity is
-    /// checked against when the step restarts from the file.
-    fn step(&mut self, a: &Action) -> Option<Samples> {
+    /// A new binding for `vm`; `crash`: the agent dies between the settle
+    /// and the flush that must follow it.
+    fn rebind(&mut self, vm: u8, choice: usize, crash: bool) {
+        let mut next = self.attr.clone();
+        next.bindings.insert(mac(vm), binding(vm, choice));
+        if !self.attr.bindings.contains_key(&mac(vm)) {
+            self.attr = next;
+        } else if crash {
+            self.settle_only(SettleMode::Rebase(Selector::VmMac(mac(vm))), next);
+            // The ledger itself refuses to drain on top of it.
+            assert!(self.ledger.ledger.apply_drain(&[], self.now).is_err());
+        } else {
+            self.settle_to(SettleMode::Rebase(Selector::VmMac(mac(vm))), next);
+        }
+        if crash {
+            self.restart();
+        }
+    }
+
+    /// Applies one action.
+    fn step(&mut self, a: &Action) {
         match *a {
             Action::Traffic {
                 key,
@@ -303,29 +378,17 @@ impl Model {
                 self.drain(0, true);
                 self.kernel.remove(&pool_key(key));
             }
-            Action::Rebind {
-                vm,
-                binding: choice,
-            } => {
-                let mut next = self.attr.clone();
-                next.bindings.insert(mac(vm), binding(vm, choice));
-                if self.attr.bindings.contains_key(&mac(vm)) {
-                    self.settle_to(SettleMode::Rebase(Selector::VmMac(mac(vm))), next);
-                } else {
-                    self.attr = next;
-                }
-            }
+            Action::Rebind { vm, binding } => self.rebind(vm, binding, false),
+            Action::RebindThenCrash { vm, binding } => self.rebind(vm, binding, true),
             Action::Ghost { vm, delete_kernel } => {
                 if self.attr.bindings.contains_key(&mac(vm)) {
-                    // §9 ghost sweep: final read, delete kernel entries, settle, unbind.
+                    // §9 ghost sweep: final read, evict-settle and unbind,
+                    // flush, then delete the kernel entries the flush released.
                     self.drain(0, true);
-                    if delete_kernel {
-                        let m = mac(vm);
-                        self.kernel.retain(|k, _| k.vm_mac().unwrap() != m);
-                    }
                     let mut next = self.attr.clone();
                     next.bindings.remove(&mac(vm));
                     self.settle_to(SettleMode::Evict { vm_mac: mac(vm) }, next);
+                    self.carry_out_deletes(delete_kernel);
                 }
             }
             Action::Regateway { router, net } => {
@@ -342,32 +405,29 @@ impl Model {
                     .filter(|i| alive_mask & (1 << i) != 0)
                     .map(|i| format!("s{i}"))
                     .collect();
+                self.ledger.use_attr(&self.attr);
                 self.ledger
-                    .prune_servers(&self.attr, alive.iter().map(String::as_str))
+                    .ledger
+                    .prune_servers(alive.iter().map(String::as_str))
                     .unwrap();
+                self.flush();
             }
             Action::PruneTenants { alive_mask } => {
                 let alive: Vec<String> = (0..3)
                     .filter(|i| alive_mask & (1 << i) != 0)
                     .map(|i| format!("t{i}"))
                     .collect();
+                self.ledger.use_attr(&self.attr);
                 self.ledger
-                    .prune_tenants(&self.attr, alive.iter().map(String::as_str))
+                    .ledger
+                    .prune_tenants(alive.iter().map(String::as_str))
                     .unwrap();
+                self.flush();
             }
-            Action::Flush => {
-                state::flush(
-                    &self.ledger,
-                    &self.paths(),
-                    serde_json::json!({"plan": "opaque"}),
-                )
-                .unwrap();
-                self.flushed = Some((self.attr.clone(), parse(&render(&self.ledger, &self.attr))));
-            }
+            Action::Flush => self.flush(),
             Action::RoundTrip => self.round_trip(),
-            Action::Restart => return Some(self.restart()),
+            Action::Restart => self.restart(),
         }
-        None
     }
 }
 
@@ -380,7 +440,7 @@ fn normalized(mut b: Book) -> Book {
 }
 
 /// Exported total plus what waits in the unresolved buffer.
-fn held(l: &Ledger) -> (u64, u64) {
+fn held(l: &Rig) -> (u64, u64) {
     let b = l.snapshot();
     let g = b.grand_total();
     (g.bytes, g.packets)
@@ -549,14 +609,18 @@ fn check_monotone(prev: &Samples, cur: &Samples, step: &Action) {
 
 fn run(actions: &[Action]) {
     let mut m = Model::new();
-    let mut prev = parse(&render(&m.ledger, &m.attr));
+    let mut prev = parse(&scrape(&m.ledger, &m.attr));
     for a in actions {
-        let baseline = m.step(a);
-        let cur = parse(&render(&m.ledger, &m.attr));
-        check_monotone(baseline.as_ref().unwrap_or(&prev), &cur, a);
-        let book = m.ledger.snapshot();
-        check_tiers(&cur, &book, "bytes", |c| c.bytes);
-        check_tiers(&cur, &book, "packets", |c| c.packets);
+        m.step(a);
+        // Every step is held against what the previous scrape exported,
+        // restarts included: a crash or reboot must never take back a byte
+        // a scrape already showed.
+        let cur = parse(&scrape(&m.ledger, &m.attr));
+        check_monotone(&prev, &cur, a);
+        // The export is the durable state, not the live one.
+        let book = &m.durable;
+        check_tiers(&cur, book, "bytes", |c| c.bytes);
+        check_tiers(&cur, book, "packets", |c| c.packets);
         let held = held(&m.ledger);
         let expect = (m.added.0 - m.lost.0, m.added.1 - m.lost.1);
         assert!(
@@ -574,7 +638,11 @@ fn run(actions: &[Action]) {
         }
         let exported: u64 = family(&cur, "lachesis_bytes_total").values().sum();
         let pending: u64 = book.unresolved.values().map(|p| p.acc.bytes).sum();
-        assert_eq!(exported + pending, held.0);
+        assert_eq!(exported + pending, book.grand_total().bytes);
+        assert!(
+            book.grand_total().bytes <= held.0,
+            "export ran ahead of the ledger"
+        );
         prev = cur;
     }
 }

@@ -5,22 +5,22 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{key, mac, parse, reading, render, value, world};
+use common::{key, mac, parse, reading, render, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
-use lachesis_ledger::{Ledger, PruneError, Selector, SettleMode, UnresolvedLimits};
+use lachesis_ledger::{PruneError, Selector, SettleMode, UnresolvedLimits};
 
 const SEC: u64 = 1_000_000_000;
 
-fn ledger() -> Arc<Ledger> {
-    Arc::new(Ledger::new(UnresolvedLimits {
+fn ledger() -> Rig {
+    Rig::new(UnresolvedLimits {
         capacity: 3,
         ttl_ns: 60 * SEC,
-    }))
+    })
 }
 
 fn tenant_bytes(
-    l: &Arc<Ledger>,
+    l: &Rig,
     attr: &lachesis_ledger::memory::MemoryAttribution,
     t: &str,
     zone: &str,
@@ -108,7 +108,8 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
     // t=0: one row; t=10s: four more, over capacity 3 by two → the two least
     // recently active (the t=0 row and then one of the t=10s rows) go.
     let r0 = l.apply_drain(&attr, &[(ks[0], reading(100, 1, 1))], 0);
-    assert!(r0.delete.is_empty());
+    l.commit();
+    assert_eq!((r0.evicted, l.take_released()), (0, vec![]));
     let readings: Vec<_> = ks
         .iter()
         .enumerate()
@@ -119,11 +120,15 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
     rd[0].1 = reading(100, 1, 1);
     let r1 = l.apply_drain(&attr, &rd, 10 * SEC);
     assert_eq!(r1.evicted, 2);
-    assert!(r1.delete.contains(&ks[0]));
+    // Kernel deletes wait for the flush that makes the eviction durable.
+    assert!(l.take_released().is_empty());
+    l.commit();
+    let released = l.take_released();
+    assert_eq!(released.len(), 2);
+    assert!(released.contains(&ks[0]));
     assert_eq!(l.sizes().unresolved, 3);
-    let unknown = |l: &Arc<Ledger>| tenant_bytes(l, &attr, "unknown", "miss", "none", "rx");
-    let evicted_bytes: u64 = r1
-        .delete
+    let unknown = |l: &Rig| tenant_bytes(l, &attr, "unknown", "miss", "none", "rx");
+    let evicted_bytes: u64 = released
         .iter()
         .map(|k| rd.iter().find(|(x, _)| x == k).unwrap().1.bytes)
         .sum();
@@ -141,14 +146,16 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
 #[test]
 fn an_evicted_entry_the_caller_failed_to_delete_is_not_counted_twice() {
     let attr = world();
-    let l = Arc::new(Ledger::new(UnresolvedLimits {
+    let l = Rig::new(UnresolvedLimits {
         capacity: 10,
         ttl_ns: SEC,
-    }));
+    });
     let k = key(mac(20), mac(100), Tx, Miss, Udp);
     l.apply_drain(&attr, &[(k, reading(500, 5, 3))], 0);
     let r = l.apply_drain(&attr, &[(k, reading(800, 8, 3))], 2 * SEC);
-    assert_eq!(r.delete, vec![k]);
+    assert_eq!(r.evicted, 1);
+    l.commit();
+    assert_eq!(l.take_released(), vec![k]);
     // The delete did not happen: the same entry shows up again, grown by 50.
     l.apply_drain(&attr, &[(k, reading(850, 9, 3))], 3 * SEC);
     l.apply_drain(&attr, &[(k, reading(850, 9, 3))], 5 * SEC);
@@ -409,10 +416,10 @@ fn prune_tenants_folds_into_total_only_when_nothing_else_holds_the_tenant() {
 #[test]
 fn unknown_is_terminal_and_never_pruned() {
     let attr = world();
-    let l = Arc::new(Ledger::new(UnresolvedLimits {
+    let l = Rig::new(UnresolvedLimits {
         capacity: 10,
         ttl_ns: 0,
-    }));
+    });
     l.apply_drain(
         &attr,
         &[(key(mac(50), mac(100), Tx, Miss, Other), reading(77, 1, 1))],
@@ -432,4 +439,135 @@ fn interner_is_part_of_the_ledger() {
     assert_eq!(l.intern_tenant("t-b"), Ok(2));
     assert_eq!(l.tenant_id("t-a"), Some(1));
     assert_eq!(l.snapshot().interner.len(), 2);
+}
+
+/// A scraper that read the attribution before a settle-and-swap and drained
+/// after it must not resurrect the evicted MAC's row: the ledger loads the
+/// attribution itself, inside the lock the settle swapped under.
+#[test]
+fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
+    use lachesis_ledger::memory::SwapSource;
+    use lachesis_ledger::Ledger;
+    let a0 = world();
+    let mut a1 = a0.clone();
+    a1.bindings.remove(&mac(1));
+    let source = Arc::new(SwapSource::new(a0.clone()));
+    let l = Arc::new(Ledger::new(
+        UnresolvedLimits {
+            capacity: 10,
+            ttl_ns: 60 * SEC,
+        },
+        source.clone(),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let flush = || {
+        let p = lachesis_ledger::state::StatePaths::new(dir.path().join("state.json"));
+        lachesis_ledger::state::flush(&l, &p, serde_json::Value::Null).unwrap();
+    };
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    l.apply_drain(&[(k, reading(1000, 10, 5))], 0).unwrap();
+    // The sweeper evicts mac(1), swaps to a1 and flushes between the
+    // scraper's map read and its drain.
+    flush();
+    l.settle(SettleMode::Evict { vm_mac: mac(1) }, || {
+        source.store(a1.clone());
+    })
+    .unwrap();
+    flush();
+    l.apply_drain(&[(k, reading(1100, 11, 5))], SEC).unwrap();
+    assert_eq!(l.sizes().rows, 0, "evicted MAC got a row back");
+    assert_eq!(l.sizes().unresolved, 1, "its new bytes wait as unresolved");
+    l.apply_drain(&[], 200 * SEC).unwrap();
+    flush();
+    // Whoever gets the MAC next starts from nothing.
+    let mut a2 = a1.clone();
+    a2.bindings
+        .insert(mac(1), OwnedBinding::new("t-c", "s-9", "p-9"));
+    source.store(a2);
+    let mut text = String::new();
+    lachesis_ledger::Exporter::new(l.clone())
+        .render(lachesis_ledger::Format::OpenMetrics, &mut text)
+        .unwrap();
+    assert!(!text.contains("t-c"), "new owner billed old bytes:\n{text}");
+}
+
+/// Two MACs on one port (§6.3 allowed-address-pair, e.g. VRRP): ending one
+/// keeps the live port's series; ending the last moves it to the server tier.
+#[test]
+fn evicting_one_of_two_macs_of_a_port_keeps_the_port_series() {
+    let a0 = {
+        let mut a = world();
+        a.bindings
+            .insert(mac(7), OwnedBinding::new("t-a", "s-1", "p-1"));
+        a
+    };
+    let mut a1 = a0.clone();
+    a1.bindings.remove(&mac(7));
+    let l = ledger();
+    let (k1, k7) = (
+        key(mac(1), mac(2), Tx, SameTenant, Tcp),
+        key(mac(7), mac(2), Tx, SameTenant, Udp),
+    );
+    l.apply_drain(
+        &a0,
+        &[(k1, reading(1000, 1, 1)), (k7, reading(500, 1, 2))],
+        0,
+    );
+    let port_labels = [
+        ("server_id", "s-1"),
+        ("port_id", "p-1"),
+        ("tenant_id", "t-a"),
+        ("zone", "same_tenant"),
+        ("external_network", "none"),
+        ("direction", "tx"),
+    ];
+    let proto = |p| {
+        [
+            ("server_id", "s-1"),
+            ("port_id", "p-1"),
+            ("tenant_id", "t-a"),
+            ("proto", p),
+            ("direction", "tx"),
+        ]
+    };
+    let server = [
+        ("server_id", "s-1"),
+        ("tenant_id", "t-a"),
+        ("zone", "same_tenant"),
+        ("external_network", "none"),
+        ("direction", "tx"),
+    ];
+    let s = parse(&render(&l, &a0));
+    assert_eq!(
+        value(&s, "lachesis_port_bytes_total", &port_labels),
+        Some(1500)
+    );
+    l.settle(&a0, SettleMode::Evict { vm_mac: mac(7) }, || {});
+    let s = parse(&render(&l, &a1));
+    assert_eq!(
+        value(&s, "lachesis_port_bytes_total", &port_labels),
+        Some(1500)
+    );
+    assert_eq!(
+        value(&s, "lachesis_port_proto_bytes_total", &proto("udp")),
+        Some(500)
+    );
+    assert_eq!(
+        value(&s, "lachesis_server_bytes_total", &server),
+        Some(1500)
+    );
+    // The port's last MAC goes: its series end, the server keeps every byte.
+    let mut a2 = a1.clone();
+    a2.bindings.remove(&mac(1));
+    l.settle(&a1, SettleMode::Evict { vm_mac: mac(1) }, || {});
+    let s = parse(&render(&l, &a2));
+    assert_eq!(value(&s, "lachesis_port_bytes_total", &port_labels), None);
+    assert_eq!(
+        value(&s, "lachesis_port_proto_bytes_total", &proto("tcp")),
+        None
+    );
+    assert_eq!(
+        value(&s, "lachesis_server_bytes_total", &server),
+        Some(1500)
+    );
 }

@@ -5,24 +5,26 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
 
-use common::{key, mac, parse, reading, render, value, world};
+use common::{key, mac, parse, reading, render, scrape, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
 use lachesis_ledger::state::{self, FlushPhase, LoadSource, StateError, StatePaths, SCHEMA};
-use lachesis_ledger::{Book, Ledger, Selector, SettleMode, UnresolvedLimits};
+use lachesis_ledger::{
+    Book, DrainError, InternerConflict, Selector, SettleError, SettleMode, UnresolvedLimits,
+};
 use serde_json::json;
 
+const SEC: u64 = 1_000_000_000;
 const BIG: u64 = (1 << 63) + 12_345;
 
 /// A ledger with something in every section of the file.
-fn busy() -> Arc<Ledger> {
+fn busy() -> Rig {
     let mut attr = world();
-    let l = Arc::new(Ledger::new(UnresolvedLimits {
+    let l = Rig::new(UnresolvedLimits {
         capacity: 1,
         ttl_ns: 100,
-    }));
+    });
     l.intern_tenant("t-a").unwrap();
     l.intern_tenant("t-b").unwrap();
     l.apply_drain(
@@ -123,12 +125,12 @@ fn restart_from_the_file_continues_without_loss_or_double_count() {
     let p = paths(dir.path());
     let attr = world();
     let k = key(mac(1), mac(100), Tx, External, Tcp);
-    let before = Arc::new(Ledger::default());
+    let before = Rig::default();
     before.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
     state::flush(&before, &p, json!(null)).unwrap();
     // The kernel keeps counting while the agent restarts.
-    let after = Arc::new(Ledger::default());
-    after.restore_loaded(state::load(&p).unwrap(), 0);
+    let after = Rig::default();
+    after.restore_loaded(state::load(&p).unwrap(), 0).unwrap();
     after.apply_drain(&attr, &[(k, reading(1600, 16, 5))], 1);
     let s = parse(&render(&after, &attr));
     assert_eq!(
@@ -154,7 +156,7 @@ fn crash_between_temp_write_and_rename_keeps_the_current_file() {
     let good = fs::read(&p.current).unwrap();
     // The next flush died after writing half its temp file.
     let next = state::encode(&l.snapshot(), json!({"gen": 2})).unwrap();
-    fs::write(&p.temp, &next[..next.len() / 2]).unwrap();
+    fs::write(p.temp.with_extension("tmp.1.0"), &next[..next.len() / 2]).unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Current);
     assert_eq!(loaded.plan, json!({"gen": 1}));
@@ -174,15 +176,15 @@ fn crash_between_rotate_and_rename_falls_back_to_bak() {
     // Rotated, not yet renamed: no current file, a complete temp file.
     fs::rename(&p.current, &p.backup).unwrap();
     fs::write(
-        &p.temp,
+        p.temp.with_extension("tmp.1.0"),
         state::encode(&l.snapshot(), json!({"gen": 2})).unwrap(),
     )
     .unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Backup);
     assert_eq!(loaded.plan, json!({"gen": 1}));
-    let fresh = Ledger::default();
-    fresh.restore_loaded(loaded, 0);
+    let fresh = Rig::default();
+    fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(fresh.health().load_fallback_backup, 1);
 }
 
@@ -205,8 +207,8 @@ fn corrupt_current_with_good_bak_is_quarantined_and_bak_used() {
         !p.current.exists(),
         "moved aside before anything can overwrite it"
     );
-    let fresh = Ledger::default();
-    fresh.restore_loaded(loaded, 0);
+    let fresh = Rig::default();
+    fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(normalized(fresh.snapshot()), normalized(l.snapshot()));
     let h = fresh.health();
     assert_eq!((h.load_fallback_backup, h.load_quarantined), (1, 1));
@@ -239,8 +241,8 @@ fn both_corrupt_quarantines_both_and_starts_empty() {
         b"not json"
     );
     assert!(dir.path().join("state.json.bak.quarantine").exists());
-    let fresh = Ledger::default();
-    fresh.restore_loaded(loaded, 0);
+    let fresh = Rig::default();
+    fresh.restore_loaded(loaded, 0).unwrap();
     let h = fresh.health();
     assert_eq!((h.load_fallback_empty, h.load_quarantined), (1, 2));
 }
@@ -250,8 +252,8 @@ fn missing_files_start_empty_without_a_fallback() {
     let dir = tempfile::tempdir().unwrap();
     let loaded = state::load(&paths(dir.path())).unwrap();
     assert_eq!(loaded.source, LoadSource::Empty);
-    let fresh = Ledger::default();
-    fresh.restore_loaded(loaded, 0);
+    let fresh = Rig::default();
+    fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(fresh.health().load_fallback_empty, 0);
 }
 
@@ -311,8 +313,8 @@ fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
         "older rows restore with an unknown stamp"
     );
     assert_eq!(loaded.book.interner.get("t-b"), Some(2));
-    let l = Arc::new(Ledger::default());
-    l.restore_loaded(loaded, 0);
+    let l = Rig::default();
+    l.restore_loaded(loaded, 0).unwrap();
     assert_eq!(l.intern_tenant("t-c"), Ok(3));
     // Same kernel entry grew by 250 since the old build's last read.
     let attr = world();
@@ -351,11 +353,20 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
     let dir = tempfile::tempdir().unwrap();
     let l = busy();
     let p = StatePaths::new(dir.path().join("missing-dir").join("state.json"));
+    let copies = |s: &common::Samples| {
+        value(
+            s,
+            "lachesis_state_flush_phase_seconds_count",
+            &[("phase", "copy")],
+        )
+    };
+    // `busy` flushed after its settle (to the rig's own file).
+    let before = copies(&parse(&scrape(&l, &world()))).unwrap();
     match state::flush(&l, &p, json!(null)) {
         Err(StateError::Flush { phase, .. }) => assert_eq!(phase, "write"),
         other => panic!("expected a write failure, got {other:?}"),
     }
-    let s = parse(&render(&l, &world()));
+    let s = parse(&scrape(&l, &world()));
     assert_eq!(
         value(
             &s,
@@ -364,13 +375,272 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
         ),
         Some(1)
     );
-    assert_eq!(
-        value(
-            &s,
-            "lachesis_state_flush_phase_seconds_count",
-            &[("phase", "copy")]
-        ),
-        Some(1)
-    );
+    assert_eq!(copies(&s), Some(before + 1));
     assert_eq!(FlushPhase::ALL.len(), 7);
+}
+
+#[test]
+fn evicting_a_schema_1_row_leaves_a_tombstone_its_surviving_entry_continues_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/state-v1.json"),
+        &p.current,
+    )
+    .unwrap();
+    let l = Rig::default();
+    l.restore_loaded(state::load(&p).unwrap(), 0).unwrap();
+    let a0 = world();
+    let mut a1 = a0.clone();
+    a1.bindings.remove(&mac(1)); // port deleted while the agent was down
+    l.settle(&a0, SettleMode::Evict { vm_mac: mac(1) }, || {});
+    // The kernel delete failed or raced: the entry (stamp unknown to the
+    // file) is still there and grew by 100.
+    let k = key(mac(1), mac(100), Tx, External, Tcp);
+    l.apply_drain(&a1, &[(k, reading(5100, 51, 9))], 1_000_000_000);
+    let held: u64 = common::family(&parse(&render(&l, &a1)), "lachesis_bytes_total")
+        .values()
+        .sum::<u64>()
+        + l.snapshot()
+            .unresolved
+            .values()
+            .map(|p| p.acc.bytes)
+            .sum::<u64>();
+    // The fixture holds row 5000, server-settled 700, total-settled 11 and
+    // unknown 33; only the 100 grown since are new.
+    assert_eq!(held, 5000 + 700 + 11 + 33 + 100);
+}
+
+#[test]
+fn overlapping_flushes_neither_fail_nor_leave_a_torn_or_missing_file() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let l = Rig::default();
+    // Big enough that one flush's write overlaps the other's rotate/rename.
+    let readings: Vec<_> = (0..4_000u32)
+        .map(|i| {
+            let b = i.to_be_bytes();
+            let k = lachesis_abi::FlowKey {
+                dst_mac: [4, 0, b[0], b[1], b[2], b[3]],
+                ..key(mac(1), mac(2), Tx, SameTenant, Tcp)
+            };
+            (k, reading(u64::from(i) + 1, 1, 1))
+        })
+        .collect();
+    l.apply_drain(&world(), &readings, 0);
+    let (failed, bad) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..15 {
+                    if state::flush(&l, &p, json!(null)).is_err() {
+                        failed.fetch_add(1, Relaxed);
+                    }
+                    // After our own successful flush a complete current
+                    // file must exist, whatever the other thread is doing.
+                    let ok = fs::read(&p.current)
+                        .is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok());
+                    if !ok {
+                        bad.fetch_add(1, Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!((failed.into_inner(), bad.into_inner()), (0, 0));
+    let left: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temp files left behind: {left:?}");
+}
+
+fn tenant_tx(s: &common::Samples, tenant: &str, zone: &str) -> Option<u64> {
+    value(
+        s,
+        "lachesis_tenant_bytes_total",
+        &[
+            ("tenant_id", tenant),
+            ("zone", zone),
+            ("external_network", "none"),
+            ("direction", "tx"),
+        ],
+    )
+}
+
+/// Host reboot: the kernel map is gone and the state comes from the last
+/// flush. The export never showed more than that flush, so the series
+/// continues from where the scrapes last saw it.
+#[test]
+fn host_reboot_never_lowers_a_series_a_scrape_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    let a = world();
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let l = Rig::default();
+    l.apply_drain(&a, &[(k, reading(1000, 10, 5))], 0);
+    state::flush(&l, &file, json!(null)).unwrap();
+    l.apply_drain(&a, &[(k, reading(1500, 15, 5))], SEC);
+    let seen = tenant_tx(&parse(&scrape(&l, &a)), "t-a", "same_tenant");
+    assert_eq!(seen, Some(1000), "export runs ahead of the file");
+    // Reboot: fresh kernel (new entry, new stamp), state from the file.
+    let rebooted = Rig::default();
+    rebooted.use_attr(&a);
+    rebooted
+        .restore_loaded(state::load(&file).unwrap(), 0)
+        .unwrap();
+    assert_eq!(
+        tenant_tx(&parse(&scrape(&rebooted, &a)), "t-a", "same_tenant"),
+        seen
+    );
+    rebooted.apply_drain(&a, &[(k, reading(10, 1, 3))], SEC);
+    assert_eq!(
+        tenant_tx(&parse(&render(&rebooted, &a)), "t-a", "same_tenant"),
+        Some(1010)
+    );
+}
+
+/// Agent crash (kernel alive) after an unresolved eviction, before the
+/// flush: the kernel delete was never released, so the entry survives, the
+/// restored row waits again and is evicted again with every byte.
+#[test]
+fn crash_after_an_unresolved_eviction_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    let a = world();
+    let lim = UnresolvedLimits {
+        capacity: 10,
+        ttl_ns: SEC,
+    };
+    let k = key(mac(9), mac(100), Tx, Miss, Udp);
+    let l = Rig::new(lim);
+    l.apply_drain(&a, &[(k, reading(300, 3, 7))], 0);
+    state::flush(&l, &file, json!(null)).unwrap();
+    let rep = l.apply_drain(&a, &[(k, reading(500, 5, 7))], 2 * SEC);
+    assert_eq!(rep.evicted, 1);
+    let seen = tenant_tx(&parse(&scrape(&l, &a)), "unknown", "miss");
+    assert_eq!(seen, None, "the eviction is not durable yet");
+    // Crash. Nothing was released, so nothing was deleted from the kernel.
+    let rebooted = Rig::new(lim);
+    rebooted.use_attr(&a);
+    rebooted
+        .restore_loaded(state::load(&file).unwrap(), 3 * SEC)
+        .unwrap();
+    rebooted.apply_drain(&a, &[(k, reading(500, 5, 7))], 3 * SEC);
+    rebooted.apply_drain(&a, &[(k, reading(500, 5, 7))], 5 * SEC); // TTL again
+    assert_eq!(
+        tenant_tx(&parse(&render(&rebooted, &a)), "unknown", "miss"),
+        Some(500)
+    );
+    assert_eq!(rebooted.take_released(), vec![k]);
+}
+
+/// Agent crash (kernel alive) after a rebase, before the flush that must
+/// follow it. The flush the ledger demanded before the settle holds the
+/// baseline of the settle point, so the boot's reconcile (settle under the
+/// restored plan, flush) bills every byte to the tenant it belonged to.
+#[test]
+fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    let a0 = world();
+    let mut a1 = a0.clone();
+    a1.bindings
+        .insert(mac(1), OwnedBinding::new("t-b", "s-1", "p-1"));
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let rebase = SettleMode::Rebase(Selector::VmMac(mac(1)));
+    let l = Rig::default();
+    l.apply_drain(&a0, &[(k, reading(1000, 10, 5))], 0);
+    state::flush(&l, &file, json!("a0")).unwrap();
+    l.apply_drain(&a0, &[(k, reading(1500, 15, 5))], SEC);
+    let seen = tenant_tx(&parse(&scrape(&l, &a0)), "t-a", "same_tenant");
+    // Settling on top of an unflushed drain is refused, swap not run.
+    let mut swapped = false;
+    assert!(matches!(
+        l.ledger.settle(rebase, || swapped = true),
+        Err(SettleError::DrainsNotDurable { unflushed: 1 })
+    ));
+    assert!(!swapped);
+    state::flush(&l, &file, json!("a0")).unwrap();
+    let src = l.source.clone();
+    l.ledger.settle(rebase, || src.store(a1.clone())).unwrap();
+    // Draining on top of the unflushed settle is refused too.
+    assert!(matches!(
+        l.ledger.apply_drain(&[(k, reading(1700, 17, 5))], 2 * SEC),
+        Err(DrainError::SettleNotDurable { unflushed: 1 })
+    ));
+    // Crash here. Boot: restore under the file's plan (a0), reconcile to
+    // the fresh one (a1) through a settle, flush, drain.
+    let rebooted = Rig::default();
+    rebooted.use_attr(&a0);
+    rebooted
+        .restore_loaded(state::load(&file).unwrap(), 3 * SEC)
+        .unwrap();
+    let after_restore = tenant_tx(&parse(&scrape(&rebooted, &a0)), "t-a", "same_tenant");
+    assert!(after_restore >= seen, "{after_restore:?} < {seen:?}");
+    rebooted.settle(&a0, rebase, || {});
+    rebooted.apply_drain(&a1, &[(k, reading(1700, 17, 5))], 3 * SEC);
+    let s = parse(&render(&rebooted, &a1));
+    assert_eq!(
+        (
+            tenant_tx(&s, "t-a", "same_tenant"),
+            tenant_tx(&s, "t-b", "same_tenant")
+        ),
+        (Some(1500), Some(200))
+    );
+}
+
+/// Boot step 2 interns tenants (trie rows) before step 4 restores: an id
+/// already handed out must keep its meaning. The file's interner is adopted
+/// in step 1; an id interned without it that the file gives to another
+/// project fails the restore loudly instead of silently changing meaning.
+#[test]
+fn tenant_ids_handed_out_before_the_restore_keep_their_meaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/state-v1.json"),
+        &file.current,
+    )
+    .unwrap();
+
+    // Step 1 adopts the file's ids; step 2 interns a new project.
+    let booted = Rig::default();
+    let loaded = state::load(&file).unwrap();
+    booted.restore_interner(&loaded.book.interner).unwrap();
+    let (a, x) = (
+        booted.intern_tenant("t-a").unwrap(),
+        booted.intern_tenant("t-x").unwrap(),
+    );
+    assert_eq!(a, 1, "the file's id");
+    booted.restore_loaded(loaded, 0).unwrap();
+    assert_eq!(
+        (
+            booted.tenant_id("t-a"),
+            booted.tenant_id("t-b"),
+            booted.tenant_id("t-x")
+        ),
+        (Some(1), Some(2), Some(x))
+    );
+    assert!(x > 2, "a new id, not one of the file's");
+
+    // Without step 1: id 1 went to t-x, the file says 1 is t-a.
+    let hasty = Rig::default();
+    let id = hasty.intern_tenant("t-x").unwrap();
+    let err = hasty
+        .restore_loaded(state::load(&file).unwrap(), 0)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        InternerConflict {
+            project: "t-x".to_owned(),
+            live_id: id,
+            file_id: None,
+            file_project: Some("t-a".to_owned()),
+        }
+    );
+    assert_eq!(hasty.tenant_id("t-x"), Some(id));
+    assert_eq!(hasty.sizes().rows, 0, "a failed restore changes nothing");
 }

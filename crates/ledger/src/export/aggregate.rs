@@ -44,20 +44,27 @@ impl<'a> Strings<'a> {
         self.list = sorted;
         rank
     }
+}
 
-    /// The string of a rank (after [`Strings::rank`]).
-    pub(crate) fn get(&self, rank: u32) -> &'a str {
-        self.list[rank as usize]
+/// Label strings of finished tiers, owned so that the tiers can outlive the
+/// book and attribution they were computed from (the durable view).
+#[derive(Debug, Default)]
+pub(crate) struct Labels(Vec<Box<str>>);
+
+impl Labels {
+    /// The string of a rank.
+    pub(crate) fn get(&self, rank: u32) -> &str {
+        &self.0[rank as usize]
     }
 }
 
 /// One tier: label-id arrays with their counts, sorted after `finish`.
 pub(crate) type Tier<const N: usize> = Vec<([u32; N], Counts)>;
 
-/// All billing tiers of one scrape.
+/// All billing tiers of one aggregation.
 #[derive(Debug, Default)]
-pub(crate) struct Tiers<'a> {
-    pub strings: Strings<'a>,
+pub(crate) struct Tiers {
+    pub strings: Labels,
     /// `[zone, external_network, direction]`
     pub total: Tier<3>,
     /// `[tenant_id, zone, external_network, direction]`
@@ -215,7 +222,7 @@ fn build_upper_tiers<'a>(
 }
 
 /// Aggregates the book into the five billing tiers.
-pub(crate) fn aggregate<'a>(book: &'a Book, attr: &'a dyn Attribution) -> Tiers<'a> {
+pub(crate) fn aggregate(book: &Book, attr: &dyn Attribution) -> Tiers {
     let mut strings = Strings::default();
     let none = strings.id(NONE);
     let unknown = strings.id(UNKNOWN_TENANT);
@@ -274,7 +281,7 @@ pub(crate) fn aggregate<'a>(book: &'a Book, attr: &'a dyn Attribution) -> Tiers<
         server: finish(acc.server, SERVER_S, &rank),
         port: finish(acc.port, PORT_S, &rank),
         port_proto: finish(acc.port_proto, PORT_PROTO_S, &rank),
-        strings,
+        strings: Labels(strings.list.iter().map(|s| Box::from(*s)).collect()),
     }
 }
 

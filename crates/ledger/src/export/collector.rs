@@ -12,9 +12,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::aggregate::{aggregate, direction_label, proto_label, zone_label, Tiers};
+use super::aggregate::{direction_label, proto_label, zone_label, Tiers};
 use super::families::{self as f, Family, Kind, ABSORBER_TIERS};
-use crate::attribution::{Attribution, AttributionSource, UNKNOWN_TENANT};
+use crate::attribution::{Attribution, UNKNOWN_TENANT};
 use crate::counts::Counts;
 use crate::health::Health;
 use crate::ledger::{Ledger, LedgerSizes};
@@ -55,32 +55,36 @@ pub fn render_registry(registry: &Registry, format: Format, out: &mut String) ->
 #[derive(Debug, Clone)]
 pub struct LedgerCollector {
     ledger: Arc<Ledger>,
-    source: Arc<dyn AttributionSource>,
 }
 
 impl LedgerCollector {
-    /// A collector over `ledger`, labelling rows through `source`.
+    /// A collector over `ledger` (labelled through the ledger's own source).
     #[must_use]
-    pub fn new(ledger: Arc<Ledger>, source: Arc<dyn AttributionSource>) -> Self {
-        LedgerCollector { ledger, source }
+    pub fn new(ledger: Arc<Ledger>) -> Self {
+        LedgerCollector { ledger }
     }
 }
 
 impl Collector for LedgerCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
-        let g = self.ledger.lock();
-        // Loaded under the ledger lock: a settle swaps the attribution inside
-        // the same lock, so rows and labels always match (§9).
-        let attr = self.source.load();
-        let tiers = aggregate(&g.book, attr.as_ref());
+        // Billing families render the durable view (the tiers of the last
+        // successful flush, labelled when they were computed): a continuing
+        // series can then never go down across a crash or a host reboot
+        // (§9, §11). The lock is held only to take it and the live sizes.
+        let (tiers, sizes, health) = {
+            let g = self.ledger.lock();
+            let sizes = LedgerSizes {
+                rows: g.book.rows.len(),
+                unresolved: g.book.unresolved.len(),
+                absorber_buckets: g.book.absorbers.bucket_counts(),
+            };
+            (g.durable.clone(), sizes, g.health)
+        };
+        // Names are live: an info series is not a counter.
+        let attr = self.ledger.source.load();
         encode_billing(&mut enc, &tiers)?;
         encode_info(&mut enc, &tiers, attr.as_ref())?;
-        let sizes = LedgerSizes {
-            rows: g.book.rows.len(),
-            unresolved: g.book.unresolved.len(),
-            absorber_buckets: g.book.absorbers.bucket_counts(),
-        };
-        encode_health(&mut enc, &sizes, &g.health, &self.ledger.flush_metrics)
+        encode_health(&mut enc, &sizes, &health, &self.ledger.flush_metrics)
     }
 }
 
@@ -93,9 +97,9 @@ pub struct Exporter {
 impl Exporter {
     /// Registers a [`LedgerCollector`] in a fresh registry.
     #[must_use]
-    pub fn new(ledger: Arc<Ledger>, source: Arc<dyn AttributionSource>) -> Self {
+    pub fn new(ledger: Arc<Ledger>) -> Self {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(LedgerCollector::new(ledger, source)));
+        registry.register_collector(Box::new(LedgerCollector::new(ledger)));
         Exporter { registry }
     }
 

@@ -7,9 +7,11 @@
 //! `.quarantine` before anything can overwrite them; a newer schema refuses.
 
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -18,6 +20,8 @@ use super::metrics::{FlushPhase, LoadFallback};
 use super::rows::write_rows;
 use super::schema::{FileDto, Probe, SCHEMA};
 use crate::book::Book;
+use crate::export::aggregate::aggregate;
+use crate::interner::InternerConflict;
 use crate::ledger::Ledger;
 
 /// Errors of flushing or loading the state file.
@@ -71,7 +75,8 @@ pub struct StatePaths {
     pub current: PathBuf,
     /// The previous generation.
     pub backup: PathBuf,
-    /// The file being written.
+    /// Prefix of the files being written: each flush writes
+    /// `<temp>.<pid>.<n>`, created exclusively.
     pub temp: PathBuf,
 }
 
@@ -101,6 +106,12 @@ pub struct FlushReport {
     pub bytes: usize,
     /// Duration of each phase, in [`FlushPhase::ALL`] order.
     pub phases: [Duration; 7],
+    /// Kernel `flows` entries the caller must now delete: those of evictions
+    /// this flush made durable (unresolved TTL/capacity evictions, evict
+    /// settles). Deleting them makes the next reading a new entry (§9); the
+    /// ledger never deletes kernel state itself. A failed flush releases
+    /// nothing: they stay pending for the next one.
+    pub delete: Vec<lachesis_abi::FlowKey>,
 }
 
 impl FlushReport {
@@ -129,6 +140,45 @@ pub fn encode(book: &Book, plan: Value) -> Result<Vec<u8>, serde_json::Error> {
     write_rows(&mut out, book);
     out.push(b'}');
     Ok(out)
+}
+
+/// A temp file name no other flush (of this or another process) uses,
+/// removed again unless it was renamed into place.
+struct TempFile {
+    path: PathBuf,
+    keep: std::cell::Cell<bool>,
+}
+
+impl TempFile {
+    fn unique(prefix: &Path) -> TempFile {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        TempFile {
+            path: with_suffix(prefix, &format!(".{}.{n}", std::process::id())),
+            keep: std::cell::Cell::new(false),
+        }
+    }
+
+    /// `create_new`: never truncates a file someone else is writing.
+    fn create(&self) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&self.path)
+    }
+
+    fn renamed(&self) {
+        self.keep.set(true);
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.keep.get() {
+            // Best effort: a leftover temp file is never read by load.
+            let _ = fs::remove_file(&self.path);
+        }
+    }
 }
 
 struct Phases<'a> {
@@ -166,14 +216,27 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         path: &paths.current,
         times: [Duration::ZERO; 7],
     };
+    // Two flushes interleaving their rotate and rename could leave no
+    // current file, or put an older generation over a newer one: the whole
+    // flush is one critical section (separate from the ledger lock, which
+    // only the copy takes).
+    let _serial = ledger
+        .flush_serial
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     // The only lock-held phase: a clone of plain data.
-    let book = ph.run(FlushPhase::Copy, || Ok(ledger.snapshot()))?;
+    let copy = ph.run(FlushPhase::Copy, || Ok(ledger.copy_for_flush()))?;
     let bytes = ph.run(FlushPhase::Serialize, || {
-        encode(&book, plan).map_err(io::Error::other)
+        encode(&copy.book, plan).map_err(io::Error::other)
     })?;
-    drop(book);
+    // The exported view is computed from the very copy written, outside the
+    // lock, and published only once the file holding it is in place.
+    let tiers = aggregate(&copy.book, copy.attr.as_ref());
+    let marks = copy.marks;
+    drop(copy);
+    let temp = TempFile::unique(&paths.temp);
     let file = ph.run(FlushPhase::Write, || {
-        let mut f = File::create(&paths.temp)?;
+        let mut f = temp.create()?;
         f.write_all(&bytes)?;
         Ok(f)
     })?;
@@ -186,8 +249,9 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         }
     })?;
     ph.run(FlushPhase::Rename, || {
-        fs::rename(&paths.temp, &paths.current)
+        fs::rename(&temp.path, &paths.current)
     })?;
+    temp.renamed();
     ph.run(FlushPhase::DirFsync, || {
         let dir = match paths.current.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -195,9 +259,11 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         };
         File::open(dir)?.sync_all()
     })?;
+    let delete = ledger.publish_durable(tiers, &marks);
     Ok(FlushReport {
         bytes: bytes.len(),
         phases: ph.times,
+        delete,
     })
 }
 
@@ -346,7 +412,11 @@ pub fn load(paths: &StatePaths) -> Result<Loaded, StateError> {
 impl Ledger {
     /// Restores a loaded state and records how the load went in the health
     /// counters (fallbacks, quarantines).
-    pub fn restore_loaded(&self, loaded: Loaded, now_ns: u64) -> Value {
+    ///
+    /// # Errors
+    /// [`InternerConflict`] when a tenant id handed out before the restore
+    /// means another project in the file; nothing is restored then.
+    pub fn restore_loaded(&self, loaded: Loaded, now_ns: u64) -> Result<Value, InternerConflict> {
         let fallback = match loaded.source {
             LoadSource::Backup => Some(LoadFallback::Backup),
             LoadSource::Empty if !loaded.quarantined.is_empty() => Some(LoadFallback::Empty),
@@ -361,7 +431,7 @@ impl Ledger {
             }
             h.load_quarantined += quarantined;
         });
-        self.restore(loaded.book, now_ns);
-        loaded.plan
+        self.restore(loaded.book, now_ns)?;
+        Ok(loaded.plan)
     }
 }

@@ -56,10 +56,14 @@ pub fn world() -> MemoryAttribution {
 }
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use lachesis_ledger::memory::SwapSource;
-use lachesis_ledger::{Exporter, Format, Ledger};
+use lachesis_ledger::state::{self, StatePaths};
+use lachesis_ledger::{
+    DrainReport, Exporter, Format, Ledger, PruneError, PruneReport, SettleMode, SettleReport,
+    UnresolvedLimits,
+};
 
 /// Label pairs of one sample, in exposition order.
 pub type Labels = Vec<(String, String)>;
@@ -99,13 +103,133 @@ pub fn parse(text: &str) -> Samples {
     out
 }
 
-/// Renders the ledger as `OpenMetrics` text under `attr`.
-pub fn render(ledger: &Arc<Ledger>, attr: &MemoryAttribution) -> String {
-    let source = Arc::new(SwapSource::new(attr.clone()));
-    let exporter = Exporter::new(ledger.clone(), source);
+/// A ledger, the swappable source it attributes through and a state file of
+/// its own. Its methods take the attribution a step runs under and store it
+/// in the source first, so a test reads as "this happens under that
+/// attribution". Settles and prunes are flushed right away, as the agent
+/// must (docs/ledger.md, call order); the kernel deletes those flushes
+/// release accumulate in `released`. Everything else goes to the ledger
+/// through `Deref`.
+#[derive(Debug, Clone)]
+pub struct Rig {
+    pub ledger: Arc<Ledger>,
+    pub source: Arc<SwapSource>,
+    dir: Arc<tempfile::TempDir>,
+    released: Arc<Mutex<Vec<FlowKey>>>,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = Ledger;
+    fn deref(&self) -> &Ledger {
+        &self.ledger
+    }
+}
+
+impl Default for Rig {
+    fn default() -> Self {
+        Rig::new(UnresolvedLimits::default())
+    }
+}
+
+impl Rig {
+    pub fn new(limits: UnresolvedLimits) -> Rig {
+        let source = Arc::new(SwapSource::default());
+        Rig {
+            ledger: Arc::new(Ledger::new(limits, source.clone())),
+            source,
+            dir: Arc::new(tempfile::tempdir().unwrap()),
+            released: Arc::default(),
+        }
+    }
+
+    pub fn use_attr(&self, attr: &MemoryAttribution) {
+        self.source.store(attr.clone());
+    }
+
+    /// Flushes to the rig's own state file: the durable view catches up and
+    /// the deletes this flush covers are released (kept in `released`).
+    pub fn commit(&self) {
+        let paths = StatePaths::new(self.dir.path().join("state.json"));
+        let report = state::flush(&self.ledger, &paths, serde_json::Value::Null).unwrap();
+        self.released.lock().unwrap().extend(report.delete);
+    }
+
+    /// Kernel deletes released by flushes so far (and forgets them).
+    pub fn take_released(&self) -> Vec<FlowKey> {
+        std::mem::take(&mut *self.released.lock().unwrap())
+    }
+
+    pub fn apply_drain(
+        &self,
+        attr: &MemoryAttribution,
+        readings: &[(FlowKey, FlowCounters)],
+        now_ns: u64,
+    ) -> DrainReport {
+        self.use_attr(attr);
+        self.ledger
+            .apply_drain(readings, now_ns)
+            .expect("drain accepted")
+    }
+
+    /// Flushes, settles under `old` and flushes again (the agent's order);
+    /// the source keeps `old` unless `swap`
+    /// changes it (the next step stores its own attribution anyway).
+    pub fn settle(
+        &self,
+        old: &MemoryAttribution,
+        mode: SettleMode,
+        swap: impl FnOnce(),
+    ) -> SettleReport {
+        self.use_attr(old);
+        self.commit();
+        let report = self.ledger.settle(mode, swap).expect("settle accepted");
+        self.commit();
+        report
+    }
+
+    pub fn prune_servers<'s>(
+        &self,
+        attr: &MemoryAttribution,
+        alive: impl IntoIterator<Item = &'s str>,
+    ) -> Result<PruneReport, PruneError> {
+        self.use_attr(attr);
+        let report = self.ledger.prune_servers(alive);
+        self.commit();
+        report
+    }
+
+    pub fn prune_tenants<'s>(
+        &self,
+        attr: &MemoryAttribution,
+        alive: impl IntoIterator<Item = &'s str>,
+    ) -> Result<PruneReport, PruneError> {
+        self.use_attr(attr);
+        let report = self.ledger.prune_tenants(alive);
+        self.commit();
+        report
+    }
+
+    pub fn resolve_pending(&self, attr: &MemoryAttribution) -> usize {
+        self.use_attr(attr);
+        self.ledger.resolve_pending()
+    }
+}
+
+/// What a scrape returns now, as `OpenMetrics` text under `attr`: the
+/// billing families show the last flush.
+pub fn scrape(rig: &Rig, attr: &MemoryAttribution) -> String {
+    rig.use_attr(attr);
+    let exporter = Exporter::new(rig.ledger.clone());
     let mut out = String::new();
     exporter.render(Format::OpenMetrics, &mut out).unwrap();
     out
+}
+
+/// Flushes, then scrapes: the export of everything applied so far.
+pub fn render(rig: &Rig, attr: &MemoryAttribution) -> String {
+    rig.use_attr(attr);
+    rig.commit();
+    scrape(rig, attr)
 }
 
 /// One billing family's series as (labels → value).
