@@ -1,32 +1,25 @@
-//! Real-cloud tier: Debian's own Keystone + Neutron on loopback, brought up by
-//! `scripts/real-cloud` (`MariaDB`, `RabbitMQ`, uwsgi), a topology built through
-//! the real API, and the client's fetched bodies checked against it with both
-//! auth kinds. Runs in `cargo test` as root; it fails loudly (never skips)
-//! when the services cannot be brought up.
+//! The real cloud itself: bring-up/tear-down by PID, an admin session, and
+//! the topology built through the real API.
 
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lachesis_openstack::config::{AppCredRef, DomainRef, ProjectRef, UserRef};
-use lachesis_openstack::{
-    save_bodies, ApiMetrics, Client, CloudConfig, Credentials, ServiceStatus,
-};
 use serde_json::{json, Value};
 
-const KEYSTONE: &str = "http://127.0.0.1:15000/v3";
-const NEUTRON: &str = "http://127.0.0.1:19696/v2.0";
-const ADMIN_PASSWORD: &str = "lachesis-admin";
+pub const KEYSTONE: &str = "http://127.0.0.1:15000/v3";
+pub const NEUTRON: &str = "http://127.0.0.1:19696/v2.0";
+pub const ADMIN_PASSWORD: &str = "lachesis-admin";
 
-fn script() -> String {
+pub fn script() -> String {
     concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/real-cloud").to_owned()
 }
 
 /// Stops, by PID, exactly what `up` started — also when an assertion fails.
-struct Cloud;
+pub struct Cloud;
 
 impl Cloud {
-    fn up() -> Self {
+    pub fn up() -> Self {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
         assert_eq!(
@@ -57,14 +50,14 @@ impl Drop for Cloud {
 }
 
 /// A thin admin session for building the topology (not the code under test).
-struct Admin {
-    http: reqwest::Client,
-    token: String,
-    user_id: String,
+pub struct Admin {
+    pub http: reqwest::Client,
+    pub token: String,
+    pub user_id: String,
 }
 
 impl Admin {
-    async fn login() -> Self {
+    pub async fn login() -> Self {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_mins(1))
             .build()
@@ -93,7 +86,7 @@ impl Admin {
         }
     }
 
-    async fn call(&self, method: reqwest::Method, url: &str, body: Option<Value>) -> Value {
+    pub async fn call(&self, method: reqwest::Method, url: &str, body: Option<Value>) -> Value {
         let mut req = self
             .http
             .request(method.clone(), url)
@@ -117,20 +110,20 @@ impl Admin {
         }
     }
 
-    async fn get(&self, url: &str) -> Value {
+    pub async fn get(&self, url: &str) -> Value {
         self.call(reqwest::Method::GET, url, None).await
     }
-    async fn post(&self, url: &str, body: Value) -> Value {
+    pub async fn post(&self, url: &str, body: Value) -> Value {
         self.call(reqwest::Method::POST, url, Some(body)).await
     }
-    async fn put(&self, url: &str, body: Value) -> Value {
+    pub async fn put(&self, url: &str, body: Value) -> Value {
         self.call(reqwest::Method::PUT, url, Some(body)).await
     }
-    async fn delete(&self, url: &str) {
+    pub async fn delete(&self, url: &str) {
         self.call(reqwest::Method::DELETE, url, None).await;
     }
 
-    async fn list(&self, coll: &str) -> Vec<Value> {
+    pub async fn list(&self, coll: &str) -> Vec<Value> {
         self.get(&format!("{NEUTRON}/{coll}")).await[coll]
             .as_array()
             .unwrap()
@@ -138,7 +131,7 @@ impl Admin {
     }
 
     /// Removes everything a previous run built, so "exactly" means exactly.
-    async fn clean(&self) {
+    pub async fn clean(&self) {
         for f in self.list("floatingips").await {
             self.delete(&format!(
                 "{NEUTRON}/floatingips/{}",
@@ -202,7 +195,7 @@ impl Admin {
     }
 }
 
-fn id(v: &Value, wrapper: &str) -> String {
+pub fn id(v: &Value, wrapper: &str) -> String {
     v[wrapper]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("no {wrapper}.id in {v}"))
@@ -211,25 +204,26 @@ fn id(v: &Value, wrapper: &str) -> String {
 
 /// What the test built, by id.
 #[derive(Debug, Default)]
-struct Built {
-    projects: BTreeSet<String>,
-    networks: BTreeSet<String>,
-    subnets: BTreeSet<String>,
-    routers: BTreeSet<String>,
-    floatingips: BTreeSet<String>,
+pub struct Built {
+    pub projects: BTreeSet<String>,
+    pub networks: BTreeSet<String>,
+    pub subnets: BTreeSet<String>,
+    pub routers: BTreeSet<String>,
+    pub floatingips: BTreeSet<String>,
     /// Ports created directly or returned by `add_router_interface`.
-    ports: BTreeSet<String>,
-    public: String,
-    shared: String,
-    router_a: String,
-    router_b: String,
-    vm_a1: String,
-    fip_bound: String,
-    project_a: String,
+    pub ports: BTreeSet<String>,
+    pub public: String,
+    pub shared: String,
+    pub router_a: String,
+    pub router_b: String,
+    pub vm_a1: String,
+    pub fip_bound: String,
+    pub project_a: String,
+    pub project_b: String,
 }
 
 #[allow(clippy::too_many_lines)] // the topology reads best as one script
-async fn build(admin: &Admin) -> Built {
+pub async fn build(admin: &Admin) -> Built {
     let mut b = Built::default();
     for name in ["lt-tenant-a", "lt-tenant-b"] {
         let p = admin
@@ -258,6 +252,7 @@ async fn build(admin: &Admin) -> Built {
     };
     assert!(projects.contains(&pa) && projects.contains(&pb));
     b.project_a = pa.clone();
+    b.project_b = pb.clone();
 
     let net = |body: Value| async move {
         id(
@@ -404,196 +399,4 @@ async fn build(admin: &Admin) -> Built {
     let fip_free = fip(json!({"floating_network_id": b.public, "project_id": pb})).await;
     b.floatingips.extend([b.fip_bound.clone(), fip_free]);
     b
-}
-
-fn ids(body: &Value, coll: &str) -> BTreeSet<String> {
-    body[coll]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn find<'a>(body: &'a Value, coll: &str, id: &str) -> &'a Value {
-    body[coll]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["id"] == id)
-        .unwrap_or_else(|| panic!("{coll} {id} missing"))
-}
-
-fn check(built: &Built, bodies: &lachesis_planner::ApiBodies, admin_projects: &BTreeSet<String>) {
-    assert_eq!(ids(&bodies.networks, "networks"), built.networks);
-    assert_eq!(ids(&bodies.subnets, "subnets"), built.subnets);
-    assert_eq!(ids(&bodies.routers, "routers"), built.routers);
-    assert_eq!(ids(&bodies.floatingips, "floatingips"), built.floatingips);
-    let mut projects = built.projects.clone();
-    projects.extend(admin_projects.iter().cloned());
-    assert_eq!(ids(&bodies.projects, "projects"), projects);
-
-    // Ports: the ones built, plus exactly the ones Neutron made itself —
-    // one gateway port per router and one port per floating IP.
-    let ports = bodies.ports["ports"].as_array().unwrap();
-    let owned = |owner: &str| -> BTreeSet<String> {
-        ports
-            .iter()
-            .filter(|p| p["device_owner"] == owner)
-            .map(|p| p["device_id"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    assert_eq!(owned("network:router_gateway"), built.routers);
-    assert_eq!(owned("network:floatingip"), built.floatingips);
-    let implicit = ports
-        .iter()
-        .filter(|p| {
-            p["device_owner"] == "network:router_gateway"
-                || p["device_owner"] == "network:floatingip"
-        })
-        .count();
-    assert_eq!(
-        ports.len(),
-        built.ports.len() + implicit,
-        "no port missing, none extra"
-    );
-    assert!(built.ports.is_subset(&ids(&bodies.ports, "ports")));
-    assert!(ports.len() >= 6, "several pages at page size 2");
-
-    let public = find(&bodies.networks, "networks", &built.public);
-    assert_eq!(public["router:external"], true);
-    assert_eq!(
-        find(&bodies.networks, "networks", &built.shared)["shared"],
-        true
-    );
-    assert!(bodies.subnets["subnets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|s| s["ip_version"] == 6));
-    let ra = find(&bodies.routers, "routers", &built.router_a);
-    assert_eq!(
-        ra["external_gateway_info"]["network_id"],
-        json!(built.public)
-    );
-    let mut routes: Vec<(String, String)> = ra["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["destination"].as_str().unwrap().into(),
-                r["nexthop"].as_str().unwrap().into(),
-            )
-        })
-        .collect();
-    routes.sort();
-    assert_eq!(
-        routes,
-        vec![
-            ("10.2.0.0/24".into(), "10.50.0.20".into()),
-            ("192.168.77.0/24".into(), "10.1.0.5".into())
-        ]
-    );
-    let vm = find(&bodies.ports, "ports", &built.vm_a1);
-    assert_eq!(vm["mac_address"], "fa:16:3e:a1:00:01");
-    assert_eq!(vm["device_owner"], "compute:nova");
-    assert_eq!(vm["project_id"], json!(built.project_a));
-    assert_eq!(
-        vm["allowed_address_pairs"],
-        json!([{"ip_address": "10.1.0.100", "mac_address": "fa:16:3e:a1:0f:0f"}])
-    );
-    let fip = find(&bodies.floatingips, "floatingips", &built.fip_bound);
-    assert_eq!(fip["port_id"], json!(built.vm_a1));
-    assert_eq!(fip["fixed_ip_address"], "10.1.0.5");
-    assert_eq!(fip["floating_network_id"], json!(built.public));
-}
-
-fn password_cfg() -> CloudConfig {
-    let mut cfg = CloudConfig::new(
-        KEYSTONE,
-        Credentials::Password {
-            user: UserRef::Name {
-                name: "admin".into(),
-                domain: DomainRef::Name("Default".into()),
-            },
-            password: ADMIN_PASSWORD.into(),
-            project: ProjectRef::Name {
-                name: "admin".into(),
-                domain: DomainRef::Name("Default".into()),
-            },
-        },
-    );
-    cfg.region = Some("RegionOne".into());
-    cfg.page_size = Some(2);
-    cfg.timeout = Duration::from_mins(1);
-    cfg
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_keystone_and_neutron_yield_exactly_the_built_topology() {
-    let _cloud = Cloud::up();
-    let started = Instant::now();
-    let admin = Admin::login().await;
-    admin.clean().await;
-    let built = build(&admin).await;
-    eprintln!("topology built in {:.1}s", started.elapsed().as_secs_f64());
-    let bootstrap: BTreeSet<String> = admin.get(&format!("{KEYSTONE}/projects")).await["projects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| !p["name"].as_str().unwrap().starts_with("lt-"))
-        .map(|p| p["id"].as_str().unwrap().to_owned())
-        .collect();
-
-    let by_password = Client::new(password_cfg(), ApiMetrics::default())
-        .unwrap()
-        .sync()
-        .await
-        .unwrap();
-    check(&built, &by_password.bodies, &bootstrap);
-    // This cloud has no Nova or Octavia: normal, not a failure.
-    assert_eq!(by_password.nova, ServiceStatus::NotInCatalog);
-    assert_eq!(by_password.octavia, ServiceStatus::NotInCatalog);
-    assert!(!by_password.is_partial());
-
-    let cred = admin
-        .post(
-            &format!("{KEYSTONE}/users/{}/application_credentials", admin.user_id),
-            json!({"application_credential": {"name": "lt-lachesis", "roles": [{"name": "admin"}]}}),
-        )
-        .await;
-    let mut cfg = password_cfg();
-    cfg.credentials = Credentials::ApplicationCredential {
-        credential: AppCredRef::Id(
-            cred["application_credential"]["id"]
-                .as_str()
-                .unwrap()
-                .into(),
-        ),
-        secret: cred["application_credential"]["secret"]
-            .as_str()
-            .unwrap()
-            .into(),
-    };
-    let by_appcred = Client::new(cfg, ApiMetrics::default())
-        .unwrap()
-        .sync()
-        .await
-        .unwrap();
-    check(&built, &by_appcred.bodies, &bootstrap);
-    assert_eq!(by_appcred.bodies, by_password.bodies);
-
-    // The saved bodies replay as the same snapshot (`plan --from-dir`).
-    let dir = tempfile::tempdir().unwrap();
-    save_bodies(&by_password.bodies, dir.path()).unwrap();
-    let ports: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("ports.json")).unwrap())
-            .unwrap();
-    assert_eq!(ports, by_password.bodies.ports);
-    assert!(!dir.path().join("servers.json").exists());
-    eprintln!(
-        "real-cloud tier body took {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
 }
