@@ -15,6 +15,14 @@ use crate::settle::{PruneError, PruneReport, SettleMode, SettleReport};
 use crate::state::metrics::FlushMetrics;
 use crate::unresolved::UnresolvedLimits;
 
+/// One tier's prune in the book (server or tenant lifecycle, §7).
+type TierPrune = fn(
+    &mut Book,
+    &dyn Attribution,
+    &FxHashSet<&str>,
+    &mut Health,
+) -> Result<PruneReport, PruneError>;
+
 pub(crate) struct Inner {
     pub book: Book,
     pub health: Health,
@@ -250,17 +258,7 @@ impl Ledger {
         &self,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
-        let alive: FxHashSet<&str> = alive.into_iter().collect();
-        let mut g = self.lock();
-        let inner = &mut *g;
-        let attr = self.source.load();
-        let report = inner
-            .book
-            .prune_servers(attr.as_ref(), &alive, &mut inner.health)?;
-        if report.folded > 0 {
-            inner.settles += 1;
-        }
-        Ok(report)
+        self.prune(alive, Book::prune_servers)
     }
 
     /// Ends the tenant-settled buckets of projects absent from the Keystone
@@ -269,13 +267,22 @@ impl Ledger {
         &self,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
+        self.prune(alive, Book::prune_tenants)
+    }
+
+    /// Runs one tier's prune under the lock with the current attribution; a
+    /// prune that folded anything must be flushed before the next drain,
+    /// like a settle.
+    fn prune<'s>(
+        &self,
+        alive: impl IntoIterator<Item = &'s str>,
+        tier: TierPrune,
+    ) -> Result<PruneReport, PruneError> {
         let alive: FxHashSet<&str> = alive.into_iter().collect();
         let mut g = self.lock();
         let inner = &mut *g;
         let attr = self.source.load();
-        let report = inner
-            .book
-            .prune_tenants(attr.as_ref(), &alive, &mut inner.health)?;
+        let report = tier(&mut inner.book, attr.as_ref(), &alive, &mut inner.health)?;
         if report.folded > 0 {
             inner.settles += 1;
         }

@@ -344,33 +344,18 @@ impl Book {
             });
         }
         let (referenced, _) = self.referenced(attr);
-        let mut report = PruneReport::default();
-        let gone: Vec<ServerBucket> = self
-            .absorbers
-            .server
-            .keys()
-            .filter(|b| !alive.contains(&*b.server_id))
-            .cloned()
-            .collect();
-        for b in gone {
-            if referenced.contains(&*b.server_id) {
-                report.deferred += 1;
-                continue;
-            }
-            if let Some(c) = self.absorbers.server.remove(&b) {
-                fold(
-                    &mut self.absorbers.tenant,
-                    TenantBucket {
-                        tenant_id: b.tenant_id,
-                        zone: b.zone,
-                        external_network: b.external_network,
-                        direction: b.direction,
-                    },
-                    c,
-                );
-                report.folded += 1;
-            }
-        }
+        let report = prune_tier(
+            &mut self.absorbers.server,
+            &mut self.absorbers.tenant,
+            |b| (!alive.contains(&*b.server_id)).then_some(&*b.server_id),
+            &referenced,
+            |b| TenantBucket {
+                tenant_id: b.tenant_id,
+                zone: b.zone,
+                external_network: b.external_network,
+                direction: b.direction,
+            },
+        );
         health.pruned_server += report.folded as u64;
         health.prunes_deferred += report.deferred as u64;
         Ok(report)
@@ -394,34 +379,55 @@ impl Book {
         for b in self.absorbers.server.keys() {
             referenced.insert(b.tenant_id.to_string());
         }
-        let mut report = PruneReport::default();
-        let gone: Vec<TenantBucket> = self
-            .absorbers
-            .tenant
-            .keys()
-            .filter(|b| &*b.tenant_id != UNKNOWN_TENANT && !alive.contains(&*b.tenant_id))
-            .cloned()
-            .collect();
-        for b in gone {
-            if referenced.contains(&*b.tenant_id) {
-                report.deferred += 1;
-                continue;
-            }
-            if let Some(c) = self.absorbers.tenant.remove(&b) {
-                fold(
-                    &mut self.absorbers.total,
-                    TotalBucket {
-                        zone: b.zone,
-                        external_network: b.external_network,
-                        direction: b.direction,
-                    },
-                    c,
-                );
-                report.folded += 1;
-            }
-        }
+        let report = prune_tier(
+            &mut self.absorbers.tenant,
+            &mut self.absorbers.total,
+            |b| {
+                (&*b.tenant_id != UNKNOWN_TENANT && !alive.contains(&*b.tenant_id))
+                    .then_some(&*b.tenant_id)
+            },
+            &referenced,
+            |b| TotalBucket {
+                zone: b.zone,
+                external_network: b.external_network,
+                direction: b.direction,
+            },
+        );
         health.pruned_tenant += report.folded as u64;
         health.prunes_deferred += report.deferred as u64;
         Ok(report)
     }
+}
+
+/// Ends the buckets of one tier whose owner is gone (`gone_owner` names it),
+/// folding each into the tier above through `lift`; an owner still
+/// `referenced` by live rows or lower-tier buckets is deferred to a later
+/// pass, so no continuing series loses what it already showed.
+fn prune_tier<K, T>(
+    from: &mut rustc_hash::FxHashMap<K, Counts>,
+    to: &mut rustc_hash::FxHashMap<T, Counts>,
+    gone_owner: impl Fn(&K) -> Option<&str>,
+    referenced: &FxHashSet<String>,
+    lift: impl Fn(K) -> T,
+) -> PruneReport
+where
+    K: Clone + std::hash::Hash + Eq,
+    T: std::hash::Hash + Eq,
+{
+    let mut report = PruneReport::default();
+    let gone: Vec<(K, bool)> = from
+        .keys()
+        .filter_map(|b| gone_owner(b).map(|owner| (b.clone(), referenced.contains(owner))))
+        .collect();
+    for (b, still_referenced) in gone {
+        if still_referenced {
+            report.deferred += 1;
+            continue;
+        }
+        if let Some(c) = from.remove(&b) {
+            fold(to, lift(b), c);
+            report.folded += 1;
+        }
+    }
+    report
 }
