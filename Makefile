@@ -21,8 +21,24 @@ lint: setup
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Kernel tests need root (BPF, namespaces, TC): they fail loudly without it.
+# `make test` runs every tier at once; the tiers below run one each
+# (scripts/test-tier says which targets belong where).
 test: lint
 	$(CARGO) test --workspace
+
+.PHONY: test-unit test-kernel test-services
+# No root, no services: planner, ledger, config, decoding, client vs simulator.
+# Needs only cargo (no setup step, so it runs as any user).
+test-unit:
+	@bash scripts/test-tier unit
+
+# Root: BPF program test-runs, attach, network namespaces.
+test-kernel: setup
+	@bash scripts/test-tier kernel
+
+# Root: RabbitMQ, Kafka-protocol broker, real Keystone + Neutron on loopback.
+test-services: setup
+	@bash scripts/test-tier services
 
 demo: setup
 	$(CARGO) run --release --bin lachesis -- demo

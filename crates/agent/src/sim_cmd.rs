@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use lachesis_openstack::sim::notify::{KafkaTarget, RabbitTarget};
-use lachesis_openstack::sim::{self, SimOptions, Store, Topology};
+use lachesis_sim::notify::{KafkaTarget, RabbitTarget};
+use lachesis_sim::{self as sim, SimOptions, Store, Topology};
 
 /// Arguments of `lachesis sim`.
 #[derive(Debug, clap::Args)]

@@ -2,10 +2,9 @@
 //! same plan, and `--save-dir` writes a folder that `--from-dir` replays to
 //! the identical plan, byte for byte.
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 fn lachesis(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lachesis"))
@@ -25,35 +24,41 @@ struct Sim {
 }
 
 impl Sim {
+    /// Starts on port 0 and reads the port the OS chose from the
+    /// simulator's own `auth_url:` line, so no other process can take it
+    /// between a probe and the bind.
     fn start() -> Sim {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let topology = repo().join("examples/topology.yaml");
-        let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
             .args([
                 "sim",
                 "--topology",
                 topology.to_str().unwrap(),
                 "--listen",
-                &format!("127.0.0.1:{port}"),
+                "127.0.0.1:0",
                 "--page-size",
                 "2",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the simulator");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "simulator did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let stdout = child.stdout.take().expect("the simulator's stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        // The line is printed once the listener is bound.
+        let port = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|line| {
+                let url = line
+                    .trim()
+                    .strip_prefix("auth_url: http://127.0.0.1:")?
+                    .to_owned();
+                url.split('/').next()?.parse::<u16>().ok()
+            })
+            .expect("the simulator printed no auth_url line");
+        // Keep reading so its later lines never meet a closed pipe.
+        std::thread::spawn(move || lines.for_each(drop));
         Sim { child, port }
     }
 }

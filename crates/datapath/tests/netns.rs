@@ -152,6 +152,7 @@ fn traffic(a: &Vm, b: &Vm, round: u16) {
         let udp = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
         for _ in 0..20 {
             udp.send_to(&[1u8; 1200], b_addr).unwrap();
+            // Pacing, not waiting: a burst could overrun the receiver.
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut s = TcpStream::connect(b_addr).unwrap();
@@ -163,8 +164,25 @@ fn traffic(a: &Vm, b: &Vm, round: u16) {
     });
     assert_eq!(client.join().unwrap(), 256 * 1024);
     assert_eq!(server.join().unwrap(), (20 * 1200, 1 << 20));
-    // Let the last ACKs and FINs cross before anyone reads counters.
-    std::thread::sleep(Duration::from_millis(300));
+    // The last ACKs and FINs cross before anyone reads counters.
+    wait_quiet(&[a, b]);
+}
+
+/// Returns once both taps' interface counters stopped moving (unchanged
+/// over three polls 50 ms apart): the traffic's stragglers have crossed.
+fn wait_quiet(vms: &[&Vm]) {
+    let mut last: Vec<IfCounters> = vms.iter().map(|v| v.tap_counters()).collect();
+    let mut still = 0;
+    for _ in 0..200 {
+        std::thread::sleep(Duration::from_millis(50));
+        let now: Vec<IfCounters> = vms.iter().map(|v| v.tap_counters()).collect();
+        still = if now == last { still + 1 } else { 0 };
+        if still == 3 {
+            return;
+        }
+        last = now;
+    }
+    panic!("interface counters never stopped moving");
 }
 
 fn attach_both(dp: &Datapath, a: &Vm, b: &Vm) -> Vec<[AttachOutcome; 2]> {
@@ -361,7 +379,6 @@ fn incompatible_pin_is_replaced_after_its_last_drain() {
     traffic(&a, &b, 5);
 
     // Old map's last reading + new map = everything, nothing twice.
-    std::thread::sleep(Duration::from_millis(50));
     let r = retired.pop().unwrap();
     check_against_counters(
         "across the swap",

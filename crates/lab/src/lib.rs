@@ -8,12 +8,6 @@
 pub mod frame;
 pub mod netns;
 
-/// Fails loudly when not root: kernel tests must never skip silently.
-pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert!(
-        euid == 0,
-        "this test needs root (BPF, TC, network namespaces); run `make test` as root — refusing to skip"
-    );
-}
+pub mod services;
+
+pub use services::{require_root, require_root_for, Services};

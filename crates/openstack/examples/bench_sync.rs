@@ -7,11 +7,11 @@
 use std::time::{Duration, Instant};
 
 use lachesis_openstack::config::AppCredRef;
-use lachesis_openstack::sim::topology::{
+use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials};
+use lachesis_sim::topology::{
     AppCredential, FixedIp, Network, Port, Project, Router, Server, Subnet, User,
 };
-use lachesis_openstack::sim::{self, Store, Topology};
-use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials};
+use lachesis_sim::{self as sim, Store, Topology};
 
 fn topology(page: usize) -> Topology {
     let mut t = Topology::default();

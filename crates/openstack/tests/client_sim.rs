@@ -6,11 +6,9 @@ use std::time::Duration;
 
 use lachesis_openstack::client::ApiError;
 use lachesis_openstack::config::{AppCredRef, DomainRef, ProjectRef, UserRef};
-use lachesis_openstack::sim::{
-    self, Fault, KeystonePaging, SettingsPatch, SimHandle, Store, Topology,
-};
 use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials, ServiceStatus, SyncError};
 use lachesis_planner::OptionalBody;
+use lachesis_sim::{self as sim, Fault, KeystonePaging, SettingsPatch, SimHandle, Store, Topology};
 use serde_json::{json, Value};
 
 fn topology() -> Topology {
@@ -280,7 +278,7 @@ async fn catalog_interface_and_region_are_honoured() {
     // The default interface is `internal`.
     let mut cfg = password(&sim);
     cfg.region = Some("RegionOne".into());
-    sim.with_store(lachesis_openstack::sim::Store::requests_reset);
+    sim.with_store(lachesis_sim::Store::requests_reset);
     Client::new(cfg, ApiMetrics::default())
         .unwrap()
         .sync()
@@ -326,7 +324,14 @@ async fn token_is_reused_then_renewed_before_expiry() {
         "a fresh token is reused"
     );
     // Inside the renew margin: a new token before the old one expires.
-    tokio::time::sleep(Duration::from_millis(3100)).await;
+    // Wait for exactly that instant, as the cached token states it.
+    let renew_at = client.session().token().await.unwrap().expires_at - Duration::from_secs(3);
+    while std::time::SystemTime::now() < renew_at {
+        let left = renew_at
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        tokio::time::sleep(left + Duration::from_millis(1)).await;
+    }
     client.sync().await.unwrap();
     assert_eq!(sim.with_store(|s| s.stats()).tokens_issued, 2);
     assert_eq!(client.session().auth_count(), 2);
@@ -339,7 +344,7 @@ async fn a_401_mid_sync_reauthenticates_once() {
     let client = Client::new(password(&sim), metrics.clone()).unwrap();
     client.sync().await.unwrap();
     // Revoked tokens: every concurrent list sees a 401; one new token serves them all.
-    sim.with_store(lachesis_openstack::sim::Store::revoke_tokens);
+    sim.with_store(lachesis_sim::Store::revoke_tokens);
     let result = client.sync().await.unwrap();
     assert_eq!(
         ids(&result.bodies.ports, "ports").len(),

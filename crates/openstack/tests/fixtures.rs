@@ -340,7 +340,7 @@ fn every_fixture_keeps_the_real_wire_names() {
 /// DESIGN §5 lists (a client tested against it meets no missing key live).
 #[tokio::test]
 async fn simulator_objects_carry_the_real_field_names() {
-    use lachesis_openstack::sim::{self, Store, Topology};
+    use lachesis_sim::{self as sim, Store, Topology};
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
     let topology = Topology::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap();
     let handle = sim::start(

@@ -65,3 +65,142 @@ impl OptionalBody {
         }
     }
 }
+
+/// The lists of DESIGN §5, one per API call. One name for each, shared by
+/// the client (what to fetch, metric labels), the saved-bodies folder
+/// (`<collection>.json`) and the simulator (what to serve).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    /// Neutron networks.
+    Networks,
+    /// Neutron subnets.
+    Subnets,
+    /// Neutron ports.
+    Ports,
+    /// Neutron routers.
+    Routers,
+    /// Neutron floating IPs.
+    FloatingIps,
+    /// Keystone projects.
+    Projects,
+    /// Nova servers (best-effort).
+    Servers,
+    /// Octavia load balancers (best-effort).
+    LoadBalancers,
+    /// Octavia amphorae (best-effort).
+    Amphorae,
+}
+
+impl Resource {
+    /// Every list, in the order the client fetches and a saved folder lists them.
+    pub const ALL: [Resource; 9] = [
+        Resource::Networks,
+        Resource::Subnets,
+        Resource::Ports,
+        Resource::Routers,
+        Resource::FloatingIps,
+        Resource::Projects,
+        Resource::Servers,
+        Resource::LoadBalancers,
+        Resource::Amphorae,
+    ];
+
+    /// The JSON array's key in the list body, and the saved file's stem.
+    #[must_use]
+    pub const fn collection(self) -> &'static str {
+        match self {
+            Resource::Networks => "networks",
+            Resource::Subnets => "subnets",
+            Resource::Ports => "ports",
+            Resource::Routers => "routers",
+            Resource::FloatingIps => "floatingips",
+            Resource::Projects => "projects",
+            Resource::Servers => "servers",
+            Resource::LoadBalancers => "loadbalancers",
+            Resource::Amphorae => "amphorae",
+        }
+    }
+
+    /// The catalog service type that serves the list.
+    #[must_use]
+    pub const fn service(self) -> &'static str {
+        match self {
+            Resource::Networks
+            | Resource::Subnets
+            | Resource::Ports
+            | Resource::Routers
+            | Resource::FloatingIps => "network",
+            Resource::Projects => "identity",
+            Resource::Servers => "compute",
+            Resource::LoadBalancers | Resource::Amphorae => "load-balancer",
+        }
+    }
+
+    /// The list call's path below the service's versioned base URL.
+    #[must_use]
+    pub const fn path(self) -> &'static str {
+        match self {
+            Resource::Servers => "servers/detail?all_tenants=1",
+            Resource::LoadBalancers => "lbaas/loadbalancers",
+            Resource::Amphorae => "octavia/amphorae",
+            other => other.collection(),
+        }
+    }
+
+    /// Neutron and Keystone lists are required (a sync is all-or-nothing
+    /// for them); Nova and Octavia are best-effort.
+    #[must_use]
+    pub const fn is_required(self) -> bool {
+        matches!(self.service().as_bytes(), b"network" | b"identity")
+    }
+
+    /// The resource whose collection name is `name`.
+    #[must_use]
+    pub fn from_collection(name: &str) -> Option<Resource> {
+        Resource::ALL.into_iter().find(|r| r.collection() == name)
+    }
+}
+
+impl std::fmt::Display for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.collection())
+    }
+}
+
+impl ApiBodies {
+    /// The body of `resource`: always present for a required list, present
+    /// for a best-effort one only when it was fetched.
+    #[must_use]
+    pub fn body(&self, resource: Resource) -> Option<&Value> {
+        match resource {
+            Resource::Networks => Some(&self.networks),
+            Resource::Subnets => Some(&self.subnets),
+            Resource::Ports => Some(&self.ports),
+            Resource::Routers => Some(&self.routers),
+            Resource::FloatingIps => Some(&self.floatingips),
+            Resource::Projects => Some(&self.projects),
+            Resource::Servers => self.servers.fetched(),
+            Resource::LoadBalancers => self.loadbalancers.fetched(),
+            Resource::Amphorae => self.amphorae.fetched(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Resource;
+
+    #[test]
+    fn collections_round_trip_and_are_distinct() {
+        for r in Resource::ALL {
+            assert_eq!(Resource::from_collection(r.collection()), Some(r));
+        }
+        assert_eq!(Resource::from_collection("network"), None);
+        let required: Vec<_> = Resource::ALL
+            .into_iter()
+            .filter(|r| r.is_required())
+            .collect();
+        assert_eq!(required.len(), 6);
+        assert!(!Resource::Servers.is_required() && !Resource::Amphorae.is_required());
+    }
+}

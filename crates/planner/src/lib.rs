@@ -25,7 +25,7 @@ mod sources;
 mod trie;
 mod zone;
 
-pub use bodies::{ApiBodies, OptionalBody};
+pub use bodies::{ApiBodies, OptionalBody, Resource};
 pub use diff::{diff, Change, PlanDelta};
 pub use plan::{
     AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, PlanOptions, RouterMac, Scope,

@@ -2,52 +2,13 @@
 //! the topology built through the real API.
 
 use std::collections::BTreeSet;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
 pub const KEYSTONE: &str = "http://127.0.0.1:15000/v3";
 pub const NEUTRON: &str = "http://127.0.0.1:19696/v2.0";
 pub const ADMIN_PASSWORD: &str = "lachesis-admin";
-
-pub fn script() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/real-cloud").to_owned()
-}
-
-/// Stops, by PID, exactly what `up` started — also when an assertion fails.
-pub struct Cloud;
-
-impl Cloud {
-    pub fn up() -> Self {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(
-            euid, 0,
-            "the real-cloud tier installs and runs Keystone/Neutron: run `cargo test` as root (it does not skip)"
-        );
-        let started = Instant::now();
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("up")
-            .output()
-            .expect("run scripts/real-cloud up");
-        assert!(
-            out.status.success(),
-            "scripts/real-cloud up failed: the real cloud could not be brought up\n--- stdout\n{}\n--- stderr\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!("real cloud up in {:.1}s", started.elapsed().as_secs_f64());
-        Self
-    }
-}
-
-impl Drop for Cloud {
-    fn drop(&mut self) {
-        let _ = Command::new("bash").arg(script()).arg("down").status();
-    }
-}
 
 /// A thin admin session for building the topology (not the code under test).
 pub struct Admin {

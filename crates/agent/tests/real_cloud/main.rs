@@ -22,7 +22,7 @@ use lachesis_openstack::{
 use serde_json::{json, Value};
 
 use bodies::check;
-use harness::{build, Admin, Built, Cloud, ADMIN_PASSWORD, KEYSTONE};
+use harness::{build, Admin, Built, ADMIN_PASSWORD, KEYSTONE};
 
 fn password_cfg() -> CloudConfig {
     let mut cfg = CloudConfig::new(
@@ -47,7 +47,7 @@ fn password_cfg() -> CloudConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_keystone_and_neutron_yield_exactly_the_built_topology() {
-    let _cloud = Cloud::up();
+    let _cloud = lachesis_lab::Services::cloud();
     let started = Instant::now();
     let admin = Admin::login().await;
     admin.clean().await;

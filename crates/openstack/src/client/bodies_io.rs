@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lachesis_planner::{ApiBodies, OptionalBody};
+use lachesis_planner::{ApiBodies, OptionalBody, Resource};
 use serde_json::Value;
 
 /// Errors writing saved bodies.
@@ -22,20 +22,9 @@ pub fn save_bodies(bodies: &ApiBodies, dir: &Path) -> Result<(), SaveError> {
         path: dir.to_path_buf(),
         source,
     })?;
-    let files: [(&str, Option<&Value>); 9] = [
-        ("networks", Some(&bodies.networks)),
-        ("subnets", Some(&bodies.subnets)),
-        ("ports", Some(&bodies.ports)),
-        ("routers", Some(&bodies.routers)),
-        ("floatingips", Some(&bodies.floatingips)),
-        ("projects", Some(&bodies.projects)),
-        ("servers", bodies.servers.fetched()),
-        ("loadbalancers", bodies.loadbalancers.fetched()),
-        ("amphorae", bodies.amphorae.fetched()),
-    ];
-    for (name, body) in files {
-        let path = dir.join(format!("{name}.json"));
-        let Some(body) = body else {
+    for resource in Resource::ALL {
+        let path = file_of(dir, resource);
+        let Some(body) = bodies.body(resource) else {
             // A stale file from an earlier save would be replayed as current.
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
@@ -73,8 +62,14 @@ pub enum LoadError {
     },
 }
 
-fn load_one(dir: &Path, collection: &str, required: bool) -> Result<Option<Value>, LoadError> {
-    let path = dir.join(format!("{collection}.json"));
+/// `<dir>/<collection>.json`.
+fn file_of(dir: &Path, resource: Resource) -> PathBuf {
+    dir.join(format!("{}.json", resource.collection()))
+}
+
+fn load_one(dir: &Path, resource: Resource) -> Result<Option<Value>, LoadError> {
+    let path = file_of(dir, resource);
+    let (collection, required) = (resource.collection(), resource.is_required());
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
@@ -109,17 +104,18 @@ fn optional(body: Option<Value>) -> OptionalBody {
 /// The six Neutron/Keystone files are required; a missing Nova/Octavia file
 /// is a service not deployed, an empty or malformed one an error.
 pub fn load_bodies(dir: &Path) -> Result<ApiBodies, LoadError> {
-    let req = |c: &str| load_one(dir, c, true).map(Option::unwrap_or_default);
+    let req = |r| load_one(dir, r).map(Option::unwrap_or_default);
+    let opt = |r| load_one(dir, r).map(optional);
     Ok(ApiBodies {
-        networks: req("networks")?,
-        subnets: req("subnets")?,
-        ports: req("ports")?,
-        routers: req("routers")?,
-        floatingips: req("floatingips")?,
-        projects: req("projects")?,
-        servers: optional(load_one(dir, "servers", false)?),
-        loadbalancers: optional(load_one(dir, "loadbalancers", false)?),
-        amphorae: optional(load_one(dir, "amphorae", false)?),
+        networks: req(Resource::Networks)?,
+        subnets: req(Resource::Subnets)?,
+        ports: req(Resource::Ports)?,
+        routers: req(Resource::Routers)?,
+        floatingips: req(Resource::FloatingIps)?,
+        projects: req(Resource::Projects)?,
+        servers: opt(Resource::Servers)?,
+        loadbalancers: opt(Resource::LoadBalancers)?,
+        amphorae: opt(Resource::Amphorae)?,
     })
 }
 

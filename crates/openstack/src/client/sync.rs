@@ -1,7 +1,7 @@
 //! One full metadata sync (DESIGN §5): every list, all pages, with the
 //! all-or-nothing / best-effort split.
 
-use lachesis_planner::{ApiBodies, OptionalBody};
+use lachesis_planner::{ApiBodies, OptionalBody, Resource};
 use serde_json::Value;
 use url::Url;
 
@@ -128,11 +128,11 @@ impl Client {
         &self.session
     }
 
-    async fn list(&self, service: &str, collection: &str, url: Url) -> Result<Value, ApiError> {
+    async fn list(&self, resource: Resource, url: Url) -> Result<Value, ApiError> {
         self.session
             .list(&ListCall {
-                service,
-                collection,
+                service: resource.service(),
+                collection: resource.collection(),
                 url,
             })
             .await
@@ -140,15 +140,24 @@ impl Client {
 
     /// Fetches every list of DESIGN §5.
     pub async fn sync(&self) -> Result<SyncResult, SyncError> {
-        let network = neutron_base(&self.session.endpoint("network").await?);
-        let identity = keystone_base(&self.session.endpoint("identity").await?);
+        let network = neutron_base(&self.session.endpoint(Resource::Networks.service()).await?);
+        let identity = keystone_base(&self.session.endpoint(Resource::Projects.service()).await?);
         let (networks, subnets, ports, routers, floatingips, projects) = tokio::try_join!(
-            self.list("network", "networks", join(&network, "networks")?),
-            self.list("network", "subnets", join(&network, "subnets")?),
-            self.list("network", "ports", join(&network, "ports")?),
-            self.list("network", "routers", join(&network, "routers")?),
-            self.list("network", "floatingips", join(&network, "floatingips")?),
-            self.list("identity", "projects", join(&identity, "projects")?),
+            self.list(
+                Resource::Networks,
+                join(&network, Resource::Networks.path())?
+            ),
+            self.list(Resource::Subnets, join(&network, Resource::Subnets.path())?),
+            self.list(Resource::Ports, join(&network, Resource::Ports.path())?),
+            self.list(Resource::Routers, join(&network, Resource::Routers.path())?),
+            self.list(
+                Resource::FloatingIps,
+                join(&network, Resource::FloatingIps.path())?
+            ),
+            self.list(
+                Resource::Projects,
+                join(&identity, Resource::Projects.path())?
+            ),
         )?;
         let (nova, octavia) = tokio::join!(self.nova(), self.octavia());
         let (servers, nova) = nova?;
@@ -191,35 +200,46 @@ impl Client {
     }
 
     async fn nova(&self) -> Result<(Option<Value>, ServiceStatus), SyncError> {
-        let base = match self.best_effort_endpoint("compute").await? {
+        let base = match self
+            .best_effort_endpoint(Resource::Servers.service())
+            .await?
+        {
             Ok(url) => nova_base(&url),
             Err(status) => return Ok((None, status)),
         };
-        let url = join(&base, "servers/detail?all_tenants=1")?;
-        Ok(match self.list("compute", "servers", url).await {
-            Ok(body) => (Some(body), ServiceStatus::Ok),
-            Err(e) => {
-                tracing::warn!(error = %e, "Nova server list failed; servers marked failed for this sync");
-                (
-                    None,
-                    ServiceStatus::Failed {
-                        error: e.to_string(),
-                    },
-                )
-            }
-        })
+        Ok(
+            match self
+                .list(Resource::Servers, join(&base, Resource::Servers.path())?)
+                .await
+            {
+                Ok(body) => (Some(body), ServiceStatus::Ok),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Nova server list failed; servers marked failed for this sync");
+                    (
+                        None,
+                        ServiceStatus::Failed {
+                            error: e.to_string(),
+                        },
+                    )
+                }
+            },
+        )
     }
 
     async fn octavia(&self) -> Result<((Option<Value>, Option<Value>), ServiceStatus), SyncError> {
-        let base = match self.best_effort_endpoint("load-balancer").await? {
+        let base = match self
+            .best_effort_endpoint(Resource::LoadBalancers.service())
+            .await?
+        {
             Ok(url) => octavia_base(&url),
             Err(status) => return Ok(((None, None), status)),
         };
-        let lbs = join(&base, "lbaas/loadbalancers")?;
-        let amps = join(&base, "octavia/amphorae")?;
         let (lbs, amps) = tokio::join!(
-            self.list("load-balancer", "loadbalancers", lbs),
-            self.list("load-balancer", "amphorae", amps)
+            self.list(
+                Resource::LoadBalancers,
+                join(&base, Resource::LoadBalancers.path())?
+            ),
+            self.list(Resource::Amphorae, join(&base, Resource::Amphorae.path())?)
         );
         // Amphorae without their load balancers (or the reverse) would
         // attribute amphora ports wrongly: the service is one unit.

@@ -3,54 +3,18 @@
 //! `scripts/real-cloud up-kafka` on a private loopback port). Root only;
 //! fails loudly when the broker cannot run.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lachesis_openstack::sim::notify::KafkaTarget;
-use lachesis_openstack::sim::{self, SimOptions, Store, Topology};
+use lachesis_sim::notify::KafkaTarget;
+use lachesis_sim::{self as sim, SimOptions, Store, Topology};
 use rskafka::client::partition::UnknownTopicHandling;
 use serde_json::{json, Value};
 
 const BROKER: &str = "127.0.0.1:39092";
 
-fn script() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/real-cloud").to_owned()
-}
-
-struct Broker;
-
-impl Broker {
-    fn up() -> Self {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        assert_eq!(
-            unsafe { libc::geteuid() },
-            0,
-            "the Kafka notification test runs a broker: run as root (it does not skip)"
-        );
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("up-kafka")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "the Kafka broker could not be brought up:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = Command::new("bash").arg(script()).arg("down").status();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_publish_to_the_kafka_topic() {
-    let _broker = Broker::up();
+    let _broker = lachesis_lab::Services::kafka();
     let client = rskafka::client::ClientBuilder::new(vec![BROKER.into()])
         .build()
         .await

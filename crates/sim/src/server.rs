@@ -3,57 +3,18 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, Notify};
 
-use super::store::Store;
-use super::{admin, api};
-
-pub(crate) type Resp = Response<Full<Bytes>>;
-
-/// What every request handler sees.
-#[derive(Debug)]
-pub(crate) struct Ctx {
-    pub store: Arc<Mutex<Store>>,
-    /// Scheme, host and port written into the catalog and links.
-    pub base_url: String,
-    /// Publishes an oslo notification per control-API mutation.
-    pub notifier: Option<super::notify::Notifier>,
-}
-
-impl Ctx {
-    pub fn lock(&self) -> MutexGuard<'_, Store> {
-        // A handler never panics while holding the lock; recover anyway so
-        // one bug cannot wedge every later request.
-        self.store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// Outcome of a handler: an answer, or "close the connection unanswered".
-pub(crate) enum Outcome {
-    Reply(Resp),
-    Drop,
-}
-
-pub(crate) fn json(status: StatusCode, body: &Value) -> Resp {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        "Content-Type",
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    r
-}
+use crate::http::{json, Ctx, Outcome};
+use crate::store::Store;
+use crate::{admin, api};
 
 /// A running simulator; dropping it stops the listener.
 #[derive(Debug)]
@@ -125,9 +86,9 @@ pub struct SimOptions {
     /// Base URL put in the catalog and links (e.g. when listening on 0.0.0.0).
     pub advertise: Option<String>,
     /// Publish an oslo notification for each control-API mutation.
-    pub rabbitmq: Option<super::notify::RabbitTarget>,
+    pub rabbitmq: Option<crate::notify::RabbitTarget>,
     /// … and/or to a Kafka topic.
-    pub kafka: Option<super::notify::KafkaTarget>,
+    pub kafka: Option<crate::notify::KafkaTarget>,
 }
 
 /// [`start`] with every option.
@@ -143,8 +104,8 @@ pub async fn start_with(
         || format!("http://{addr}"),
         |a| a.trim_end_matches('/').to_owned(),
     );
-    let rabbit = opts.rabbitmq.map(super::notify::spawn_rabbit);
-    let kafka = opts.kafka.map(super::notify::spawn_kafka);
+    let rabbit = opts.rabbitmq.map(crate::notify::spawn_rabbit);
+    let kafka = opts.kafka.map(crate::notify::spawn_kafka);
     let notifier = match (rabbit, kafka) {
         (Some(r), Some(k)) => Some(r.join(k)),
         (r, k) => r.or(k),

@@ -4,11 +4,12 @@
 //!
 //! Layout: [`topology`] (the YAML file), [`store`] (state + mutations +
 //! faults), [`wire`] (resources as the services list them), `paging`,
-//! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API) and
-//! `server` (the listener).
+//! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API),
+//! `http` (the context and reply type both share) and `server` (the listener).
 
 mod admin;
 mod api;
+mod http;
 pub mod notify;
 mod paging;
 mod server;

@@ -6,15 +6,16 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::notify::{self, Event};
-use super::server::{json as reply, Ctx, Resp};
 use super::store::{Fault, InterfaceRequest, MutationError, SettingsPatch, Store};
 use super::topology::{Gateway, Route};
 use super::wire;
+use crate::http::{json as reply, Ctx, Resp};
+use lachesis_planner::Resource;
 
 /// A resource as its API lists it (what notifications carry).
-fn wire_of(s: &Store, kind: &str, id: &str) -> Option<Value> {
+fn wire_of(s: &Store, kind: Resource, id: &str) -> Option<Value> {
     Some(match kind {
-        "networks" => {
+        Resource::Networks => {
             let n = s.networks.get(id)?;
             let subnets: Vec<String> = s
                 .subnets
@@ -24,15 +25,32 @@ fn wire_of(s: &Store, kind: &str, id: &str) -> Option<Value> {
                 .collect();
             wire::network(n, &subnets)
         }
-        "subnets" => wire::subnet(s.subnets.get(id)?),
-        "ports" => wire::port(s.ports.get(id)?),
-        "routers" => wire::router(s.routers.get(id)?),
-        "floatingips" => wire::floatingip(s.floatingips.get(id)?),
-        "projects" => wire::project(s.projects.get(id)?, ""),
-        "servers" => wire::server(s.servers.get(id)?, ""),
-        "loadbalancers" => wire::loadbalancer(s.loadbalancers.get(id)?),
-        _ => return None,
+        Resource::Subnets => wire::subnet(s.subnets.get(id)?),
+        Resource::Ports => wire::port(s.ports.get(id)?),
+        Resource::Routers => wire::router(s.routers.get(id)?),
+        Resource::FloatingIps => wire::floatingip(s.floatingips.get(id)?),
+        Resource::Projects => wire::project(s.projects.get(id)?, ""),
+        Resource::Servers => wire::server(s.servers.get(id)?, ""),
+        Resource::LoadBalancers => wire::loadbalancer(s.loadbalancers.get(id)?),
+        Resource::Amphorae => wire::amphora(s.amphorae.get(id)?),
     })
+}
+
+/// The notification of one mutation. Only the lists of DESIGN §5 notify;
+/// users and credentials do not.
+fn mutation_event(
+    s: &Store,
+    host: &str,
+    kind: &str,
+    action: &str,
+    id: &str,
+    before: Option<Value>,
+) -> Option<Event> {
+    let kind = Resource::from_collection(kind)?;
+    let wire = before
+        .or_else(|| wire_of(s, kind, id))
+        .unwrap_or(Value::Null);
+    notify::for_mutation(host, kind, action, id, &wire)
 }
 
 fn bad(message: impl std::fmt::Display) -> Resp {
@@ -102,10 +120,7 @@ fn route(
 ) -> Result<Resp, Box<Resp>> {
     let mut s = ctx.lock();
     let mut note = |s: &Store, kind: &str, action: &str, id: &str, before: Option<Value>| {
-        let wire = before
-            .or_else(|| wire_of(s, kind, id))
-            .unwrap_or(Value::Null);
-        events.extend(notify::for_mutation(host, kind, action, id, &wire));
+        events.extend(mutation_event(s, host, kind, action, id, before));
     };
     Ok(match (method.as_str(), rest) {
         ("GET", ["stats"]) => ok(&serde_json::to_value(s.stats()).unwrap_or(Value::Null)),
@@ -144,7 +159,7 @@ fn route(
             let r = s.add_interface(id, &parse::<InterfaceRequest>(body)?);
             if let Ok(port) = &r {
                 let port_id = port["id"].as_str().unwrap_or_default();
-                let wire = wire_of(&s, "ports", port_id).unwrap_or_default();
+                let wire = wire_of(&s, Resource::Ports, port_id).unwrap_or_default();
                 events.push(notify::router_interface(host, true, id, &wire));
             }
             value(r)
@@ -190,7 +205,7 @@ fn route(
             value(r)
         }
         ("DELETE", [kind, id]) => {
-            let before = wire_of(&s, kind, id);
+            let before = Resource::from_collection(kind).and_then(|r| wire_of(&s, r, id));
             let r = s.delete(kind, id);
             note(&s, kind, "delete", id, before);
             done(r)

@@ -3,6 +3,7 @@
 //! (`neutron`, `keystone`, `nova`, `octavia`), routing key
 //! `notifications.info`, the oslo.messaging 2.0 envelope.
 
+use lachesis_planner::Resource;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -76,17 +77,23 @@ fn owner(v: &Value) -> Option<String> {
 }
 
 /// The notification a real cloud emits for a control-API mutation.
-/// `kind` is the collection, `action` one of create/update/delete, `wire` the
+/// `kind` is the list, `action` one of create/update/delete, `wire` the
 /// resource as the API lists it (before deletion for deletes).
 #[must_use]
-pub fn for_mutation(host: &str, kind: &str, action: &str, id: &str, wire: &Value) -> Option<Event> {
+pub fn for_mutation(
+    host: &str,
+    kind: Resource,
+    action: &str,
+    id: &str,
+    wire: &Value,
+) -> Option<Event> {
     let singular = match kind {
-        "networks" => "network",
-        "subnets" => "subnet",
-        "ports" => "port",
-        "routers" => "router",
-        "floatingips" => "floatingip",
-        "projects" => {
+        Resource::Networks => "network",
+        Resource::Subnets => "subnet",
+        Resource::Ports => "port",
+        Resource::Routers => "router",
+        Resource::FloatingIps => "floatingip",
+        Resource::Projects => {
             let done = match action {
                 "create" => "created",
                 "update" => "updated",
@@ -100,7 +107,7 @@ pub fn for_mutation(host: &str, kind: &str, action: &str, id: &str, wire: &Value
                 project_id: None,
             });
         }
-        "servers" => {
+        Resource::Servers => {
             let tenant = wire.get("tenant_id").cloned().unwrap_or(Value::Null);
             return Some(Event {
                 exchange: "nova",
@@ -112,7 +119,7 @@ pub fn for_mutation(host: &str, kind: &str, action: &str, id: &str, wire: &Value
                 project_id: tenant.as_str().map(str::to_owned),
             });
         }
-        "loadbalancers" => {
+        Resource::LoadBalancers => {
             return Some(Event {
                 exchange: "octavia",
                 event_type: format!("octavia.loadbalancer.{action}.end"),
@@ -121,7 +128,8 @@ pub fn for_mutation(host: &str, kind: &str, action: &str, id: &str, wire: &Value
                 project_id: owner(wire),
             })
         }
-        _ => return None,
+        // Octavia announces load balancers, not their amphorae.
+        Resource::Amphorae => return None,
     };
     let payload = if action == "delete" {
         json!({format!("{singular}_id"): id, singular: wire})
@@ -351,7 +359,7 @@ mod tests {
     fn envelope_is_oslo_2_with_a_json_string_inside() {
         let e = for_mutation(
             "h1",
-            "ports",
+            Resource::Ports,
             "create",
             "p1",
             &json!({"id": "p1", "project_id": "t1"}),
@@ -373,7 +381,7 @@ mod tests {
     fn service_specific_shapes() {
         let lb = for_mutation(
             "h",
-            "loadbalancers",
+            Resource::LoadBalancers,
             "delete",
             "lb1",
             &json!({"id": "lb1", "project_id": "t"}),
@@ -383,7 +391,7 @@ mod tests {
             (lb.exchange, lb.publisher_id.clone(), lb.event_type.as_str()),
             ("octavia", None, "octavia.loadbalancer.delete.end")
         );
-        let p = for_mutation("h", "projects", "delete", "t9", &Value::Null).unwrap();
+        let p = for_mutation("h", Resource::Projects, "delete", "t9", &Value::Null).unwrap();
         assert_eq!(
             (p.exchange, p.event_type.as_str(), p.payload.clone()),
             (
@@ -392,12 +400,19 @@ mod tests {
                 json!({"resource_info": "t9"})
             )
         );
-        let s = for_mutation("h", "servers", "delete", "vm", &json!({"tenant_id": "t"})).unwrap();
+        let s = for_mutation(
+            "h",
+            Resource::Servers,
+            "delete",
+            "vm",
+            &json!({"tenant_id": "t"}),
+        )
+        .unwrap();
         assert_eq!(
             (s.event_type.as_str(), s.publisher_id.as_deref()),
             ("compute.instance.delete.end", Some("compute.h"))
         );
-        let d = for_mutation("h", "ports", "delete", "p1", &json!({"id": "p1"})).unwrap();
+        let d = for_mutation("h", Resource::Ports, "delete", "p1", &json!({"id": "p1"})).unwrap();
         assert_eq!(d.payload["port_id"], "p1");
         let ri = router_interface(
             "h",
@@ -407,6 +422,6 @@ mod tests {
         );
         assert_eq!(ri.event_type, "router.interface.create");
         assert_eq!(ri.payload["router_interface"]["subnet_id"], "s");
-        assert!(for_mutation("h", "amphorae", "create", "a", &Value::Null).is_none());
+        assert!(for_mutation("h", Resource::Amphorae, "create", "a", &Value::Null).is_none());
     }
 }

@@ -2,11 +2,10 @@
 //! `RabbitMQ` (Debian's, started by `scripts/real-cloud up-rabbitmq` on a
 //! private loopback port). Root only; fails loudly when the broker cannot run.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lachesis_openstack::sim::notify::RabbitTarget;
-use lachesis_openstack::sim::{self, SimOptions, Store, Topology};
+use lachesis_sim::notify::RabbitTarget;
+use lachesis_sim::{self as sim, SimOptions, Store, Topology};
 use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
@@ -14,41 +13,6 @@ use lapin::types::FieldTable;
 use serde_json::{json, Value};
 
 const URL: &str = "amqp://guest:guest@127.0.0.1:35672/%2f";
-
-fn script() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/real-cloud").to_owned()
-}
-
-struct Broker;
-
-impl Broker {
-    fn up() -> Self {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        assert_eq!(
-            unsafe { libc::geteuid() },
-            0,
-            "the notification test runs RabbitMQ: run as root (it does not skip)"
-        );
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("up-rabbitmq")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "RabbitMQ could not be brought up:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = Command::new("bash").arg(script()).arg("down").status();
-    }
-}
 
 async fn next_message(chan: &lapin::Channel, queue: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -111,7 +75,7 @@ async fn bind_queues(chan: &lapin::Channel) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_publish_real_oslo_notifications() {
-    let _broker = Broker::up();
+    let _broker = lachesis_lab::Services::rabbitmq();
     let conn = lapin::Connection::connect(URL, lapin::ConnectionProperties::default())
         .await
         .unwrap();

@@ -7,10 +7,11 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::paging::{self, PageRequest};
-use super::server::{json as reply, Ctx, Outcome};
 use super::store::{Fault, Store};
 use super::topology::{AppCredential, User};
 use super::wire;
+use crate::http::{json as reply, Ctx, Outcome};
+use lachesis_planner::Resource;
 
 /// Where each service lives under `/r/<region>/<interface>/`.
 const SERVICE_PATHS: [(&str, &str); 4] = [
@@ -251,31 +252,27 @@ pub(crate) struct ApiCall<'a> {
     pub token: Option<&'a str>,
 }
 
-fn route(rest: &[&str]) -> Option<(Service, &'static str)> {
-    Some(match rest {
-        ["identity", "v3", "projects"] => (Service::Identity, "projects"),
-        ["network", "v2.0", c] => (
-            Service::Network,
-            match *c {
-                "networks" => "networks",
-                "subnets" => "subnets",
-                "ports" => "ports",
-                "routers" => "routers",
-                "floatingips" => "floatingips",
-                _ => return None,
-            },
-        ),
-        ["compute", "v2.1", "servers", "detail"] => (Service::Compute, "servers"),
-        ["load-balancer", "v2", "lbaas", "loadbalancers"] => {
-            (Service::LoadBalancer, "loadbalancers")
-        }
-        ["load-balancer", "v2", "octavia", "amphorae"] => (Service::LoadBalancer, "amphorae"),
+fn route(rest: &[&str]) -> Option<(Service, Resource)> {
+    let resource = match rest {
+        ["identity", "v3", "projects"] => Resource::Projects,
+        ["network", "v2.0", c] => Resource::from_collection(c)
+            .filter(|r| r.service() == Service::Network.catalog_type())?,
+        ["compute", "v2.1", "servers", "detail"] => Resource::Servers,
+        ["load-balancer", "v2", "lbaas", "loadbalancers"] => Resource::LoadBalancers,
+        ["load-balancer", "v2", "octavia", "amphorae"] => Resource::Amphorae,
         _ => return None,
-    })
+    };
+    let service = match resource.service() {
+        "identity" => Service::Identity,
+        "network" => Service::Network,
+        "compute" => Service::Compute,
+        _ => Service::LoadBalancer,
+    };
+    Some((service, resource))
 }
 
 pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Outcome {
-    let Some((service, endpoint)) = route(call.rest) else {
+    let Some((service, resource)) = route(call.rest) else {
         return error(
             Service::Identity,
             StatusCode::NOT_FOUND,
@@ -299,6 +296,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Out
             );
         }
     }
+    let endpoint = resource.collection();
     ctx.lock()
         .count(format!("{}/{}/{endpoint}", call.region, call.iface));
     if let Some(out) = fault(ctx, service, endpoint).await {
@@ -321,13 +319,13 @@ pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Out
         max: store.settings.page_size,
     };
     let base = format!("{}/r/{}/{}", ctx.base_url, call.region, call.iface);
-    let body = list(&store, endpoint, &req, &base, &token_project);
+    let body = list(&store, resource, &req, &base, &token_project);
     Outcome::Reply(reply(StatusCode::OK, &body))
 }
 
 fn list(
     store: &Store,
-    endpoint: &str,
+    resource: Resource,
     req: &PageRequest,
     base: &str,
     token_project: &str,
@@ -335,8 +333,9 @@ fn list(
     fn rows<T>(m: &std::collections::BTreeMap<String, T>) -> Vec<(String, &T)> {
         m.iter().map(|(id, x)| (id.clone(), x)).collect()
     }
-    match endpoint {
-        "networks" => {
+    let name = resource.collection();
+    match resource {
+        Resource::Networks => {
             // One pass over the subnets, not one per network.
             let mut by_network: std::collections::HashMap<&str, Vec<String>> =
                 std::collections::HashMap::new();
@@ -346,31 +345,31 @@ fn list(
                     .or_default()
                     .push(s.id.clone());
             }
-            paging::links_style("networks", rows(&store.networks), req, false, |n| {
+            paging::links_style(name, rows(&store.networks), req, false, |n| {
                 wire::network(n, by_network.get(n.id.as_str()).map_or(&[], Vec::as_slice))
             })
         }
-        "subnets" => paging::links_style("subnets", rows(&store.subnets), req, false, wire::subnet),
-        "ports" => paging::links_style("ports", rows(&store.ports), req, false, wire::port),
-        "routers" => paging::links_style("routers", rows(&store.routers), req, false, wire::router),
-        "floatingips" => paging::links_style(
-            "floatingips",
-            rows(&store.floatingips),
-            req,
-            false,
-            wire::floatingip,
-        ),
-        "projects" => {
+        Resource::Subnets => {
+            paging::links_style(name, rows(&store.subnets), req, false, wire::subnet)
+        }
+        Resource::Ports => paging::links_style(name, rows(&store.ports), req, false, wire::port),
+        Resource::Routers => {
+            paging::links_style(name, rows(&store.routers), req, false, wire::router)
+        }
+        Resource::FloatingIps => {
+            paging::links_style(name, rows(&store.floatingips), req, false, wire::floatingip)
+        }
+        Resource::Projects => {
             let self_base = format!("{base}/identity/v3");
             paging::keystone(
-                "projects",
+                name,
                 rows(&store.projects),
                 req,
                 store.settings.keystone_paging,
                 |p| wire::project(p, &self_base),
             )
         }
-        "servers" => {
+        Resource::Servers => {
             // Without all_tenants Nova lists only the token's own project.
             let all = req
                 .query
@@ -383,17 +382,17 @@ fn list(
                 .map(|(id, s)| (id.clone(), s))
                 .collect();
             let self_base = format!("{base}/compute/v2.1");
-            paging::links_style("servers", items, req, false, |s| {
-                wire::server(s, &self_base)
-            })
+            paging::links_style(name, items, req, false, |s| wire::server(s, &self_base))
         }
-        "loadbalancers" => paging::links_style(
-            "loadbalancers",
+        Resource::LoadBalancers => paging::links_style(
+            name,
             rows(&store.loadbalancers),
             req,
             true,
             wire::loadbalancer,
         ),
-        _ => paging::links_style("amphorae", rows(&store.amphorae), req, true, wire::amphora),
+        Resource::Amphorae => {
+            paging::links_style(name, rows(&store.amphorae), req, true, wire::amphora)
+        }
     }
 }
