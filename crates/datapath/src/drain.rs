@@ -111,6 +111,7 @@ pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuf
 
 /// The same read one key at a time (`get_next_key` + lookup per entry); kept
 /// for the drain benchmark's contrast and as a cross-check in tests.
+#[cfg(feature = "testing")]
 pub(crate) fn drain_iterated(map: &MapHandle, buf: &mut DrainBuffer) -> Result<()> {
     buf.entries.clear();
     buf.calls = 0;

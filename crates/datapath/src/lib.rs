@@ -15,6 +15,7 @@ mod libbpf_log;
 mod maps;
 mod object;
 mod sizing;
+#[cfg(feature = "testing")]
 mod testrun;
 
 use std::net::IpAddr;
@@ -34,7 +35,8 @@ pub use object::{DatapathConfig, FlowsPin};
 pub use sizing::{
     flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
 };
-pub use testrun::{baseline_object, TestRun};
+#[cfg(feature = "testing")]
+pub use testrun::{baseline_object, Baseline, TestRun};
 
 use maps::MetadataMaps;
 
@@ -177,6 +179,7 @@ impl Datapath {
     }
 
     /// The same read, one key at a time (benchmark contrast).
+    #[cfg(feature = "testing")]
     pub fn drain_iterated(&self, buf: &mut DrainBuffer) -> Result<()> {
         drain::drain_iterated(&self.flows, buf)
     }
@@ -194,6 +197,7 @@ impl Datapath {
 
     /// Writes a `flows` entry with the same value on every CPU slot
     /// (benchmarks and tests that need a full map).
+    #[cfg(feature = "testing")]
     pub fn write_flow_for_test(
         &self,
         key: &FlowKey,
@@ -284,6 +288,7 @@ impl Datapath {
 
     /// Runs a program once per `repeat` over `frame` through the kernel's
     /// program test-run facility (no interface involved).
+    #[cfg(feature = "testing")]
     pub fn test_run(&self, dir: Direction, frame: &[u8], repeat: u32) -> Result<TestRun> {
         let want = prog_name(dir);
         let prog = self
