@@ -63,8 +63,9 @@ impl AttachMode {
 }
 
 fn kernel_release() -> String {
-    // SAFETY: uname fills a zeroed struct of C strings.
+    // SAFETY: utsname is plain old data (arrays of C chars); all-zero is valid.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live, writable utsname; uname only writes into it.
     if unsafe { libc::uname(&raw mut u) } != 0 {
         return String::new();
     }
@@ -156,9 +157,14 @@ fn prog_name(id: u32) -> Option<String> {
     if fd < 0 {
         return None;
     }
+    // SAFETY: `fd` is non-negative, fresh from the kernel and owned by no
+    // one else: OwnedFd becomes its only owner and closes it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: bpf_prog_info is plain old data; all-zero is a valid value.
     let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
     let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` and `len` are live and writable; `len` is the size of
+    // `info`, so the kernel writes no further than the struct.
     let rc =
         unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &raw mut info, &raw mut len) };
     if rc != 0 {
@@ -184,6 +190,8 @@ fn tcx_ours(ifindex: u32, dir: Direction) -> Result<Vec<(u32, u32)>> {
     opts.prog_ids = prog_ids.as_mut_ptr();
     opts.link_ids = link_ids.as_mut_ptr();
     opts.__bindgen_anon_1.count = MAX as u32;
+    // SAFETY: `opts` is sized and points at two live arrays of `MAX`
+    // entries, `count` says so; they outlive the call.
     let rc = unsafe {
         libbpf_sys::bpf_prog_query_opts(ifindex.cast_signed(), tcx_type(dir), &raw mut opts)
     };
@@ -211,6 +219,8 @@ fn link_fd(id: u32) -> Result<OwnedFd> {
     if fd < 0 {
         return Err(Error::errno(format!("open link {id}"), fd));
     }
+    // SAFETY: `fd` is non-negative, fresh from the kernel and owned by no
+    // one else: OwnedFd becomes its only owner.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
@@ -287,6 +297,8 @@ impl Tcx<'_> {
                 // SAFETY: zeroed, sized options: attach at the end of the chain.
                 let mut opts: libbpf_sys::bpf_tcx_opts = unsafe { std::mem::zeroed() };
                 opts.sz = size_of::<libbpf_sys::bpf_tcx_opts>() as _;
+                // SAFETY: the program pointer is libbpf's own, alive while
+                // `prog` is; `opts` is sized and lives across the call.
                 let raw = unsafe {
                     libbpf_sys::bpf_program__attach_tcx(
                         prog.as_libbpf_object().as_ptr(),
@@ -295,6 +307,7 @@ impl Tcx<'_> {
                     )
                 };
                 // libbpf returns NULL (with errno) or an encoded error pointer.
+                // SAFETY: only inspects the pointer value, never reads it.
                 let err = unsafe { libbpf_sys::libbpf_get_error(raw.cast()) };
                 let Some(ptr) = NonNull::new(raw).filter(|_| err == 0) else {
                     return Err(Error::errno(

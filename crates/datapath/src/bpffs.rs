@@ -14,8 +14,10 @@ fn is_bpffs(path: &Path) -> Result<bool> {
         what: "bpffs path",
         detail: format!("{} contains a NUL byte", path.display()),
     })?;
-    // SAFETY: `c` is a valid C string; `st` is plain old data the kernel fills.
+    // SAFETY: statfs is plain old data; all-zero is a valid value.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and outlives the call; `st` is live and
+    // writable, and statfs writes only into it.
     let rc = unsafe { libc::statfs(c.as_ptr(), &raw mut st) };
     if rc != 0 {
         return Err(Error::io(format!("statfs {}", path.display()))(
