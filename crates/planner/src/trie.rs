@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use lachesis_abi::Zone;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::bindings::BoundPorts;
-use crate::fasthash::{FastMap, FastSet};
 use crate::index::{Index, METADATA_ADDRESSES};
 use crate::octavia::OctaviaJoin;
 use crate::plan::{Anomaly, AnomalyClass, FallbackReason, PlanOptions, Scope, TrieRow};
@@ -45,16 +45,16 @@ const GLOBAL: Tenant = 0;
 struct Rows<'r> {
     /// Tenant id → project id (`""` for [`GLOBAL`]).
     names: Vec<&'r str>,
-    ids: FastMap<&'r str, Tenant>,
-    map: FastMap<(Tenant, Prefix), (Zone, Source)>,
+    ids: FxHashMap<&'r str, Tenant>,
+    map: FxHashMap<(Tenant, Prefix), (Zone, Source)>,
 }
 
 impl<'r> Rows<'r> {
     fn new() -> Rows<'r> {
         Rows {
             names: vec![""],
-            ids: FastMap::default(),
-            map: FastMap::default(),
+            ids: FxHashMap::default(),
+            map: FxHashMap::default(),
         }
     }
 
@@ -378,7 +378,7 @@ fn tenants_behind<'r>(bound: &'r BoundPorts<'r>, attached: &[&'r Subnet]) -> Vec
         .filter_map(|s| bound.tenants_by_subnet.get(s.id.as_str()))
         .flatten()
         .copied()
-        .collect::<FastSet<_>>()
+        .collect::<FxHashSet<_>>()
         .into_iter()
         .collect();
     tenants.sort_unstable();
