@@ -8,10 +8,15 @@
 //!
 //! The zone, direction, L4 and stats codes are persisted and exported: a code
 //! never changes meaning once released.
+//!
+//! [`Prefix`] and [`Mac`] are the value types both sides of the plan use: the
+//! planner writes them into the plan, the datapath writes them into map keys.
+//! The `serde` feature gives [`Prefix`] its plan-text (de)serialisation.
 
 mod codes;
 mod layout;
 mod mac;
+mod prefix;
 
 pub use codes::{Direction, L4Class, StatReason, UnknownCode, Zone};
 pub use layout::{
@@ -19,3 +24,4 @@ pub use layout::{
     FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE,
 };
 pub use mac::{Mac, MacParseError};
+pub use prefix::{Prefix, PrefixParseError};

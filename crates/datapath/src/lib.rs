@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use lachesis_abi::{Direction, EndpointValue, FlowKey, Mac, StatReason, Zone};
+use lachesis_abi::{Direction, EndpointValue, FlowKey, Mac, Prefix, StatReason, Zone};
 use libbpf_rs::{MapCore, MapHandle, Object, Program};
 
 pub use attach::{
@@ -30,7 +30,6 @@ pub use attach::{
 };
 pub use drain::{DrainBuffer, RetiredFlows};
 pub use error::{Error, Result};
-pub use maps::Prefix;
 pub use object::{DatapathConfig, FlowsPin};
 pub use sizing::{
     flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,

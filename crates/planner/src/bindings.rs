@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use lachesis_abi::Mac;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::external::vm_fallback;
-use crate::fasthash::{FastMap, FastSet};
 use crate::index::{is_compute, Index};
 use crate::octavia::OctaviaJoin;
 use crate::plan::{Anomaly, AnomalyClass, Binding};
@@ -21,7 +21,7 @@ pub(crate) struct BoundPorts<'a> {
     /// Sorted by MAC, one per MAC.
     pub bindings: Vec<Binding>,
     /// Subnet id → tenants with an admitted port on it (DESIGN §6.1 step 5).
-    pub tenants_by_subnet: FastMap<&'a str, FastSet<&'a str>>,
+    pub tenants_by_subnet: FxHashMap<&'a str, FxHashSet<&'a str>>,
 }
 
 /// How strongly a port claims a MAC: its own MAC beats a trunk subport
@@ -45,7 +45,7 @@ struct Admitted<'a> {
 fn admit<'a>(
     idx: &Index<'a>,
     octavia: &OctaviaJoin<'a>,
-    parent_of: &FastMap<&str, &'a Port>,
+    parent_of: &FxHashMap<&str, &'a Port>,
     port: &'a Port,
     anomalies: &mut Vec<Anomaly>,
 ) -> Option<Admitted<'a>> {
@@ -127,8 +127,8 @@ fn is_platform_owner(owner: &str) -> bool {
 }
 
 /// MAC → the platform port carrying it (the smallest port id when several).
-fn platform_macs<'a>(idx: &Index<'a>) -> FastMap<Mac, &'a Port> {
-    let mut out: FastMap<Mac, &Port> = FastMap::default();
+fn platform_macs<'a>(idx: &Index<'a>) -> FxHashMap<Mac, &'a Port> {
+    let mut out: FxHashMap<Mac, &Port> = FxHashMap::default();
     for port in &idx.snap.ports {
         let Some(mac) = port.mac else { continue };
         if !is_platform_owner(&port.device_owner) {
@@ -157,7 +157,7 @@ pub(crate) fn bind<'a>(
     // one; such claims are refused whatever their kind.
     let platform = platform_macs(idx);
     // Trunk parents: subport id → parent port.
-    let mut parent_of: FastMap<&str, &Port> = FastMap::default();
+    let mut parent_of: FxHashMap<&str, &Port> = FxHashMap::default();
     for port in &idx.snap.ports {
         for sub in &port.trunk_subports {
             parent_of
@@ -172,7 +172,7 @@ pub(crate) fn bind<'a>(
     }
 
     let mut claims: BTreeMap<Mac, Vec<Claim<'a>>> = BTreeMap::new();
-    let mut tenants_by_subnet: FastMap<&'a str, FastSet<&'a str>> = FastMap::default();
+    let mut tenants_by_subnet: FxHashMap<&'a str, FxHashSet<&'a str>> = FxHashMap::default();
     for port in &idx.snap.ports {
         let Some(adm) = admit(idx, octavia, &parent_of, port, anomalies) else {
             continue;

@@ -3,10 +3,12 @@
 //! Every list here is sorted so that "the first match" never depends on the
 //! order of the input lists (DESIGN §6: same snapshot, same plan).
 
-use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
 
-use crate::fasthash::{FastMap, FastSet};
+// FxHash instead of SipHash: keys come from the cloud's admin APIs, and a
+// collision flood could only slow a plan down, never change it (every output
+// is sorted, every tie broken explicitly).
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use crate::snapshot::{FloatingIp, Network, Port, Router, Snapshot, Subnet};
 
@@ -56,45 +58,45 @@ pub(crate) fn is_router_interface(owner: &str) -> bool {
 
 pub(crate) struct Index<'a> {
     pub snap: &'a Snapshot,
-    pub networks: FastMap<&'a str, &'a Network>,
-    pub subnets: FastMap<&'a str, &'a Subnet>,
-    pub routers: FastMap<&'a str, &'a Router>,
-    pub ports: FastMap<&'a str, &'a Port>,
-    pub projects: FastSet<&'a str>,
+    pub networks: FxHashMap<&'a str, &'a Network>,
+    pub subnets: FxHashMap<&'a str, &'a Subnet>,
+    pub routers: FxHashMap<&'a str, &'a Router>,
+    pub ports: FxHashMap<&'a str, &'a Port>,
+    pub projects: FxHashSet<&'a str>,
     /// Router id → subnets attached by router-interface ports, sorted by id.
-    pub router_interfaces: FastMap<&'a str, Vec<&'a Subnet>>,
+    pub router_interfaces: FxHashMap<&'a str, Vec<&'a Subnet>>,
     /// Router id → interface subnets plus external gateway subnets, sorted by id.
-    pub router_reach: FastMap<&'a str, Vec<&'a Subnet>>,
+    pub router_reach: FxHashMap<&'a str, Vec<&'a Subnet>>,
     /// (subnet id, address) → the port holding it; when stale data has
     /// several, a router interface, then a VM, then the smallest port id.
-    pub port_at: FastMap<(&'a str, IpAddr), &'a Port>,
+    pub port_at: FxHashMap<(&'a str, IpAddr), &'a Port>,
     /// Subnet id → platform addresses inside its CIDR (step 3 ports and
     /// `gateway_ip`), sorted: what step 7 lends the subnet's rows.
-    pub platform_by_subnet: FastMap<&'a str, Vec<IpAddr>>,
+    pub platform_by_subnet: FxHashMap<&'a str, Vec<IpAddr>>,
     /// Every platform address of step 3, including a `gateway_ip` outside
     /// its subnet's CIDR and the metadata addresses; sorted, deduplicated.
     pub platform_addresses: Vec<IpAddr>,
     /// Port id → floating IPs bound to it, sorted by id.
-    pub fips_by_port: FastMap<&'a str, Vec<&'a FloatingIp>>,
+    pub fips_by_port: FxHashMap<&'a str, Vec<&'a FloatingIp>>,
     /// Fixed address → floating IPs mapped to it, sorted by id.
-    pub fips_by_fixed: FastMap<IpAddr, Vec<&'a FloatingIp>>,
+    pub fips_by_fixed: FxHashMap<IpAddr, Vec<&'a FloatingIp>>,
 }
 
 impl<'a> Index<'a> {
     pub fn new(snap: &'a Snapshot) -> Index<'a> {
         let networks = snap.networks.iter().map(|n| (n.id.as_str(), n)).collect();
-        let subnets: FastMap<&str, &Subnet> =
+        let subnets: FxHashMap<&str, &Subnet> =
             snap.subnets.iter().map(|s| (s.id.as_str(), s)).collect();
         let routers = snap.routers.iter().map(|r| (r.id.as_str(), r)).collect();
         let ports = snap.ports.iter().map(|p| (p.id.as_str(), p)).collect();
         let projects = snap.projects.iter().map(|p| p.id.as_str()).collect();
 
-        let mut router_interfaces: FastMap<&str, Vec<&Subnet>> =
-            FastMap::with_capacity_and_hasher(snap.routers.len(), BuildHasherDefault::default());
-        let mut port_at: FastMap<(&str, IpAddr), &Port> =
-            FastMap::with_capacity_and_hasher(snap.ports.len(), BuildHasherDefault::default());
-        let mut platform_by_subnet: FastMap<&str, Vec<IpAddr>> =
-            FastMap::with_capacity_and_hasher(snap.subnets.len(), BuildHasherDefault::default());
+        let mut router_interfaces: FxHashMap<&str, Vec<&Subnet>> =
+            FxHashMap::with_capacity_and_hasher(snap.routers.len(), FxBuildHasher);
+        let mut port_at: FxHashMap<(&str, IpAddr), &Port> =
+            FxHashMap::with_capacity_and_hasher(snap.ports.len(), FxBuildHasher);
+        let mut platform_by_subnet: FxHashMap<&str, Vec<IpAddr>> =
+            FxHashMap::with_capacity_and_hasher(snap.subnets.len(), FxBuildHasher);
         for port in &snap.ports {
             let interface = is_router_interface(&port.device_owner) && !port.device_id.is_empty();
             let platform = PLATFORM_OWNERS.contains(&port.device_owner.as_str());
@@ -195,7 +197,7 @@ impl<'a> Index<'a> {
 /// them, and returns every platform address of step 3, sorted.
 fn add_gateways<'a>(
     snap: &'a Snapshot,
-    platform_by_subnet: &mut FastMap<&'a str, Vec<IpAddr>>,
+    platform_by_subnet: &mut FxHashMap<&'a str, Vec<IpAddr>>,
 ) -> Vec<IpAddr> {
     // Neutron accepts a gateway outside the CIDR (an IPv6 link-local
     // router address is common): it is a platform address all the same
@@ -231,14 +233,14 @@ fn add_gateways<'a>(
 }
 
 type FipIndex<'a> = (
-    FastMap<&'a str, Vec<&'a FloatingIp>>,
-    FastMap<IpAddr, Vec<&'a FloatingIp>>,
+    FxHashMap<&'a str, Vec<&'a FloatingIp>>,
+    FxHashMap<IpAddr, Vec<&'a FloatingIp>>,
 );
 
 /// Floating IPs by port and by fixed address, each list sorted by id.
 fn index_fips(snap: &Snapshot) -> FipIndex<'_> {
-    let mut fips_by_port: FastMap<&str, Vec<&FloatingIp>> = FastMap::default();
-    let mut fips_by_fixed: FastMap<IpAddr, Vec<&FloatingIp>> = FastMap::default();
+    let mut fips_by_port: FxHashMap<&str, Vec<&FloatingIp>> = FxHashMap::default();
+    let mut fips_by_fixed: FxHashMap<IpAddr, Vec<&FloatingIp>> = FxHashMap::default();
     for fip in &snap.floating_ips {
         if let Some(p) = &fip.port_id {
             fips_by_port.entry(p.as_str()).or_default().push(fip);

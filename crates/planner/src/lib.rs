@@ -14,11 +14,14 @@ mod bindings;
 mod bodies;
 mod diff;
 mod external;
-mod fasthash;
 mod index;
 mod octavia;
 mod plan;
-mod prefix;
+/// The one prefix type is [`lachesis_abi::Prefix`]; this path keeps the
+/// planner's modules naming it where they always have.
+mod prefix {
+    pub(crate) use lachesis_abi::Prefix;
+}
 mod resolver;
 pub mod snapshot;
 mod sources;
@@ -27,11 +30,13 @@ mod zone;
 
 pub use bodies::{ApiBodies, OptionalBody, Resource};
 pub use diff::{diff, Change, PlanDelta};
+/// The trie rows' prefix type, re-exported from the ABI crate: the plan and
+/// the kernel writer share it.
+pub use lachesis_abi::{Prefix, PrefixParseError};
 pub use plan::{
     AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, PlanOptions, RouterMac, Scope,
     TrieRow,
 };
-pub use prefix::{Prefix, PrefixParseError};
 pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot};
 pub use sources::{SourceStatus, Sources};
 

@@ -3,7 +3,8 @@
 
 use std::net::IpAddr;
 
-use crate::fasthash::{FastMap, FastSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use crate::index::Index;
 use crate::plan::{AmphoraIp, Anomaly, AnomalyClass, Plan};
 
@@ -16,7 +17,7 @@ const AMPHORA_PROVIDERS: &[&str] = &["amphora", "amphorav2", "octavia"];
 
 pub(crate) struct OctaviaJoin<'a> {
     /// Data port id → the load balancer's project.
-    pub data_ports: FastMap<&'a str, &'a str>,
+    pub data_ports: FxHashMap<&'a str, &'a str>,
     /// Sorted, deduplicated.
     pub amphora_ips: Vec<AmphoraIp>,
     pub anomalies: Vec<Anomaly>,
@@ -24,7 +25,7 @@ pub(crate) struct OctaviaJoin<'a> {
 
 pub(crate) fn join<'a>(idx: &Index<'a>, previous: Option<&'a Plan>) -> OctaviaJoin<'a> {
     let mut out = OctaviaJoin {
-        data_ports: FastMap::default(),
+        data_ports: FxHashMap::default(),
         amphora_ips: Vec::new(),
         anomalies: Vec::new(),
     };
@@ -47,7 +48,7 @@ pub(crate) fn join<'a>(idx: &Index<'a>, previous: Option<&'a Plan>) -> OctaviaJo
         return out;
     };
     non_amphora(lbs.iter(), &mut out.anomalies);
-    let owners: FastMap<&str, &str> = lbs
+    let owners: FxHashMap<&str, &str> = lbs
         .iter()
         .filter(|lb| {
             AMPHORA_PROVIDERS.contains(&lb.provider.as_str()) && lb.provisioning_status != "DELETED"
@@ -58,7 +59,7 @@ pub(crate) fn join<'a>(idx: &Index<'a>, previous: Option<&'a Plan>) -> OctaviaJo
     // id order so a (corrupt) shared compute_id resolves the same way always.
     let mut live: Vec<_> = amphorae.iter().filter(|a| a.status != "DELETED").collect();
     live.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut by_compute: FastMap<&str, (&str, IpAddr)> = FastMap::default();
+    let mut by_compute: FxHashMap<&str, (&str, IpAddr)> = FxHashMap::default();
     for amp in live {
         let (Some(lb), Some(compute)) = (&amp.loadbalancer_id, &amp.compute_id) else {
             continue;
@@ -131,7 +132,7 @@ fn non_amphora<'a>(
 /// (its own or an address-pair MAC) keep their load-balancer owner, and the
 /// previous `amphora_ips` of those ports' addresses stay.
 fn keep_previous<'a>(idx: &Index<'a>, prev: &'a Plan, out: &mut OctaviaJoin<'a>) {
-    let mut kept: FastSet<(&str, IpAddr)> = FastSet::default();
+    let mut kept: FxHashSet<(&str, IpAddr)> = FxHashSet::default();
     for b in prev.bindings.iter().filter(|b| b.amphora) {
         let Some(port) = idx.ports.get(b.port.as_str()) else {
             continue;

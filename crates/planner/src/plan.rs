@@ -113,7 +113,9 @@ pub struct AmphoraIp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnomalyClass {
-    /// A static route's destination lies in subnets of several owners.
+    /// Resolved answers for one route destination disagree: subnets of
+    /// several owners behind a router (step C), ECMP routes at a later hop,
+    /// or one project's routes of that destination.
     Ambiguity,
     /// A live amphora without `lb_network_ip`: its ports are not
     /// re-attributed (the management port cannot be told apart).

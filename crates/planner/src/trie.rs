@@ -4,27 +4,31 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use lachesis_abi::Zone;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::bindings::BoundPorts;
-use crate::fasthash::{FastMap, FastSet};
 use crate::index::{Index, METADATA_ADDRESSES};
 use crate::octavia::OctaviaJoin;
 use crate::plan::{Anomaly, AnomalyClass, FallbackReason, PlanOptions, Scope, TrieRow};
 use crate::prefix::Prefix;
-use crate::resolver::resolve;
+use crate::resolver::{meet, resolve, Answer};
 use crate::snapshot::Subnet;
 use crate::zone::zone_for;
 
 mod cover;
 
 /// Which step produced a row; when two steps produce the same (tenant,
-/// prefix), the later variant wins. Per tenant: platform /32s beat owned
-/// subnets (step 7's purpose), owned subnets beat static routes (the
-/// tenant's own addresses are ground truth), static routes beat inferred
-/// router neighbours (an explicit route is the owner's statement).
+/// prefix), the later variant wins, with no anomaly (DESIGN §6.2's
+/// precedence). Per tenant: infra (step 7) > owned subnet (4) > resolved
+/// static route (6) > neighbour (5) > shared re-emission (7) > fallback
+/// static route (6): a platform /32 is step 7's whole point, a tenant's own
+/// subnets are ground truth, an explicit route that resolved is the owner's
+/// statement and outranks an inferred neighbour, and a fallback is a guess
+/// that outranks nothing. Globally: infra > shared > catch-all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Source {
     CatchAll,
+    FallbackRoute,
     Shared,
     Neighbour,
     Route,
@@ -41,16 +45,16 @@ const GLOBAL: Tenant = 0;
 struct Rows<'r> {
     /// Tenant id → project id (`""` for [`GLOBAL`]).
     names: Vec<&'r str>,
-    ids: FastMap<&'r str, Tenant>,
-    map: FastMap<(Tenant, Prefix), (Zone, Source)>,
+    ids: FxHashMap<&'r str, Tenant>,
+    map: FxHashMap<(Tenant, Prefix), (Zone, Source)>,
 }
 
 impl<'r> Rows<'r> {
     fn new() -> Rows<'r> {
         Rows {
             names: vec![""],
-            ids: FastMap::default(),
-            map: FastMap::default(),
+            ids: FxHashMap::default(),
+            map: FxHashMap::default(),
         }
     }
 
@@ -236,6 +240,9 @@ fn overlapping(tenant: &str, subnets: &mut [&Subnet], anomalies: &mut Vec<Anomal
     }
 }
 
+/// A route's answer as gathered for its (tenant, destination).
+type Routed<'r> = (&'r str, IpAddr, Answer);
+
 /// Step 6: static routes, resolved for the router's owner.
 fn static_routes<'r>(
     idx: &'r Index<'r>,
@@ -243,47 +250,75 @@ fn static_routes<'r>(
     opts: PlanOptions,
     anomalies: &mut Vec<Anomaly>,
 ) -> BTreeMap<FallbackReason, u64> {
-    // Results are gathered per (tenant, destination) first so that two routers of one
-    // project disagreeing is reported the same way in any input order.
+    // Answers are gathered per (tenant, destination) first: the routes of
+    // one destination across a tenant's routers (or ECMP routes of one
+    // router) meet by DESIGN §6.2's rule, in any input order.
     let mut fallbacks: BTreeMap<FallbackReason, u64> =
         FallbackReason::ALL.iter().map(|r| (*r, 0)).collect();
-    let mut routed: BTreeMap<(&str, Prefix), Vec<(&str, Zone)>> = BTreeMap::new();
+    let mut routed: BTreeMap<(&str, Prefix), Vec<Routed<'r>>> = BTreeMap::new();
     for router in &idx.snap.routers {
         if router.project.is_empty() {
             continue;
         }
         for route in &router.routes {
             let res = resolve(idx, router, *route, &router.project, opts.hop_limit);
-            if let Some(reason) = res.fallback {
+            for reason in res.fallbacks {
                 *fallbacks.entry(reason).or_insert(0) += 1;
             }
-            anomalies.extend(res.anomaly);
+            anomalies.extend(res.anomalies);
             routed
                 .entry((router.project.as_str(), route.destination))
                 .or_default()
-                .push((router.id.as_str(), res.zone));
+                .push((router.id.as_str(), route.nexthop, res.answer));
         }
     }
     for ((tenant, destination), mut answers) in routed {
         answers.sort_unstable();
-        let mut zones: Vec<Zone> = answers.iter().map(|a| a.1).collect();
-        zones.sort_unstable();
-        zones.dedup();
-        if zones.len() > 1 {
-            let list: Vec<String> = answers.iter().map(|(r, z)| format!("{r} ({z})")).collect();
-            anomalies.push(Anomaly {
-                class: AnomalyClass::Ambiguity,
-                detail: format!(
-                    "project {tenant} routes {destination} through several routers with different zones: {}; row uses {}",
-                    list.join(", "),
-                    zones[0]
-                ),
-            });
+        let met = meet(answers.iter().map(|a| a.2));
+        if met.ambiguous {
+            anomalies.push(disagreement(tenant, destination, &answers, met.answer));
         }
+        let source = match met.answer {
+            Answer::Resolved(_) => Source::Route,
+            Answer::Fallback(_) => Source::FallbackRoute,
+        };
         let scope = rows.intern(tenant);
-        rows.put(scope, destination, zones[0], Source::Route);
+        rows.put(scope, destination, met.answer.zone(), source);
     }
     fallbacks
+}
+
+/// The `ambiguity` of routes of one destination whose resolved answers
+/// disagree: the router or routers, the destination, the zones.
+fn disagreement(
+    tenant: &str,
+    destination: Prefix,
+    answers: &[Routed<'_>],
+    chosen: Answer,
+) -> Anomaly {
+    let resolved: Vec<&Routed<'_>> = answers
+        .iter()
+        .filter(|a| matches!(a.2, Answer::Resolved(_)))
+        .collect();
+    let mut routers: Vec<&str> = resolved.iter().map(|a| a.0).collect();
+    routers.dedup();
+    let list: Vec<String> = resolved
+        .iter()
+        .map(|(r, n, a)| format!("router {r} via {n} {}", a.zone()))
+        .collect();
+    let through = if routers.len() == 1 {
+        format!("router {} (ECMP)", routers[0])
+    } else {
+        format!("routers {}", routers.join(", "))
+    };
+    Anomaly {
+        class: AnomalyClass::Ambiguity,
+        detail: format!(
+            "project {tenant} routes {destination} through {through} to different zones: {}; row uses {}",
+            list.join(", "),
+            chosen.zone()
+        ),
+    }
 }
 
 /// Steps 2 and 3: shared subnets and platform addresses, for every tenant.
@@ -343,7 +378,7 @@ fn tenants_behind<'r>(bound: &'r BoundPorts<'r>, attached: &[&'r Subnet]) -> Vec
         .filter_map(|s| bound.tenants_by_subnet.get(s.id.as_str()))
         .flatten()
         .copied()
-        .collect::<FastSet<_>>()
+        .collect::<FxHashSet<_>>()
         .into_iter()
         .collect();
     tenants.sort_unstable();

@@ -1,7 +1,8 @@
 //! Property tests: determinism under permutation, binding tenants, global
-//! rows, and no panic on arbitrary JSON of the right top-level shape.
+//! rows, a dead route never overriding another answer, and no panic on
+//! arbitrary JSON of the right top-level shape.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 
 use lachesis_abi::Zone;
@@ -348,6 +349,132 @@ proptest! {
         prop_assert!(p.router_macs.windows(2).all(|w| w[0].mac < w[1].mac));
         let back: Plan = serde_json::from_str(&p.to_json()).unwrap();
         prop_assert_eq!(back, p);
+    }
+}
+
+/// Router-interface owners: a walk enters a router only through one.
+const INTERFACE_OWNERS: [&str; 3] = [
+    "network:router_interface",
+    "network:router_interface_distributed",
+    "network:ha_router_replicated_interface",
+];
+
+/// An address of `destination`'s family that no port holds: the generator
+/// puts ports at hosts 1–8 of a subnet, so host 101 of one is free; the
+/// second choice lies in no subnet at all.
+fn dead_nexthop(destination: Prefix, pick: usize) -> String {
+    match (destination.is_ipv4(), pick % 2) {
+        (true, 0) => host(CIDRS[(pick / 2) % 5], 100),
+        (true, _) => "198.51.100.1".to_owned(),
+        (false, 0) => host(CIDRS[5 + (pick / 2) % 2], 100),
+        (false, _) => "2001:db8:ffff::1".to_owned(),
+    }
+}
+
+/// Adds a route to router `id` of `b`, or a new router of `project` with
+/// no interface (no walk can enter it) when `id` is not there.
+fn add_route(
+    b: &ApiBodies,
+    id: &str,
+    project: &str,
+    destination: Prefix,
+    nexthop: &str,
+) -> ApiBodies {
+    let mut out = b.clone();
+    let route = json!({"destination": destination.to_string(), "nexthop": nexthop});
+    let routers = out.routers["routers"].as_array_mut().unwrap();
+    if let Some(r) = routers.iter_mut().find(|r| r["id"] == id) {
+        r["routes"].as_array_mut().unwrap().push(route);
+    } else {
+        routers.push(
+            json!({"id": id, "project_id": project, "external_gateway_info": null,
+                            "routes": [route]}),
+        );
+    }
+    out
+}
+
+fn route_count(s: &Snapshot) -> usize {
+    s.routers.iter().map(|r| r.routes.len()).sum()
+}
+
+fn row_map(p: &Plan) -> BTreeMap<(Scope, Prefix), Zone> {
+    p.trie
+        .iter()
+        .map(|r| ((r.tenant.clone(), r.prefix), r.zone))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// DESIGN §6.2: a fallback never outranks an answer. (a) A dead ECMP
+    /// sibling of an existing route (same router, same destination) changes
+    /// no row at all, at the first hop or wherever a walk meets it. (b) A
+    /// dead route of tenant T to D, on a router no walk enters: every row
+    /// of the plan without it stays as it was, and when T already had a row
+    /// for D (an owned or neighbour subnet, a shared re-emission, another
+    /// router's route) nothing changes at all.
+    #[test]
+    fn removing_a_dead_route_changes_no_row_another_answer_decided(
+        t in topo(), pick in any::<usize>(), nexthop_pick in any::<usize>(),
+    ) {
+        let b = bodies(&t);
+        let (snap, without) = planned(&b);
+        let rows = row_map(&without);
+
+        // (a) A dead sibling of an existing route.
+        let routes: Vec<(&str, &str, Prefix)> = snap
+            .routers
+            .iter()
+            .flat_map(|r| r.routes.iter().map(move |x| (r.id.as_str(), r.project.as_str(), x.destination)))
+            .collect();
+        if !routes.is_empty() {
+            let (id, project, destination) = routes[pick % routes.len()];
+            let with = add_route(&b, id, project, destination, &dead_nexthop(destination, nexthop_pick));
+            let (snap_with, plan_with) = planned(&with);
+            prop_assert_eq!(route_count(&snap_with), route_count(&snap) + 1);
+            prop_assert_eq!(&row_map(&plan_with), &rows);
+        }
+
+        // (b) A dead route to any prefix T has a row for, or a generator
+        // prefix, on a router of T that no walk enters.
+        let nexthops: HashSet<IpAddr> = snap.routers.iter().flat_map(|r| r.routes.iter().map(|x| x.nexthop)).collect();
+        let entered = |id: &str| snap.ports.iter().any(|p| {
+            p.device_id == id
+                && INTERFACE_OWNERS.contains(&p.device_owner.as_str())
+                && p.fixed_ips.iter().any(|f| nexthops.contains(&f.address))
+        });
+        let tenant = project(pick % (t.projects + 1), t.projects);
+        let router = snap
+            .routers
+            .iter()
+            .find(|r| r.project == tenant && !entered(&r.id))
+            .map_or("r-dead", |r| r.id.as_str());
+        let scope = Scope::Tenant(tenant.clone());
+        // Mostly a prefix T already has a row for: where answers meet.
+        let own: Vec<Prefix> = rows.keys().filter(|(s, _)| *s == scope).map(|(_, p)| *p).collect();
+        let destination = if !own.is_empty() && pick % 3 != 0 {
+            own[(pick / 7) % own.len()]
+        } else {
+            let all: Vec<&str> = CIDRS.iter().chain(DESTS.iter()).copied().collect();
+            all[(pick / 7) % all.len()].parse().unwrap()
+        };
+        let with = add_route(&b, router, &tenant, destination, &dead_nexthop(destination, nexthop_pick));
+        let (snap_with, plan_with) = planned(&with);
+        prop_assert_eq!(route_count(&snap_with), route_count(&snap) + 1);
+        let rows_with = row_map(&plan_with);
+        if rows.contains_key(&(scope.clone(), destination)) {
+            prop_assert_eq!(&rows_with, &rows);
+        } else {
+            for (key, zone) in &rows {
+                prop_assert_eq!(rows_with.get(key), Some(zone), "row {:?} changed", key);
+            }
+            for key in rows_with.keys().filter(|k| !rows.contains_key(k)) {
+                prop_assert_eq!(&key.0, &scope, "new row {:?} outside the route's tenant", key);
+            }
+            prop_assert!(matches!(rows_with.get(&(scope, destination)), Some(Zone::External | Zone::Shared)));
+        }
     }
 }
 

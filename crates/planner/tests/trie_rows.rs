@@ -2,23 +2,10 @@
 
 mod common;
 
-use common::{anomaly_classes, assert_rows, fallbacks, lpm, Cloud};
+use common::{
+    anomaly_classes, assert_rows, fallbacks, lpm, pair, pair_rows, wire_pair, with_base, Cloud,
+};
 use lachesis_planner::PlanOptions;
-
-const GLOBAL_BASE: [&str; 4] = [
-    "* 0.0.0.0/0 external",
-    "* ::/0 external",
-    "* 169.254.169.254/32 infra",
-    "* fe80::a9fe:a9fe/128 infra",
-];
-
-fn with_base(rows: &[&'static str]) -> Vec<&'static str> {
-    GLOBAL_BASE
-        .iter()
-        .copied()
-        .chain(rows.iter().copied())
-        .collect()
-}
 
 /// Two tenants, a shared transit network, an external network; tA routes to
 /// tB's subnet through tB's router and to 192.168.50.0/24 through its own
@@ -406,50 +393,6 @@ fn hop_limit_exceeded_falls_back_for_the_longest_walk_only() {
     );
     assert_eq!(fallbacks(&plan, "max_hops"), 1);
     assert_eq!(plan.route_fallbacks.values().sum::<u64>(), 1);
-}
-
-/// Two routers on one shared transit network, each owning a subnet.
-fn pair() -> Cloud {
-    let mut c = Cloud::default();
-    c.projects(&["t1", "t2", "t3", "admin"]);
-    c.shared_network("tr", "admin")
-        .subnet("tr-s", "tr", "100.64.0.0/24", None);
-    c.network("n1", "t1")
-        .subnet("s1", "n1", "10.1.0.0/24", Some("10.1.0.1"));
-    c.network("n2", "t2")
-        .subnet("s2", "n2", "10.2.0.0/24", Some("10.2.0.1"));
-    c
-}
-
-fn wire_pair(c: &mut Cloud, r1_routes: &[(&str, &str)], r2_routes: &[(&str, &str)]) {
-    c.router("R1", "t1", None, r1_routes);
-    c.router("R2", "t2", None, r2_routes);
-    c.iface("R1", "fa:16:3e:00:01:01", "s1", "10.1.0.1");
-    c.iface("R1", "fa:16:3e:00:01:02", "tr-s", "100.64.0.1");
-    c.iface("R2", "fa:16:3e:00:02:01", "s2", "10.2.0.1");
-    c.iface("R2", "fa:16:3e:00:02:02", "tr-s", "100.64.0.2");
-}
-
-const PAIR_GLOBAL: [&str; 5] = [
-    "* 100.64.0.0/24 shared",
-    "* 10.1.0.1/32 infra",
-    "* 10.2.0.1/32 infra",
-    "* 100.64.0.1/32 infra",
-    "* 100.64.0.2/32 infra",
-];
-
-const PAIR_OWNED: [&str; 4] = [
-    "t1 10.1.0.0/24 same_tenant",
-    "t1 10.1.0.1/32 infra",
-    "t2 10.2.0.0/24 same_tenant",
-    "t2 10.2.0.1/32 infra",
-];
-
-fn pair_rows(extra: &[&'static str]) -> Vec<&'static str> {
-    let mut v = with_base(&PAIR_GLOBAL);
-    v.extend(PAIR_OWNED);
-    v.extend(extra);
-    v
 }
 
 #[test]

@@ -19,7 +19,9 @@ use crate::snapshot::Subnet;
 /// connected route, whatever the static routes of the tenants behind it
 /// say. When a less specific row of such a tenant covers it, it is
 /// re-emitted under the tenant as `shared` (and listed in `subnet_rows` so
-/// step 7 lends it its platform /32s).
+/// step 7 lends it its platform /32s). A row of the subnet's own prefix is
+/// met by precedence: the re-emission outranks only a fallback route (a
+/// dead route over the shared range must not bill it as internet).
 pub(super) fn attached_shared<'r>(
     idx: &'r Index<'r>,
     bound: &'r BoundPorts<'r>,
@@ -38,7 +40,7 @@ pub(super) fn attached_shared<'r>(
         for tenant in tenants_behind(bound, attached) {
             let scope = rows.intern(tenant);
             for subnet in &shared {
-                if covered_by_shorter(rows, scope, subnet.cidr) {
+                if covered(rows, scope, subnet.cidr) {
                     rows.put(scope, subnet.cidr, Zone::Shared, Source::Shared);
                     subnet_rows.push((scope, subnet, Source::Shared));
                 }
@@ -48,8 +50,8 @@ pub(super) fn attached_shared<'r>(
 }
 
 /// Every platform address (step 3's set: ports, gateways, metadata) whose
-/// most specific row under a tenant is a static-route row or a re-emitted
-/// shared row is re-emitted under that tenant as `infra`. Addresses whose
+/// most specific row under a tenant is a static-route row (resolved or
+/// fallback) or a re-emitted shared row is re-emitted under that tenant as `infra`. Addresses whose
 /// most specific row is an owned or neighbour subnet are left to the
 /// per-subnet part of step 7, which knows whether the address belongs to
 /// that subnet or to another tenant's overlapping one.
@@ -57,7 +59,7 @@ pub(super) fn platform_under_routes(idx: &Index<'_>, rows: &mut Rows<'_>) {
     let covering: Vec<(Tenant, Prefix)> = rows
         .map
         .iter()
-        .filter(|((t, _), (_, s))| *t != GLOBAL && matches!(s, Source::Route | Source::Shared))
+        .filter(|((t, _), (_, s))| *t != GLOBAL && under_route_or_shared(*s))
         .map(|(k, _)| *k)
         .collect();
     let all = &idx.platform_addresses;
@@ -69,10 +71,7 @@ pub(super) fn platform_under_routes(idx: &Index<'_>, rows: &mut Rows<'_>) {
         let start = all.partition_point(|a| *a < lo);
         let end = all.partition_point(|a| *a <= hi);
         for &a in &all[start..end] {
-            if matches!(
-                most_specific(rows, scope, Prefix::host(a)),
-                Some(Source::Route | Source::Shared)
-            ) {
+            if most_specific(rows, scope, Prefix::host(a)).is_some_and(under_route_or_shared) {
                 found.push((scope, a));
             }
         }
@@ -92,8 +91,13 @@ fn most_specific(rows: &Rows<'_>, scope: Tenant, p: Prefix) -> Option<Source> {
     })
 }
 
-/// Whether `scope` has a row strictly less specific than `p` covering it.
-fn covered_by_shorter(rows: &Rows<'_>, scope: Tenant, p: Prefix) -> bool {
-    (0..p.prefix_len())
+/// Rows whose platform addresses step 7 lends from the global set.
+fn under_route_or_shared(s: Source) -> bool {
+    matches!(s, Source::Route | Source::FallbackRoute | Source::Shared)
+}
+
+/// Whether `scope` has a row covering `p` (`p` itself included).
+fn covered(rows: &Rows<'_>, scope: Tenant, p: Prefix) -> bool {
+    (0..=p.prefix_len())
         .any(|len| Prefix::new(p.addr(), len).is_some_and(|q| rows.map.contains_key(&(scope, q))))
 }

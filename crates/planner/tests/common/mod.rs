@@ -126,6 +126,22 @@ impl Cloud {
         self.port(id, project, mac, "compute:nova", server, &[(subnet, ip)])
     }
 
+    /// A VM appliance (NAT box, firewall, VPN) of `project` on `subnet`:
+    /// what a static route's nexthop points at. Its ids and MAC derive from
+    /// the port count, so each call makes a distinct port.
+    pub fn appliance(&mut self, project: &str, subnet: &str, ip: &str) -> &mut Value {
+        let n = self.ports.len();
+        let mac = format!("fa:16:3e:ee:{:02x}:{:02x}", n / 256, n % 256);
+        self.vm(
+            &format!("appliance-{n}"),
+            project,
+            &mac,
+            &format!("srv-appliance-{n}"),
+            subnet,
+            ip,
+        )
+    }
+
     pub fn router(
         &mut self,
         id: &str,
@@ -238,6 +254,67 @@ impl Cloud {
     }
 }
 
+/// The global rows every plan has: catch-alls and the metadata addresses.
+pub const GLOBAL_BASE: [&str; 4] = [
+    "* 0.0.0.0/0 external",
+    "* ::/0 external",
+    "* 169.254.169.254/32 infra",
+    "* fe80::a9fe:a9fe/128 infra",
+];
+
+/// [`GLOBAL_BASE`] followed by `rows`.
+pub fn with_base(rows: &[&'static str]) -> Vec<&'static str> {
+    GLOBAL_BASE
+        .iter()
+        .copied()
+        .chain(rows.iter().copied())
+        .collect()
+}
+
+/// Two routers on one shared transit network, each owning a subnet.
+pub fn pair() -> Cloud {
+    let mut c = Cloud::default();
+    c.projects(&["t1", "t2", "t3", "admin"]);
+    c.shared_network("tr", "admin")
+        .subnet("tr-s", "tr", "100.64.0.0/24", None);
+    c.network("n1", "t1")
+        .subnet("s1", "n1", "10.1.0.0/24", Some("10.1.0.1"));
+    c.network("n2", "t2")
+        .subnet("s2", "n2", "10.2.0.0/24", Some("10.2.0.1"));
+    c
+}
+
+pub fn wire_pair(c: &mut Cloud, r1_routes: &[(&str, &str)], r2_routes: &[(&str, &str)]) {
+    c.router("R1", "t1", None, r1_routes);
+    c.router("R2", "t2", None, r2_routes);
+    c.iface("R1", "fa:16:3e:00:01:01", "s1", "10.1.0.1");
+    c.iface("R1", "fa:16:3e:00:01:02", "tr-s", "100.64.0.1");
+    c.iface("R2", "fa:16:3e:00:02:01", "s2", "10.2.0.1");
+    c.iface("R2", "fa:16:3e:00:02:02", "tr-s", "100.64.0.2");
+}
+
+pub const PAIR_GLOBAL: [&str; 5] = [
+    "* 100.64.0.0/24 shared",
+    "* 10.1.0.1/32 infra",
+    "* 10.2.0.1/32 infra",
+    "* 100.64.0.1/32 infra",
+    "* 100.64.0.2/32 infra",
+];
+
+pub const PAIR_OWNED: [&str; 4] = [
+    "t1 10.1.0.0/24 same_tenant",
+    "t1 10.1.0.1/32 infra",
+    "t2 10.2.0.0/24 same_tenant",
+    "t2 10.2.0.1/32 infra",
+];
+
+pub fn pair_rows(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut v = with_base(&PAIR_GLOBAL);
+    v.extend(PAIR_OWNED);
+    v.extend(extra);
+    v
+}
+
 /// Every trie row as "tenant prefix zone".
 pub fn rows(plan: &Plan) -> Vec<String> {
     plan.trie
@@ -290,6 +367,15 @@ pub fn fallbacks(plan: &Plan, reason: &str) -> u64 {
         .iter()
         .find(|(r, _)| r.label() == reason)
         .map_or(0, |(_, n)| *n)
+}
+
+/// The fallback reasons with a non-zero count, in label order.
+pub fn nonzero_fallbacks(plan: &Plan) -> Vec<(&'static str, u64)> {
+    plan.route_fallbacks
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, n)| (r.label(), *n))
+        .collect()
 }
 
 /// Anomaly class labels, one per anomaly.

@@ -1,10 +1,10 @@
-//! IP prefixes in canonical form (network address, lower-case IPv6).
+//! IP prefixes in canonical form (network address, lower-case IPv6): the
+//! one prefix type of the plan's trie rows and of the kernel's LPM keys, so
+//! nothing converts between them.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An IPv4 or IPv6 prefix whose host bits are always zero.
 ///
@@ -16,13 +16,24 @@ pub struct Prefix {
     len: u8,
 }
 
-/// A string that is not a prefix in `address/length` form.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid prefix {input:?}: expected an IPv4 or IPv6 address, '/', and a length of at most 32 or 128")]
+/// A string that is not a prefix: an address, optionally `/` and a length.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefixParseError {
     /// The rejected text.
     pub input: String,
 }
+
+impl fmt::Display for PrefixParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid prefix {:?}: expected an IPv4 or IPv6 address, '/', and a length of at most 32 or 128",
+            self.input
+        )
+    }
+}
+
+impl std::error::Error for PrefixParseError {}
 
 impl Prefix {
     /// Builds a prefix, clearing host bits; `None` when `len` exceeds the
@@ -113,8 +124,7 @@ impl Prefix {
 }
 
 /// The address as a number (IPv4 in the low 32 bits).
-#[must_use]
-pub fn addr_to_u128(addr: IpAddr) -> u128 {
+fn addr_to_u128(addr: IpAddr) -> u128 {
     match addr {
         IpAddr::V4(a) => u128::from(u32::from(a)),
         IpAddr::V6(a) => u128::from(a),
@@ -152,6 +162,8 @@ fn mask(addr: IpAddr, len: u8) -> IpAddr {
     }
 }
 
+/// `address/length`, or a bare address as its single-address prefix (a
+/// Neutron allowed-address pair may be either). Host bits are cleared.
 impl FromStr for Prefix {
     type Err = PrefixParseError;
 
@@ -186,15 +198,18 @@ impl fmt::Debug for Prefix {
     }
 }
 
-impl Serialize for Prefix {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+/// The text form, as in plan output (`"10.1.0.0/24"`).
+#[cfg(feature = "serde")]
+impl serde::Serialize for Prefix {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
     }
 }
 
-impl<'de> Deserialize<'de> for Prefix {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Prefix {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
     }
 }
@@ -214,6 +229,22 @@ mod tests {
         assert_eq!(p("10.0.0.5").to_string(), "10.0.0.5/32");
         assert_eq!(p("0.0.0.0/0").to_string(), "0.0.0.0/0");
         assert_eq!(p("::/0").to_string(), "::/0");
+    }
+
+    /// The kernel writer's former checks: `"0.0.0.0/0"` is length 0, IPv6
+    /// prints lower case, and a bare address is its /32 (the planner's
+    /// allowed-address pairs need that; the kernel writer never parses).
+    #[test]
+    fn kernel_rows_parse_as_the_plan_prints_them() {
+        let v6 = p("2001:DB8::1/64");
+        assert_eq!(v6.to_string(), "2001:db8::/64");
+        assert_eq!(v6.prefix_len(), 64);
+        assert_eq!(p("10.1.2.3/24").addr().to_string(), "10.1.2.0");
+        assert_eq!(p("0.0.0.0/0").prefix_len(), 0);
+        assert_eq!(p("10.0.0.0"), Prefix::host("10.0.0.0".parse().unwrap()));
+        assert_eq!(p("::1").prefix_len(), 128);
+        assert_eq!(Prefix::new("10.0.0.1".parse().unwrap(), 33), None);
+        assert_eq!(Prefix::new("::1".parse().unwrap(), 129), None);
     }
 
     #[test]
