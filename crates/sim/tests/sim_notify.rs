@@ -2,14 +2,17 @@
 //! `RabbitMQ` (Debian's, started by `scripts/real-cloud up-rabbitmq` on a
 //! private loopback port). Root only; fails loudly when the broker cannot run.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use lachesis_sim::notify::RabbitTarget;
-use lachesis_sim::{self as sim, SimOptions, Store, Topology};
+use lachesis_sim::SimOptions;
 use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::FieldTable;
+use reqwest::Method;
 use serde_json::{json, Value};
 
 const URL: &str = "amqp://guest:guest@127.0.0.1:35672/%2f";
@@ -82,36 +85,22 @@ async fn mutations_publish_real_oslo_notifications() {
     let chan = conn.create_channel().await.unwrap();
     let queues = bind_queues(&chan).await;
 
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
-    let topology = Topology::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap();
     let rabbit = RabbitTarget {
         url: URL.into(),
         durable: false,
         host: "simhost".into(),
     };
-    let opts = SimOptions {
+    let sim = common::example_sim(SimOptions {
         rabbitmq: Some(rabbit),
         ..SimOptions::default()
-    };
-    let sim = sim::start_with(
-        Store::from_topology(&topology).unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-        opts,
-    )
-    .await
-    .unwrap();
-    let http = reqwest::Client::new();
-    let ctl = |p: &str| format!("{}/sim/{p}", sim.base_url());
+    })
+    .await;
+    let ctl = common::Control::of(&sim);
 
-    let resp = http
-        .post(ctl("ports"))
-        .body(json!({"id": "p-new", "network_id": "net-b", "project_id": "0b0000000000000000000000000000bb",
-            "mac_address": "fa:16:3e:b1:00:09", "device_id": "vm-b2", "device_owner": "compute:nova",
-            "fixed_ips": [{"subnet_id": "sub-b4", "ip_address": "10.2.0.9"}]}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
+    let port = json!({"id": "p-new", "network_id": "net-b", "project_id": "0b0000000000000000000000000000bb",
+        "mac_address": "fa:16:3e:b1:00:09", "device_id": "vm-b2", "device_owner": "compute:nova",
+        "fixed_ips": [{"subnet_id": "sub-b4", "ip_address": "10.2.0.9"}]});
+    assert_eq!(ctl.send(Method::POST, "ports", &port).await, 200);
     let m = inner(&next_message(&chan, &queues[0]).await);
     assert_eq!(m["event_type"], "port.create.end");
     assert_eq!(m["publisher_id"], "network.simhost");
@@ -119,13 +108,12 @@ async fn mutations_publish_real_oslo_notifications() {
     assert_eq!(m["payload"]["port"]["mac_address"], "fa:16:3e:b1:00:09");
     assert_eq!(m["_context_project_id"], "0b0000000000000000000000000000bb");
 
-    let resp = http
-        .post(ctl("routers/router-admin/interfaces"))
-        .body(json!({"subnet_id": "sub-shared", "mac_address": "fa:16:3e:00:ad:01", "ip_address": "10.50.0.1"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
+    let iface = json!({"subnet_id": "sub-shared", "mac_address": "fa:16:3e:00:ad:01", "ip_address": "10.50.0.1"});
+    assert_eq!(
+        ctl.send(Method::POST, "routers/router-admin/interfaces", &iface)
+            .await,
+        200
+    );
     let m = inner(&next_message(&chan, &queues[0]).await);
     assert_eq!(
         m["event_type"], "router.interface.create",
@@ -135,14 +123,24 @@ async fn mutations_publish_real_oslo_notifications() {
     assert_eq!(m["payload"]["router_interface"]["subnet_id"], "sub-shared");
 
     // A refused mutation publishes nothing; the next one arrives in order.
-    let resp = http.delete(ctl("ports/no-such-port")).send().await.unwrap();
-    assert_eq!(resp.status().as_u16(), 404);
-    http.delete(ctl("ports/p-new")).send().await.unwrap();
+    assert_eq!(
+        ctl.send(Method::DELETE, "ports/no-such-port", &Value::Null)
+            .await,
+        404
+    );
+    assert_eq!(
+        ctl.send(Method::DELETE, "ports/p-new", &Value::Null).await,
+        204
+    );
     let m = inner(&next_message(&chan, &queues[0]).await);
     assert_eq!(m["event_type"], "port.delete.end");
     assert_eq!(m["payload"]["port_id"], "p-new");
 
-    http.delete(ctl("loadbalancers/lb2")).send().await.unwrap();
+    assert_eq!(
+        ctl.send(Method::DELETE, "loadbalancers/lb2", &Value::Null)
+            .await,
+        204
+    );
     let m = inner(&next_message(&chan, &queues[1]).await);
     assert_eq!(m["event_type"], "octavia.loadbalancer.delete.end");
     assert_eq!(

@@ -3,10 +3,13 @@
 //! `scripts/real-cloud up-kafka` on a private loopback port). Root only;
 //! fails loudly when the broker cannot run.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use lachesis_sim::notify::KafkaTarget;
-use lachesis_sim::{self as sim, SimOptions, Store, Topology};
+use lachesis_sim::SimOptions;
+use reqwest::Method;
 use rskafka::client::partition::UnknownTopicHandling;
 use serde_json::{json, Value};
 
@@ -25,36 +28,20 @@ async fn mutations_publish_to_the_kafka_topic() {
         .unwrap();
     let (_, start) = partition.fetch_records(0, 1..1_000_000, 100).await.unwrap();
 
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
-    let topology = Topology::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let opts = SimOptions {
+    let sim = common::example_sim(SimOptions {
         kafka: Some(KafkaTarget {
             brokers: vec![BROKER.into()],
             topic: "notifications.info".into(),
             host: "simhost".into(),
         }),
         ..SimOptions::default()
-    };
-    let sim = sim::start_with(
-        Store::from_topology(&topology).unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-        opts,
-    )
-    .await
-    .unwrap();
-    let http = reqwest::Client::new();
-    let ctl = |p: &str| format!("{}/sim/{p}", sim.base_url());
-    let resp = http
-        .patch(ctl("ports/p-vm-a2"))
-        .body(json!({"device_owner": "compute:az2"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    http.delete(ctl("projects/0b0000000000000000000000000000bb"))
-        .send()
-        .await
-        .unwrap();
+    })
+    .await;
+    let ctl = common::Control::of(&sim);
+    let owner = json!({"device_owner": "compute:az2"});
+    assert_eq!(ctl.send(Method::PATCH, "ports/p-vm-a2", &owner).await, 200);
+    let project = "projects/0b0000000000000000000000000000bb";
+    assert_eq!(ctl.send(Method::DELETE, project, &Value::Null).await, 204);
 
     let mut got: Vec<Value> = Vec::new();
     let mut offset = start;
