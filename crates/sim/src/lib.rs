@@ -9,6 +9,7 @@
 
 mod admin;
 mod api;
+mod cidr;
 mod http;
 pub mod notify;
 mod paging;
@@ -17,6 +18,6 @@ pub mod store;
 pub mod topology;
 pub mod wire;
 
-pub use server::{start, start_with, SimHandle, SimOptions};
+pub use server::{start, start_on, start_with, SimHandle, SimOptions};
 pub use store::{Fault, MutationError, SettingsPatch, Stats, Store};
 pub use topology::{KeystonePaging, Topology, TopologyError};

@@ -97,8 +97,18 @@ pub async fn start_with(
     listen: SocketAddr,
     opts: SimOptions,
 ) -> std::io::Result<SimHandle> {
+    start_on(store, TcpListener::bind(listen).await?, opts)
+}
+
+/// [`start_with`] on a listener the caller bound, e.g. to try each address
+/// a host name resolves to (`lachesis sim --listen localhost:8780`). Call it
+/// inside a Tokio runtime: the accept loop is spawned on it.
+pub fn start_on(
+    store: Store,
+    listener: TcpListener,
+    opts: SimOptions,
+) -> std::io::Result<SimHandle> {
     let advertise = opts.advertise;
-    let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let base_url = advertise.map_or_else(
         || format!("http://{addr}"),

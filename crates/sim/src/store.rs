@@ -12,6 +12,7 @@ use super::topology::{
     index, Amphora, AppCredential, FloatingIp, LoadBalancer, Network, Port, Project, Router,
     Server, Settings, Subnet, Topology, TopologyError, User,
 };
+use crate::cidr::check_subnet;
 
 /// A mutation the simulator refuses (HTTP 404 / 409 / 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -262,6 +263,11 @@ impl Store {
     /// Referential checks Neutron itself enforces on create.
     fn validate(&self) -> Result<(), (&'static str, String, String)> {
         for s in self.subnets.values() {
+            // Parsed subnets were checked on the way in; this catches those
+            // built in code (`Topology` literals, `with_store`).
+            if let Err(e) = check_subnet(&s.cidr, None, s.gateway_ip.as_deref()) {
+                return Err(("subnet", s.id.clone(), e.to_string()));
+            }
             if !self.networks.contains_key(&s.network_id) {
                 return Err((
                     "subnet",
@@ -668,5 +674,83 @@ impl Stats {
             .filter(|(k, _)| k.rsplit('/').next() == Some(endpoint))
             .map(|(_, v)| v)
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn store() -> Store {
+        let t = Topology::from_yaml(
+            "networks: [{id: n1, project_id: p}]\n\
+             subnets: [{id: s1, network_id: n1, project_id: p, cidr: 10.0.0.0/24}]\n",
+        )
+        .unwrap();
+        Store::from_topology(&t).unwrap()
+    }
+
+    fn subnet(id: &str, cidr: &str) -> Value {
+        json!({"id": id, "network_id": "n1", "project_id": "p", "cidr": cidr})
+    }
+
+    #[test]
+    fn the_control_api_refuses_a_prefix_beyond_the_family_and_keeps_the_store() {
+        let mut s = store();
+        let err = s.create("subnets", subnet("s6", "fd00::/129")).unwrap_err();
+        let MutationError::Invalid { kind, message } = &err else {
+            panic!("expected Invalid (HTTP 400), got {err:?}");
+        };
+        assert_eq!(kind, "subnets");
+        assert!(
+            message.contains("subnet \"s6\": cidr \"fd00::/129\" has prefix length 129"),
+            "{message}"
+        );
+        assert!(message.contains("ADDRESS/LENGTH"), "{message}");
+        assert_eq!(s.subnets.keys().collect::<Vec<_>>(), ["s1"]);
+    }
+
+    #[test]
+    fn a_patch_to_the_other_ip_version_is_refused() {
+        let mut s = store();
+        let err = s
+            .update("subnets", "s1", json!({"ip_version": 6}))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cidr \"10.0.0.0/24\" does not match the ip_version 6"),
+            "{err}"
+        );
+        let err = s
+            .replace("subnets", "s1", subnet("s1", "10.0.0.0/33"))
+            .unwrap_err();
+        assert!(err.to_string().contains("subnet \"s1\": cidr"), "{err}");
+        assert_eq!(s.subnets["s1"].cidr, "10.0.0.0/24");
+    }
+
+    #[test]
+    fn a_created_subnet_is_answered_and_listed_with_host_bits_cleared() {
+        let mut s = store();
+        let answer = s.create("subnets", subnet("s2", "10.9.0.77/16")).unwrap();
+        assert_eq!(answer["cidr"], "10.9.0.0/16");
+        let listed = crate::wire::subnet(&s.subnets["s2"]);
+        assert_eq!(
+            (&listed["cidr"], &listed["ip_version"]),
+            (&json!("10.9.0.0/16"), &json!(4))
+        );
+    }
+
+    #[test]
+    fn a_subnet_built_in_code_is_checked_on_load() {
+        let mut t = store().to_topology();
+        t.subnets[0].cidr = "10.0.0.0/33".into();
+        let err = Store::from_topology(&t).unwrap_err();
+        assert!(
+            matches!(&err, TopologyError::Invalid { kind: "subnet", id, problem }
+                if id == "s1" && problem.starts_with("cidr \"10.0.0.0/33\"")),
+            "{err:?}"
+        );
     }
 }

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cidr::{check_subnet, AddressingError};
+
 fn default_domain() -> String {
     "default".into()
 }
@@ -135,18 +137,62 @@ pub struct Network {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "SubnetInput")]
 pub struct Subnet {
     pub id: String,
-    #[serde(default)]
     pub name: String,
     pub network_id: String,
     pub project_id: String,
     pub cidr: String,
-    #[serde(default)]
     pub gateway_ip: Option<String>,
-    #[serde(default = "yes")]
     pub enable_dhcp: bool,
+}
+
+/// A subnet as written in a topology file or a control-API body, before its
+/// addressing is checked. `ip_version` is only checked: the listed one
+/// always follows the `cidr`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubnetInput {
+    id: String,
+    #[serde(default)]
+    name: String,
+    network_id: String,
+    project_id: String,
+    cidr: String,
+    #[serde(default)]
+    ip_version: Option<u8>,
+    #[serde(default)]
+    gateway_ip: Option<String>,
+    #[serde(default = "yes")]
+    enable_dhcp: bool,
+}
+
+/// A subnet whose addressing Neutron would refuse, named by its id.
+#[derive(Debug, thiserror::Error)]
+#[error("subnet {id:?}: {error}")]
+struct SubnetRefused {
+    id: String,
+    error: AddressingError,
+}
+
+impl TryFrom<SubnetInput> for Subnet {
+    type Error = SubnetRefused;
+
+    fn try_from(s: SubnetInput) -> Result<Self, SubnetRefused> {
+        match check_subnet(&s.cidr, s.ip_version, s.gateway_ip.as_deref()) {
+            Ok(cidr) => Ok(Self {
+                id: s.id,
+                name: s.name,
+                network_id: s.network_id,
+                project_id: s.project_id,
+                cidr: cidr.to_string(),
+                gateway_ip: s.gateway_ip,
+                enable_dhcp: s.enable_dhcp,
+            }),
+            Err(error) => Err(SubnetRefused { id: s.id, error }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,7 +346,7 @@ fn allocated() -> String {
 /// A topology the simulator refuses, naming the resource and the problem.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyError {
-    #[error("topology is not valid YAML for the documented format: {0}")]
+    #[error("not the documented topology format (docs/openstack.md): {0}")]
     Parse(String),
     #[error("{kind} {id:?}: {problem}")]
     Invalid {
@@ -335,4 +381,61 @@ pub(crate) fn index<T: Clone>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml_with_subnet(subnet: &str) -> String {
+        format!(
+            "networks: [{{id: n1, project_id: p}}]\nsubnets:\n  - {{id: s1, network_id: n1, project_id: p, {subnet}}}\n"
+        )
+    }
+
+    fn refusal(subnet: &str) -> String {
+        match Topology::from_yaml(&yaml_with_subnet(subnet)) {
+            Err(TopologyError::Parse(msg)) => msg,
+            other => panic!("{subnet}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_prefix_beyond_the_family_is_refused_naming_subnet_field_line_and_form() {
+        let msg = refusal("cidr: 10.0.0.0/33");
+        for part in [
+            "line 3",
+            "subnet \"s1\"",
+            "cidr \"10.0.0.0/33\"",
+            "ADDRESS/LENGTH",
+        ] {
+            assert!(msg.contains(part), "{part:?} missing from {msg}");
+        }
+        let msg = refusal("cidr: \"fd00::/129\"");
+        assert!(msg.contains("IPv6's 128 bits"), "{msg}");
+    }
+
+    #[test]
+    fn an_ip_version_of_the_other_family_is_refused() {
+        let msg = refusal("cidr: 10.0.0.0/24, ip_version: 6");
+        assert!(
+            msg.contains("subnet \"s1\": cidr \"10.0.0.0/24\" does not match the ip_version 6"),
+            "{msg}"
+        );
+        let msg = refusal("cidr: 10.0.0.0/24, ip_version: 5");
+        assert!(msg.contains("expected 4 or 6"), "{msg}");
+        let msg = refusal("cidr: 10.0.0.0/24, gateway_ip: \"fd00::1\"");
+        assert!(msg.contains("gateway_ip \"fd00::1\""), "{msg}");
+    }
+
+    #[test]
+    fn host_bits_are_cleared_and_a_matching_ip_version_is_accepted() {
+        let t = Topology::from_yaml(&yaml_with_subnet(
+            "cidr: \"2001:db8::7/64\", ip_version: 6, gateway_ip: \"2001:db8::1\"",
+        ))
+        .unwrap();
+        assert_eq!(t.subnets[0].cidr, "2001:db8::/64");
+        let t = Topology::from_yaml(&yaml_with_subnet("cidr: 10.1.2.3/16")).unwrap();
+        assert_eq!(t.subnets[0].cidr, "10.1.0.0/16");
+    }
 }
