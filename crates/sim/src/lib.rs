@@ -2,10 +2,14 @@
 //! development, tests and the demo. It speaks the real wire format so a
 //! client that works here works against a real cloud.
 //!
-//! Layout: [`topology`] (the YAML file), [`store`] (state + mutations +
-//! faults), [`wire`] (resources as the services list them), `paging`,
+//! Layout: [`topology`] (the YAML file), `cidr` (subnet addressing as
+//! Neutron checks it), [`store`] (state + mutations + faults), [`wire`]
+//! (resources as the services list them), [`notify`] (oslo notifications
+//! to `RabbitMQ` and Kafka), `paging`,
 //! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API),
 //! `http` (the context and reply type both share) and `server` (the listener).
+
+#![deny(missing_docs)]
 
 mod admin;
 mod api;
