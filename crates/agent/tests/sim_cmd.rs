@@ -16,6 +16,20 @@ fn lachesis(args: &[&str]) -> Output {
         .expect("run lachesis")
 }
 
+/// Checks a run that must refuse to serve: its exit code, and that stderr
+/// holds every one of `parts`.
+fn assert_refused(out: &Output, code: i32, parts: &[&str], case: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{case}: {stderr}");
+    for part in parts {
+        assert!(
+            stderr.contains(part),
+            "{case}: {part:?} missing from {stderr}"
+        );
+    }
+    assert!(out.stdout.is_empty(), "{case}: it must not serve");
+}
+
 fn example_topology() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/topology.yaml")
 }
@@ -118,15 +132,12 @@ fn listen_on_a_name_that_resolves_to_nothing_names_the_flag_and_the_form() {
         ("localhost", "no port in \"localhost\""),
     ] {
         let out = lachesis(&["sim", "--topology", topology, "--listen", listen]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{listen}: {stderr}");
-        for part in ["--listen <HOST:PORT>", says, "expected HOST:PORT"] {
-            assert!(
-                stderr.contains(part),
-                "{listen}: {part:?} missing from {stderr}"
-            );
-        }
-        assert!(out.stdout.is_empty(), "{listen}: it must not serve");
+        assert_refused(
+            &out,
+            2,
+            &["--listen <HOST:PORT>", says, "expected HOST:PORT"],
+            listen,
+        );
     }
 }
 
@@ -165,15 +176,12 @@ fn a_topology_subnet_neutron_would_refuse_fails_naming_id_field_and_form() {
             "--listen",
             "192.0.2.1:9",
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{subnet}: {stderr}");
-        for part in ["line 3", "subnet \"s-bad\"", says, "expected "] {
-            assert!(
-                stderr.contains(part),
-                "{subnet}: {part:?} missing from {stderr}"
-            );
-        }
-        assert!(out.stdout.is_empty(), "{subnet}: it must not serve");
+        assert_refused(
+            &out,
+            1,
+            &["line 3", "subnet \"s-bad\"", says, "expected "],
+            subnet,
+        );
     }
 }
 

@@ -11,20 +11,17 @@
 //! - `ip_version` is 4 or 6 and must match the `cidr`'s family, and so must
 //!   `gateway_ip`; an IPv4 gateway inside the subnet may be neither its
 //!   network nor its broadcast address.
+//!
+//! The parsed `cidr` is the workspace's one [`Prefix`] type, so the masking
+//! and rendering are the planner's own.
 
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
+
+use lachesis_planner::Prefix;
 
 /// What a refused `cidr` should look like instead, appended to every message.
 const CIDR_FORM: &str = "expected ADDRESS/LENGTH such as 10.0.0.0/24 (LENGTH 0-32) \
                          or 2001:db8::/64 (LENGTH 0-128)";
-
-/// A subnet's network: the address with every bit past the prefix cleared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cidr {
-    network: IpAddr,
-    len: u8,
-}
 
 /// Why a subnet's addressing is refused. Each message names the field, the
 /// value given and the form expected.
@@ -53,68 +50,32 @@ pub(crate) enum AddressingError {
     #[error("gateway_ip {0:?} is not a valid IP address: expected an address such as 10.0.0.1 or 2001:db8::1, or null")]
     Gateway(String),
     #[error("gateway_ip {gateway:?} is the network or broadcast address of {cidr}: expected another address of the subnet, one outside it, or null")]
-    GatewayReserved { gateway: String, cidr: Cidr },
+    GatewayReserved { gateway: String, cidr: Prefix },
 }
 
-impl Cidr {
-    /// Parses `ADDRESS/LENGTH` as Neutron accepts it and clears the host bits.
-    pub(crate) fn parse(text: &str) -> Result<Self, AddressingError> {
-        let bad = || AddressingError::Cidr(text.to_owned());
-        let (addr, len_text) = text.split_once('/').ok_or_else(bad)?;
-        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
-        if len_text.is_empty() || !len_text.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        // neutron-lib compares an IPv4 cidr with netaddr's rendering of it,
-        // which writes the length without leading zeros.
-        if addr.is_ipv4() && len_text.len() > 1 && len_text.starts_with('0') {
-            return Err(bad());
-        }
-        let max = max_len(addr);
-        let too_long = || AddressingError::PrefixLength {
-            cidr: text.to_owned(),
-            len: len_text.to_owned(),
-            version: version_of(addr),
-            max,
-        };
-        let len: u8 = len_text.parse().map_err(|_| too_long())?;
-        if len > max {
-            return Err(too_long());
-        }
-        let network = match addr {
-            IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask32(len))),
-            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask128(len))),
-        };
-        Ok(Self { network, len })
+/// Parses `ADDRESS/LENGTH` as Neutron accepts it, host bits cleared. Stricter
+/// than [`Prefix`]'s own parser, which also takes a bare address.
+pub(crate) fn parse_cidr(text: &str) -> Result<Prefix, AddressingError> {
+    let bad = || AddressingError::Cidr(text.to_owned());
+    let (addr, len_text) = text.split_once('/').ok_or_else(bad)?;
+    let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+    if len_text.is_empty() || !len_text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
     }
-
-    /// 4 or 6.
-    pub(crate) fn version(self) -> u8 {
-        version_of(self.network)
+    // neutron-lib compares an IPv4 cidr with netaddr's rendering of it,
+    // which writes the length without leading zeros.
+    if addr.is_ipv4() && len_text.len() > 1 && len_text.starts_with('0') {
+        return Err(bad());
     }
-
-    fn contains(self, ip: IpAddr) -> bool {
-        match (self.network, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => u32::from(a) & mask32(self.len) == u32::from(n),
-            (IpAddr::V6(n), IpAddr::V6(a)) => u128::from(a) & mask128(self.len) == u128::from(n),
-            _ => false,
-        }
-    }
-
-    /// The highest address of the subnet (the broadcast address in IPv4).
-    fn last(self) -> IpAddr {
-        match self.network {
-            IpAddr::V4(n) => IpAddr::V4(Ipv4Addr::from(u32::from(n) | !mask32(self.len))),
-            IpAddr::V6(n) => IpAddr::V6(Ipv6Addr::from(u128::from(n) | !mask128(self.len))),
-        }
-    }
-}
-
-/// Neutron's stored form: the network address and the length.
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.len)
-    }
+    let too_long = || AddressingError::PrefixLength {
+        cidr: text.to_owned(),
+        len: len_text.to_owned(),
+        version: version_of(addr),
+        max: if addr.is_ipv4() { 32 } else { 128 },
+    };
+    // A length too large even for a byte is the same mistake as a /33.
+    let len: u8 = len_text.parse().map_err(|_| too_long())?;
+    Prefix::new(addr, len).ok_or_else(too_long)
 }
 
 fn version_of(ip: IpAddr) -> u8 {
@@ -125,36 +86,21 @@ fn version_of(ip: IpAddr) -> u8 {
     }
 }
 
-fn max_len(ip: IpAddr) -> u8 {
-    if ip.is_ipv4() {
-        32
-    } else {
-        128
-    }
-}
-
-fn mask32(len: u8) -> u32 {
-    u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
-}
-
-fn mask128(len: u8) -> u128 {
-    u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
-}
-
 /// Checks a subnet's `cidr`, `ip_version` and `gateway_ip` together and
 /// returns the `cidr` in the form Neutron stores and lists.
 pub(crate) fn check_subnet(
     cidr: &str,
     ip_version: Option<u8>,
     gateway_ip: Option<&str>,
-) -> Result<Cidr, AddressingError> {
-    let net = Cidr::parse(cidr)?;
+) -> Result<Prefix, AddressingError> {
+    let net = parse_cidr(cidr)?;
+    let family = version_of(net.addr());
     let version = match ip_version {
-        None => net.version(),
+        None => family,
         Some(v @ (4 | 6)) => v,
         Some(v) => return Err(AddressingError::IpVersion(v)),
     };
-    if net.version() != version {
+    if family != version {
         return Err(AddressingError::VersionMismatch {
             field: "cidr",
             value: cidr.to_owned(),
@@ -176,7 +122,7 @@ pub(crate) fn check_subnet(
         }
         // Only IPv4 has a broadcast address; IPv6 allows the subnet-router
         // anycast address (the network address) as a gateway.
-        if ip.is_ipv4() && net.contains(ip) && (ip == net.network || ip == net.last()) {
+        if ip.is_ipv4() && net.contains(ip) && (ip == net.addr() || ip == net.last()) {
             return Err(AddressingError::GatewayReserved {
                 gateway: gw.to_owned(),
                 cidr: net,
@@ -191,7 +137,7 @@ mod tests {
     use super::*;
 
     fn stored(cidr: &str) -> Result<String, AddressingError> {
-        Cidr::parse(cidr).map(|c| c.to_string())
+        parse_cidr(cidr).map(|c| c.to_string())
     }
 
     #[test]
@@ -264,7 +210,7 @@ mod tests {
     fn ip_version_must_be_4_or_6_and_match_the_cidr() {
         assert_eq!(
             check_subnet("10.0.0.0/24", Some(4), None).unwrap(),
-            Cidr::parse("10.0.0.0/24").unwrap()
+            "10.0.0.0/24".parse::<Prefix>().unwrap()
         );
         assert!(check_subnet("fd00::/64", Some(6), None).is_ok());
         assert!(check_subnet("fd00::/64", None, None).is_ok());
