@@ -2,13 +2,18 @@
 //! development, tests and the demo. It speaks the real wire format so a
 //! client that works here works against a real cloud.
 //!
-//! Layout: [`topology`] (the YAML file), [`store`] (state + mutations +
-//! faults), [`wire`] (resources as the services list them), `paging`,
+//! Layout: [`topology`] (the YAML file), `cidr` (subnet addressing as
+//! Neutron checks it), [`store`] (state + mutations + faults), [`wire`]
+//! (resources as the services list them), [`notify`] (oslo notifications
+//! to `RabbitMQ` and Kafka), `paging`,
 //! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API),
 //! `http` (the context and reply type both share) and `server` (the listener).
 
+#![deny(missing_docs)]
+
 mod admin;
 mod api;
+mod cidr;
 mod http;
 pub mod notify;
 mod paging;
@@ -17,6 +22,6 @@ pub mod store;
 pub mod topology;
 pub mod wire;
 
-pub use server::{start, start_with, SimHandle, SimOptions};
+pub use server::{start, start_on, start_with, SimHandle, SimOptions};
 pub use store::{Fault, MutationError, SettingsPatch, Stats, Store};
 pub use topology::{KeystonePaging, Topology, TopologyError};

@@ -1,7 +1,8 @@
 //! Oslo notifications for simulator mutations (DESIGN §8), published to
 //! `RabbitMQ` the way the real services do: a `topic` exchange per service
 //! (`neutron`, `keystone`, `nova`, `octavia`), routing key
-//! `notifications.info`, the oslo.messaging 2.0 envelope.
+//! `notifications.info`, the oslo.messaging 2.0 envelope; and/or the same
+//! envelopes to a Kafka topic.
 
 use lachesis_planner::Resource;
 use serde_json::{json, Value};
@@ -12,14 +13,21 @@ use tokio::sync::mpsc;
 pub struct Event {
     /// Exchange (`neutron`, `keystone`, `nova`, `octavia`).
     pub exchange: &'static str,
+    /// What happened, as the service names it: `port.create.end`,
+    /// `identity.project.deleted`, `compute.instance.update.end`, or
+    /// `router.interface.create` (which Neutron sends with no `.end`).
     pub event_type: String,
     /// `None` for Octavia, which really sends a null publisher.
     pub publisher_id: Option<String>,
+    /// The service's payload: for Neutron `{"<resource>": <as listed>}`,
+    /// plus `"<resource>_id"` on a delete.
     pub payload: Value,
+    /// The owner, sent as `_context_project_id` and `_context_tenant_id`;
+    /// `None` leaves both out (Keystone's project events).
     pub project_id: Option<String>,
 }
 
-/// Where to publish.
+/// A `RabbitMQ` broker to publish to, on the services' own exchanges.
 #[derive(Debug, Clone)]
 pub struct RabbitTarget {
     /// `amqp://user:pass@host:port/vhost`.
@@ -177,6 +185,7 @@ pub struct KafkaTarget {
 #[derive(Debug, Clone)]
 pub struct Notifier {
     txs: Vec<mpsc::UnboundedSender<Event>>,
+    /// Host part of the publisher ids, shared by every transport.
     pub host: String,
 }
 
@@ -188,6 +197,8 @@ impl Notifier {
         self
     }
 
+    /// Queues `e` for every publisher without waiting; each publishes in
+    /// the order queued.
     pub fn send(&self, e: &Event) {
         for tx in &self.txs {
             let _ = tx.send(e.clone());
@@ -271,7 +282,7 @@ async fn kafka_connect(
         .await
 }
 
-/// Starts the publisher; events are published in order, reconnecting on
+/// Starts the `RabbitMQ` publisher; events are published in order, reconnecting on
 /// failure (an event that cannot be published after a reconnect is logged
 /// and dropped: notifications are hints, the reconcile heals losses).
 #[must_use]

@@ -25,12 +25,14 @@ pub struct SimHandle {
 }
 
 impl SimHandle {
+    /// The address bound, with the port the system chose when asked for 0.
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// `http://host:port`, as written into the catalog.
+    /// The URL written into the catalog and links: `http://<addr>`, or the
+    /// advertised one without a trailing `/`.
     #[must_use]
     pub fn base_url(&self) -> &str {
         &self.ctx.base_url
@@ -42,7 +44,9 @@ impl SimHandle {
         format!("{}/identity/v3", self.ctx.base_url)
     }
 
-    /// Runs `f` on the live store (mutations, faults, settings, stats).
+    /// Runs `f` on the live store (mutations, faults, settings, stats) under
+    /// its lock, so requests see all of `f`'s changes or none. Nothing done
+    /// here notifies.
     pub fn with_store<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
         f(&mut self.ctx.lock())
     }
@@ -63,7 +67,7 @@ impl Drop for SimHandle {
 
 /// Binds `listen` and serves `store` until the handle is dropped.
 /// `advertise` overrides the base URL put in the catalog (e.g. when listening
-/// on 0.0.0.0).
+/// on 0.0.0.0). Port 0 lets the system pick; [`SimHandle::addr`] tells which.
 pub async fn start(
     store: Store,
     listen: SocketAddr,
@@ -85,9 +89,11 @@ pub async fn start(
 pub struct SimOptions {
     /// Base URL put in the catalog and links (e.g. when listening on 0.0.0.0).
     pub advertise: Option<String>,
-    /// Publish an oslo notification for each control-API mutation.
+    /// Publish an oslo notification to `RabbitMQ` for each successful
+    /// control-API mutation.
     pub rabbitmq: Option<crate::notify::RabbitTarget>,
-    /// … and/or to a Kafka topic.
+    /// Publish the same notifications to a Kafka topic (with or without
+    /// `rabbitmq`).
     pub kafka: Option<crate::notify::KafkaTarget>,
 }
 
@@ -97,8 +103,18 @@ pub async fn start_with(
     listen: SocketAddr,
     opts: SimOptions,
 ) -> std::io::Result<SimHandle> {
+    start_on(store, TcpListener::bind(listen).await?, opts)
+}
+
+/// [`start_with`] on a listener the caller bound, e.g. to try each address
+/// a host name resolves to (`lachesis sim --listen localhost:8780`). Call it
+/// inside a Tokio runtime: the accept loop is spawned on it.
+pub fn start_on(
+    store: Store,
+    listener: TcpListener,
+    opts: SimOptions,
+) -> std::io::Result<SimHandle> {
     let advertise = opts.advertise;
-    let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let base_url = advertise.map_or_else(
         || format!("http://{addr}"),

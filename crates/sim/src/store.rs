@@ -12,18 +12,41 @@ use super::topology::{
     index, Amphora, AppCredential, FloatingIp, LoadBalancer, Network, Port, Project, Router,
     Server, Settings, Subnet, Topology, TopologyError, User,
 };
+use crate::cidr::check_subnet;
 
-/// A mutation the simulator refuses (HTTP 404 / 409 / 400).
+/// A mutation the simulator refuses (HTTP 404 / 409 / 400). A refused
+/// mutation changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MutationError {
+    /// The kind is not one of the topology's list names (HTTP 404).
     #[error("unknown resource kind {0:?}")]
     UnknownKind(String),
+    /// The resource to change does not exist (HTTP 404).
     #[error("{kind} {id:?} not found")]
-    NotFound { kind: String, id: String },
+    NotFound {
+        /// The list it was looked for in, or `route` / `router interface`.
+        kind: String,
+        /// The id (for a route, `<destination> via <nexthop>`).
+        id: String,
+    },
+    /// A create with an id already taken in that list (HTTP 409).
     #[error("{kind} {id:?} already exists")]
-    Conflict { kind: String, id: String },
+    Conflict {
+        /// The list name.
+        kind: String,
+        /// The taken id.
+        id: String,
+    },
+    /// The body is not a valid resource of the kind, or the change would
+    /// break a rule the services enforce, such as a port on a missing
+    /// network (HTTP 400).
     #[error("invalid {kind}: {message}")]
-    Invalid { kind: String, message: String },
+    Invalid {
+        /// The list name (or `router interface`).
+        kind: String,
+        /// What is wrong, naming the resource and the field.
+        message: String,
+    },
 }
 
 /// One injected fault, matched by endpoint name (`auth`, `projects`,
@@ -32,17 +55,22 @@ pub enum MutationError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
+    /// Which requests it hits: a list name, `auth` for token requests, or
+    /// `*` for both. Control-API calls are never hit.
     pub endpoint: String,
-    /// Answer with this status and the service's error body.
+    /// Answer with this status and the service's error body. With neither
+    /// this nor `drop` the request goes through (after `delay_ms`), which
+    /// lets `times` count past the pages a test wants served.
     #[serde(default)]
     pub status: Option<u16>,
-    /// Wait this long first (to trip client timeouts).
+    /// Milliseconds to wait first (to trip client timeouts).
     #[serde(default)]
     pub delay_ms: u64,
     /// Close the connection without answering.
     #[serde(default)]
     pub drop: bool,
-    /// Apply this many times, then disappear; absent = until cleared.
+    /// Hit this many matching requests, then disappear; absent = until
+    /// cleared.
     #[serde(default)]
     pub times: Option<u32>,
 }
@@ -59,26 +87,48 @@ pub(crate) struct IssuedToken {
 pub struct SettingsPatch {
     /// `0` removes the limit (whole lists unless the client sends `limit`).
     pub page_size: Option<usize>,
+    /// Lifetime in seconds of tokens issued from now on; tokens already
+    /// issued keep their expiry.
     pub token_ttl_secs: Option<u64>,
+    /// Which Keystone release's project paging to imitate.
     pub keystone_paging: Option<super::topology::KeystonePaging>,
+    /// Catalog service types. A removed service leaves the next token's
+    /// catalog, and calls to it get a 404 at once.
     pub services: Option<Vec<String>>,
+    /// Catalog regions, with the same effect as `services`.
     pub regions: Option<Vec<String>>,
 }
 
-/// Everything the simulator serves.
+/// Everything the simulator serves. The resource maps are keyed by id;
+/// ordered maps, because the services list (and page) sorted by id.
+/// Changing them directly (through [`crate::SimHandle::with_store`]) skips
+/// the checks the mutation methods make; neither notifies (only the
+/// control API over HTTP does).
 #[derive(Debug, Default)]
 pub struct Store {
+    /// Server behaviour, changeable with [`Store::apply_settings`].
     pub settings: Settings,
+    /// Keystone projects.
     pub projects: BTreeMap<String, Project>,
+    /// Keystone users.
     pub users: BTreeMap<String, User>,
+    /// Keystone application credentials.
     pub application_credentials: BTreeMap<String, AppCredential>,
+    /// Neutron networks.
     pub networks: BTreeMap<String, Network>,
+    /// Neutron subnets.
     pub subnets: BTreeMap<String, Subnet>,
+    /// Neutron ports.
     pub ports: BTreeMap<String, Port>,
+    /// Neutron routers.
     pub routers: BTreeMap<String, Router>,
+    /// Neutron floating IPs.
     pub floatingips: BTreeMap<String, FloatingIp>,
+    /// Nova servers.
     pub servers: BTreeMap<String, Server>,
+    /// Octavia load balancers.
     pub loadbalancers: BTreeMap<String, LoadBalancer>,
+    /// Octavia amphorae.
     pub amphorae: BTreeMap<String, Amphora>,
     pub(crate) tokens: HashMap<String, IssuedToken>,
     pub(crate) faults: Vec<Fault>,
@@ -213,7 +263,9 @@ fn patch<T: DeserializeOwned + Serialize>(
 }
 
 impl Store {
-    /// Loads and validates a topology.
+    /// Builds the store from a topology, refusing what the services would:
+    /// duplicate ids, references to missing resources, subnet addressing
+    /// Neutron refuses. Tokens, faults and counters start empty.
     pub fn from_topology(t: &Topology) -> Result<Self, TopologyError> {
         let store = Self {
             settings: t.settings.clone(),
@@ -240,7 +292,8 @@ impl Store {
         Ok(store)
     }
 
-    /// The current state in the topology file's form.
+    /// The current state in the topology file's form (`GET /sim/topology`);
+    /// loading it back gives the same resources.
     #[must_use]
     pub fn to_topology(&self) -> Topology {
         Topology {
@@ -262,6 +315,11 @@ impl Store {
     /// Referential checks Neutron itself enforces on create.
     fn validate(&self) -> Result<(), (&'static str, String, String)> {
         for s in self.subnets.values() {
+            // Parsed subnets were checked on the way in; this catches those
+            // built in code (`Topology` literals, `with_store`).
+            if let Err(e) = check_subnet(&s.cidr, None, s.gateway_ip.as_deref()) {
+                return Err(("subnet", s.id.clone(), e.to_string()));
+            }
             if !self.networks.contains_key(&s.network_id) {
                 return Err((
                     "subnet",
@@ -387,12 +445,15 @@ impl Store {
         self.amphorae = r.amphorae;
     }
 
-    /// Adds a resource (`POST /sim/<kind>`).
+    /// Adds a resource (`POST /sim/<kind>`, `kind` a topology list name)
+    /// from its topology form, and answers it as stored (a subnet's `cidr`
+    /// with host bits cleared).
     pub fn create(&mut self, kind: &str, body: Value) -> Result<Value, MutationError> {
         self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, false)))
     }
 
-    /// Replaces a resource (`PUT /sim/<kind>/<id>`).
+    /// Replaces a resource (`PUT /sim/<kind>/<id>`); the body's `id`, when
+    /// present, must be `id`.
     pub fn replace(
         &mut self,
         kind: &str,
@@ -417,7 +478,9 @@ impl Store {
         self.transaction(|s| with_kind!(s, kind, |map| patch(map, kind, id, changes)))
     }
 
-    /// Removes a resource (`DELETE /sim/<kind>/<id>`).
+    /// Removes a resource (`DELETE /sim/<kind>/<id>`); refused while another
+    /// resource still refers to it (a network with subnets, a port with a
+    /// floating IP).
     pub fn delete(&mut self, kind: &str, id: &str) -> Result<(), MutationError> {
         self.transaction(|s| {
             with_kind!(s, kind, |map| map.remove(id).map(|_| ()).ok_or_else(|| {
@@ -438,7 +501,8 @@ impl Store {
             })
     }
 
-    /// Adds an extra route (the `extraroute` extension).
+    /// Adds an extra route (the `extraroute` extension); adding one the
+    /// router already has changes nothing.
     pub fn add_route(
         &mut self,
         router: &str,
@@ -469,7 +533,8 @@ impl Store {
         Ok(())
     }
 
-    /// Sets or clears a router's external gateway.
+    /// Sets (`Some`) or clears (`None`) a router's external gateway; the
+    /// network must be `router:external`.
     pub fn set_gateway(
         &mut self,
         router: &str,
@@ -550,7 +615,7 @@ impl Store {
         Ok(port)
     }
 
-    /// Applies a settings change.
+    /// Applies the keys present in `p`; the others keep their value.
     pub fn apply_settings(&mut self, p: SettingsPatch) {
         if let Some(ps) = p.page_size {
             self.settings.page_size = (ps > 0).then_some(ps);
@@ -569,10 +634,13 @@ impl Store {
         }
     }
 
+    /// Arms a fault. Faults are tried in the order added; the first one
+    /// matching a request's endpoint hits it.
     pub fn add_fault(&mut self, f: Fault) {
         self.faults.push(f);
     }
 
+    /// Disarms every fault, used up or not.
     pub fn clear_faults(&mut self) {
         self.faults.clear();
     }
@@ -639,23 +707,34 @@ impl Store {
     }
 }
 
-/// `POST /sim/routers/<id>/interfaces` body.
+/// `POST /sim/routers/<id>/interfaces` body: what [`Store::add_interface`]
+/// needs to make the interface port.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InterfaceRequest {
+    /// The subnet to plug; must exist.
     pub subnet_id: String,
+    /// The port's MAC (Neutron generates one; here it is given, so tests
+    /// know it).
     pub mac_address: String,
+    /// The port's id; `rif-<router>-<subnet>` when absent.
     #[serde(default)]
     pub port_id: Option<String>,
+    /// The port's address; the subnet's `gateway_ip` when absent (then the
+    /// subnet must have one).
     #[serde(default)]
     pub ip_address: Option<String>,
 }
 
-/// Request counters.
+/// Request counters, since the start or the last [`Store::requests_reset`].
+/// Every request to a served endpoint is counted, including those a fault
+/// or a bad token fails; a path the simulator does not serve is not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
+    /// Tokens issued (successful `POST /identity/v3/auth/tokens`).
     pub tokens_issued: u64,
-    /// By `region/interface/endpoint`.
+    /// By `region/interface/endpoint` (e.g. `RegionOne/internal/ports`);
+    /// token requests under the bare key `auth`.
     pub requests: BTreeMap<String, u64>,
 }
 
@@ -668,5 +747,83 @@ impl Stats {
             .filter(|(k, _)| k.rsplit('/').next() == Some(endpoint))
             .map(|(_, v)| v)
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn store() -> Store {
+        let t = Topology::from_yaml(
+            "networks: [{id: n1, project_id: p}]\n\
+             subnets: [{id: s1, network_id: n1, project_id: p, cidr: 10.0.0.0/24}]\n",
+        )
+        .unwrap();
+        Store::from_topology(&t).unwrap()
+    }
+
+    fn subnet(id: &str, cidr: &str) -> Value {
+        json!({"id": id, "network_id": "n1", "project_id": "p", "cidr": cidr})
+    }
+
+    #[test]
+    fn the_control_api_refuses_a_prefix_beyond_the_family_and_keeps_the_store() {
+        let mut s = store();
+        let err = s.create("subnets", subnet("s6", "fd00::/129")).unwrap_err();
+        let MutationError::Invalid { kind, message } = &err else {
+            panic!("expected Invalid (HTTP 400), got {err:?}");
+        };
+        assert_eq!(kind, "subnets");
+        assert!(
+            message.contains("subnet \"s6\": cidr \"fd00::/129\" has prefix length 129"),
+            "{message}"
+        );
+        assert!(message.contains("ADDRESS/LENGTH"), "{message}");
+        assert_eq!(s.subnets.keys().collect::<Vec<_>>(), ["s1"]);
+    }
+
+    #[test]
+    fn a_patch_to_the_other_ip_version_is_refused() {
+        let mut s = store();
+        let err = s
+            .update("subnets", "s1", json!({"ip_version": 6}))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cidr \"10.0.0.0/24\" does not match the ip_version 6"),
+            "{err}"
+        );
+        let err = s
+            .replace("subnets", "s1", subnet("s1", "10.0.0.0/33"))
+            .unwrap_err();
+        assert!(err.to_string().contains("subnet \"s1\": cidr"), "{err}");
+        assert_eq!(s.subnets["s1"].cidr, "10.0.0.0/24");
+    }
+
+    #[test]
+    fn a_created_subnet_is_answered_and_listed_with_host_bits_cleared() {
+        let mut s = store();
+        let answer = s.create("subnets", subnet("s2", "10.9.0.77/16")).unwrap();
+        assert_eq!(answer["cidr"], "10.9.0.0/16");
+        let listed = crate::wire::subnet(&s.subnets["s2"]);
+        assert_eq!(
+            (&listed["cidr"], &listed["ip_version"]),
+            (&json!("10.9.0.0/16"), &json!(4))
+        );
+    }
+
+    #[test]
+    fn a_subnet_built_in_code_is_checked_on_load() {
+        let mut t = store().to_topology();
+        t.subnets[0].cidr = "10.0.0.0/33".into();
+        let err = Store::from_topology(&t).unwrap_err();
+        assert!(
+            matches!(&err, TopologyError::Invalid { kind: "subnet", id, problem }
+                if id == "s1" && problem.starts_with("cidr \"10.0.0.0/33\"")),
+            "{err:?}"
+        );
     }
 }

@@ -11,6 +11,8 @@ use super::topology::{
 // One fixed instant: the simulator has no history to report.
 const STAMP: &str = "2026-01-01T00:00:00Z";
 
+/// 4 or 6, told by whether the text holds a colon: only for a CIDR or an
+/// address already checked, such as a stored subnet's `cidr`.
 #[must_use]
 pub fn ip_version(cidr_or_ip: &str) -> u8 {
     if cidr_or_ip.contains(':') {
@@ -20,6 +22,8 @@ pub fn ip_version(cidr_or_ip: &str) -> u8 {
     }
 }
 
+/// A network as `GET /v2.0/networks` lists it. `subnet_ids` are its
+/// subnets' ids, which the store keeps on the subnets, not the network.
 #[must_use]
 pub fn network(n: &Network, subnet_ids: &[String]) -> Value {
     json!({
@@ -34,6 +38,8 @@ pub fn network(n: &Network, subnet_ids: &[String]) -> Value {
     })
 }
 
+/// A subnet as `GET /v2.0/subnets` lists it, `ip_version` from the `cidr`
+/// and IPv6 subnets in SLAAC mode.
 #[must_use]
 pub fn subnet(s: &Subnet) -> Value {
     let v6 = ip_version(&s.cidr) == 6;
@@ -50,6 +56,8 @@ pub fn subnet(s: &Subnet) -> Value {
     })
 }
 
+/// A port as `GET /v2.0/ports` lists it: a pair without a MAC shows the
+/// port's own, and a port with no `device_owner` is `DOWN`.
 #[must_use]
 pub fn port(p: &Port) -> Value {
     let pairs: Vec<Value> = p
@@ -74,6 +82,8 @@ pub fn port(p: &Port) -> Value {
     })
 }
 
+/// A router as `GET /v2.0/routers` lists it (`external_gateway_info` null
+/// when it has no gateway).
 #[must_use]
 pub fn router(r: &Router) -> Value {
     let gw = r.external_gateway_info.as_ref().map_or(Value::Null, |g| {
@@ -95,6 +105,8 @@ pub fn router(r: &Router) -> Value {
     })
 }
 
+/// A floating IP as `GET /v2.0/floatingips` lists it: `ACTIVE` when bound
+/// to a port, `DOWN` when not.
 #[must_use]
 pub fn floatingip(f: &FloatingIp) -> Value {
     json!({
@@ -108,6 +120,8 @@ pub fn floatingip(f: &FloatingIp) -> Value {
     })
 }
 
+/// A project as `GET /v3/projects` lists it; `base` is the identity
+/// endpoint the `links.self` URL is built on.
 #[must_use]
 pub fn project(p: &Project, base: &str) -> Value {
     json!({
@@ -117,6 +131,9 @@ pub fn project(p: &Project, base: &str) -> Value {
     })
 }
 
+/// A server as `GET /v2.1/servers/detail` lists it, with the `OS-EXT-*`
+/// fields of an admin token; `base` is the compute endpoint the links are
+/// built on.
 #[must_use]
 pub fn server(s: &Server, base: &str) -> Value {
     json!({
@@ -135,6 +152,8 @@ pub fn server(s: &Server, base: &str) -> Value {
     })
 }
 
+/// A load balancer as `GET /v2/lbaas/loadbalancers` lists it, always
+/// `ACTIVE`/`ONLINE`.
 #[must_use]
 pub fn loadbalancer(l: &LoadBalancer) -> Value {
     json!({
@@ -148,6 +167,7 @@ pub fn loadbalancer(l: &LoadBalancer) -> Value {
     })
 }
 
+/// An amphora as `GET /v2/octavia/amphorae` lists it.
 #[must_use]
 pub fn amphora(a: &Amphora) -> Value {
     json!({
