@@ -524,6 +524,11 @@ impl Check {
         self.issues.push(Issue::new(key, message));
     }
 
+    fn missing(&mut self, path: &str) {
+        let section = path.rsplit_once('.').map_or(path, |(s, _)| s);
+        self.error(path, format!("is required when {section} is set"));
+    }
+
     /// A key that must have a value (defaults are already layered in, so
     /// only a required key of an optional section can be missing).
     fn req<T>(
@@ -533,8 +538,7 @@ impl Check {
         parse: impl FnOnce(&Scalar) -> Result<T, String>,
     ) -> Option<T> {
         let Some(v) = v else {
-            let section = path.rsplit_once('.').map_or(path, |(s, _)| s);
-            self.error(path, format!("is required when {section} is set"));
+            self.missing(path);
             return None;
         };
         parse(v).map_err(|m| self.error(path, m)).ok()
@@ -560,8 +564,7 @@ impl Check {
         parse: impl Fn(&Scalar) -> Result<T, String>,
     ) -> Option<Vec<T>> {
         let Some(items) = v else {
-            let section = path.rsplit_once('.').map_or(path, |(s, _)| s);
-            self.error(path, format!("is required when {section} is set"));
+            self.missing(path);
             return None;
         };
         let mut out = Vec::with_capacity(items.len());

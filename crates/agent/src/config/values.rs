@@ -132,54 +132,51 @@ pub(crate) fn broker(v: &Scalar) -> Result<String, String> {
 /// An interface name or name prefix as the kernel accepts it: 1–15 bytes,
 /// no `/`, `:` or white space, not `.` or `..`.
 pub(crate) fn interface(v: &Scalar) -> Result<String, String> {
-    let Scalar::Str(s) = v else {
-        return Err(format!("{} is not an interface name", v.shown()));
-    };
-    let valid = (1..=15).contains(&s.len())
-        && s != "."
-        && s != ".."
-        && !s.chars().any(|c| c == '/' || c == ':' || c.is_whitespace());
-    if valid {
-        Ok(s.clone())
-    } else {
-        Err(format!(
-            "{} is not an interface name; expected 1 to 15 characters without '/', ':' or spaces",
-            v.shown()
-        ))
-    }
+    word(
+        v,
+        1..=15,
+        |c| c != '/' && c != ':' && !c.is_whitespace(),
+        "an interface name; expected 1 to 15 characters without '/', ':' or spaces",
+    )
+    .and_then(|s| {
+        if s == "." || s == ".." {
+            Err(format!("{} is not an interface name", v.shown()))
+        } else {
+            Ok(s)
+        }
+    })
 }
 
 /// A `RabbitMQ` exchange name.
 pub(crate) fn exchange(v: &Scalar) -> Result<String, String> {
-    match v {
-        Scalar::Str(s)
-            if (1..=255).contains(&s.len())
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':')) =>
-        {
-            Ok(s.clone())
-        }
-        _ => Err(format!(
-            "{} is not an exchange name; expected letters, digits and - _ . :",
-            v.shown()
-        )),
-    }
+    word(
+        v,
+        1..=255,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'),
+        "an exchange name; expected letters, digits and - _ . :",
+    )
 }
 
 /// A Kafka topic name (the broker's rule: 1–249 of `[a-zA-Z0-9._-]`).
 pub(crate) fn topic(v: &Scalar) -> Result<String, String> {
+    word(
+        v,
+        1..=249,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'),
+        "a Kafka topic name; expected 1 to 249 letters, digits and . _ -",
+    )
+}
+
+/// Text of `len` bytes made of `allowed` characters; else "… is not `what`".
+fn word(
+    v: &Scalar,
+    len: std::ops::RangeInclusive<usize>,
+    allowed: impl Fn(char) -> bool,
+    what: &str,
+) -> Result<String, String> {
     match v {
-        Scalar::Str(s)
-            if (1..=249).contains(&s.len())
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) =>
-        {
-            Ok(s.clone())
-        }
-        _ => Err(format!(
-            "{} is not a Kafka topic name; expected 1 to 249 letters, digits and . _ -",
-            v.shown()
-        )),
+        Scalar::Str(s) if len.contains(&s.len()) && s.chars().all(allowed) => Ok(s.clone()),
+        _ => Err(format!("{} is not {what}", v.shown())),
     }
 }
 
