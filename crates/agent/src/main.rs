@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the metering daemon.
-    Agent,
+    Agent(lachesis_agent::config::AgentArgs),
     /// Print the desired kernel state for a cloud or a folder of API responses.
     Plan(plan_cmd::PlanArgs),
     /// Serve a simulated OpenStack API from a topology file.
@@ -44,7 +44,10 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
         Command::Sim(ref args) => return sim_cmd::run(args),
-        Command::Agent => "agent",
+        Command::Agent(ref args) if args.check_config => {
+            return Ok(lachesis_agent::config::check_config(args))
+        }
+        Command::Agent(_) => "agent",
         Command::Plan(ref args) => return plan_cmd::run(args),
         Command::Demo => "demo",
     };

@@ -1,0 +1,497 @@
+//! Every key with values it must accept and values it must refuse, unknown
+//! keys at every depth, wrong shapes.
+
+use super::*;
+
+/// One key: values that must be accepted (with the value the effective
+/// configuration shows for them) and values that must be refused (with every
+/// error they cause), each set into the example file.
+pub(super) struct Case {
+    pub path: &'static str,
+    pub valid: &'static [(&'static str, &'static str)],
+    pub invalid: &'static [(&'static str, &'static [&'static str])],
+}
+
+pub(super) const CASES: &[Case] = &[
+    Case {
+        path: "openstack.cloud",
+        valid: &[("other", "other"), ("123", "'123'")],
+        invalid: &[
+            ("''", &["openstack.cloud: is empty; expected some text"]),
+            (
+                "[a]",
+                &["openstack.cloud: found sequence; expected a single value (text, number or true/false)"],
+            ),
+        ],
+    },
+    Case {
+        path: "openstack.clouds_file",
+        valid: &[("/srv/clouds.yaml", "/srv/clouds.yaml")],
+        invalid: &[(
+            "clouds.yaml",
+            &["openstack.clouds_file: \"clouds.yaml\" is not an absolute path; expected a path starting with /"],
+        )],
+    },
+    Case {
+        path: "listen.metrics",
+        valid: &[("127.0.0.1:1234", "127.0.0.1:1234"), ("'[::]:9847'", "'[::]:9847'")],
+        invalid: &[
+            (
+                "localhost:9847",
+                &["listen.metrics: \"localhost:9847\" is not an address; expected IP:port, e.g. 0.0.0.0:9847 or [::1]:9848"],
+            ),
+            (
+                "9847",
+                &["listen.metrics: 9847 is not an address; expected IP:port, e.g. 0.0.0.0:9847 or [::1]:9848"],
+            ),
+            (
+                "127.0.0.1:9848",
+                &["listen.debug: 127.0.0.1:9848 collides with listen.metrics (127.0.0.1:9848); use another port"],
+            ),
+        ],
+    },
+    Case {
+        path: "listen.debug",
+        valid: &[("'[::1]:9999'", "'[::1]:9999'"), ("10.0.0.1:9848", "10.0.0.1:9848")],
+        invalid: &[
+            (
+                "0.0.0.0:9847",
+                &["listen.debug: 0.0.0.0:9847 collides with listen.metrics (0.0.0.0:9847); use another port"],
+            ),
+            ("127.0.0.1:9847", &["listen.debug: 127.0.0.1:9847 collides with listen.metrics (0.0.0.0:9847); use another port"]),
+        ],
+    },
+    Case {
+        path: "datapath.interface_prefixes",
+        valid: &[("[tap, vnet]", "[tap, vnet]")],
+        invalid: &[
+            (
+                "[]",
+                &["datapath.interface_prefixes: is empty and so is datapath.interfaces: no interface would be metered"],
+            ),
+            ("[tap, tap]", &["datapath.interface_prefixes[1]: \"tap\" is listed twice"]),
+            (
+                "tap",
+                &["datapath.interface_prefixes: found string \"tap\"; expected a list, e.g. [a, b]"],
+            ),
+            (
+                "[tap, a/b]",
+                &["datapath.interface_prefixes[1]: \"a/b\" is not an interface name; expected 1 to 15 characters without '/', ':' or spaces"],
+            ),
+        ],
+    },
+    Case {
+        path: "datapath.interfaces",
+        valid: &[("[eth3, eth4]", "[eth3, eth4]")],
+        invalid: &[(
+            "[sixteen-chars-xx]",
+            &["datapath.interfaces[0]: \"sixteen-chars-xx\" is not an interface name; expected 1 to 15 characters without '/', ':' or spaces"],
+        )],
+    },
+    Case {
+        path: "datapath.bpffs_dir",
+        valid: &[("/sys/fs/bpf/other", "/sys/fs/bpf/other")],
+        invalid: &[(
+            "bpf",
+            &["datapath.bpffs_dir: \"bpf\" is not an absolute path; expected a path starting with /"],
+        )],
+    },
+    Case {
+        path: "datapath.flows_memory_budget",
+        valid: &[
+            ("512KiB", "512KiB"),
+            ("1GiB", "1GiB"),
+            ("1048576", "1MiB"),
+            ("100MB", "100000000B"),
+        ],
+        invalid: &[
+            (
+                "64M",
+                &["datapath.flows_memory_budget: \"64M\" is not a size; expected bytes or e.g. 512KiB, 64MiB, 1GiB"],
+            ),
+            ("0", &["datapath.flows_memory_budget: must be above 0"]),
+            (
+                "-1",
+                &["datapath.flows_memory_budget: -1 is not a size; expected bytes or e.g. 512KiB, 64MiB, 1GiB"],
+            ),
+        ],
+    },
+    Case {
+        path: "datapath.attach_mode",
+        valid: &[("tcx", "tcx"), ("tc", "tc")],
+        invalid: &[(
+            "xdp",
+            &["datapath.attach_mode: \"xdp\" is not one of auto, tcx, tc"],
+        )],
+    },
+    Case {
+        path: "state.path",
+        valid: &[("/tmp/state.json", "/tmp/state.json")],
+        invalid: &[(
+            "state.json",
+            &["state.path: \"state.json\" is not an absolute path; expected a path starting with /"],
+        )],
+    },
+    Case {
+        path: "notifications.rabbitmq.url",
+        valid: &[(
+            "amqps://guest:guest@localhost:5671/vhost",
+            "amqps://guest:guest@localhost:5671/vhost",
+        )],
+        invalid: &[
+            (
+                "http://u:topsecret@host/",
+                &["notifications.rabbitmq.url: scheme \"http\" is not amqp or amqps; expected amqp://user:password@host:5672/vhost or amqps://… (value not shown: it may hold a password)"],
+            ),
+            (
+                "amqp://u:p@host/",
+                &["notifications.rabbitmq.ca_file: is set but notifications.rabbitmq.url is amqp:// (no TLS); use amqps://"],
+            ),
+            (
+                "null",
+                &["notifications.rabbitmq.url: is required when notifications.rabbitmq is set"],
+            ),
+        ],
+    },
+    Case {
+        path: "notifications.rabbitmq.exchanges",
+        valid: &[("[neutron]", "[neutron]")],
+        invalid: &[
+            (
+                "[]",
+                &["notifications.rabbitmq.exchanges: is empty: the agent's queue would receive nothing"],
+            ),
+            (
+                "['bad name']",
+                &["notifications.rabbitmq.exchanges[0]: \"bad name\" is not an exchange name; expected letters, digits and - _ . :"],
+            ),
+        ],
+    },
+    Case {
+        path: "notifications.rabbitmq.durable",
+        valid: &[("true", "true")],
+        invalid: &[
+            ("maybe", &["notifications.rabbitmq.durable: \"maybe\" is not true or false"]),
+            ("1", &["notifications.rabbitmq.durable: 1 is not true or false"]),
+        ],
+    },
+    Case {
+        path: "notifications.rabbitmq.ca_file",
+        valid: &[("/etc/ca.pem", "/etc/ca.pem")],
+        invalid: &[(
+            "ca.pem",
+            &["notifications.rabbitmq.ca_file: \"ca.pem\" is not an absolute path; expected a path starting with /"],
+        )],
+    },
+    Case {
+        path: "notifications.kafka.brokers",
+        valid: &[("['k:1', '[fd00::1]:9092']", "['k:1', '[fd00::1]:9092']")],
+        invalid: &[
+            ("[]", &["notifications.kafka.brokers: is empty; expected at least one host:port"]),
+            (
+                "[kafka1]",
+                &["notifications.kafka.brokers[0]: \"kafka1\" is not a broker address; expected host:port, e.g. kafka1:9092 or [fd00::1]:9092"],
+            ),
+            (
+                "null",
+                &["notifications.kafka.brokers: is required when notifications.kafka is set"],
+            ),
+        ],
+    },
+    Case {
+        path: "notifications.kafka.topic",
+        valid: &[("events", "events")],
+        invalid: &[(
+            "'a b'",
+            &["notifications.kafka.topic: \"a b\" is not a Kafka topic name; expected 1 to 249 letters, digits and . _ -"],
+        )],
+    },
+    Case {
+        path: "notifications.kafka.tls.enabled",
+        valid: &[("true", "true")],
+        invalid: &[
+            (
+                "false",
+                &[
+                    "notifications.kafka.tls.ca_file: is set but notifications.kafka.tls.enabled is false",
+                    "notifications.kafka.tls.cert_file: is set but notifications.kafka.tls.enabled is false",
+                    "notifications.kafka.tls.key_file: is set but notifications.kafka.tls.enabled is false",
+                ],
+            ),
+            ("on-ish", &["notifications.kafka.tls.enabled: \"on-ish\" is not true or false"]),
+        ],
+    },
+    Case {
+        path: "notifications.kafka.tls.ca_file",
+        valid: &[("/etc/other-ca.pem", "/etc/other-ca.pem")],
+        invalid: &[(
+            "ca.pem",
+            &["notifications.kafka.tls.ca_file: \"ca.pem\" is not an absolute path; expected a path starting with /"],
+        )],
+    },
+    Case {
+        path: "notifications.kafka.tls.cert_file",
+        valid: &[("/etc/other.pem", "/etc/other.pem")],
+        invalid: &[(
+            "null",
+            &["notifications.kafka.tls.cert_file: is required with notifications.kafka.tls.key_file"],
+        )],
+    },
+    Case {
+        path: "notifications.kafka.tls.key_file",
+        valid: &[("/etc/other.key", "/etc/other.key")],
+        invalid: &[(
+            "null",
+            &["notifications.kafka.tls.key_file: is required with notifications.kafka.tls.cert_file"],
+        )],
+    },
+    Case {
+        path: "notifications.kafka.sasl.mechanism",
+        valid: &[("plain", "plain"), ("scram-sha-256", "scram-sha-256")],
+        invalid: &[
+            (
+                "gssapi",
+                &["notifications.kafka.sasl.mechanism: \"gssapi\" is not one of plain, scram-sha-256, scram-sha-512"],
+            ),
+            (
+                "null",
+                &["notifications.kafka.sasl.mechanism: is required when notifications.kafka.sasl is set"],
+            ),
+        ],
+    },
+    Case {
+        path: "notifications.kafka.sasl.username",
+        valid: &[("svc", "svc")],
+        invalid: &[("''", &["notifications.kafka.sasl.username: is empty; expected some text"])],
+    },
+    Case {
+        path: "notifications.kafka.sasl.password",
+        valid: &[("'p@ss: word'", "'p@ss: word'")],
+        invalid: &[
+            ("''", &["notifications.kafka.sasl.password: is empty; expected the SASL password"]),
+            (
+                "null",
+                &["notifications.kafka.sasl.password: is required when notifications.kafka.sasl is set"],
+            ),
+        ],
+    },
+    Case {
+        path: "tunables.scrape_interval",
+        valid: &[("200ms", "200ms"), ("5m", "5m"), ("1h", "1h"), ("90s", "1m 30s")],
+        invalid: &[
+            (
+                "10 parsecs",
+                &["tunables.scrape_interval: \"10 parsecs\" is not a duration; expected e.g. 200ms, 10s, 5m"],
+            ),
+            ("10", &["tunables.scrape_interval: 10 has no unit; expected e.g. 200ms, 10s, 5m"]),
+            ("0s", &["tunables.scrape_interval: must be above 0s"]),
+        ],
+    },
+    Case {
+        path: "tunables.reconcile_interval",
+        valid: &[("1m", "1m")],
+        invalid: &[("0ms", &["tunables.reconcile_interval: must be above 0s"])],
+    },
+    Case {
+        path: "tunables.kick_debounce",
+        valid: &[("0s", "0s"), ("5s", "5s")],
+        invalid: &[(
+            "6s",
+            &["tunables.kick_debounce: must be at most 5s (the reconciler caps the debounce there)"],
+        )],
+    },
+    Case {
+        path: "tunables.ghost_grace",
+        valid: &[("0s", "0s"), ("2m", "2m")],
+        invalid: &[(
+            "soon",
+            &["tunables.ghost_grace: \"soon\" is not a duration; expected e.g. 200ms, 10s, 5m"],
+        )],
+    },
+    Case {
+        path: "tunables.ghost_sweep_interval",
+        valid: &[("30s", "30s")],
+        invalid: &[("0s", &["tunables.ghost_sweep_interval: must be above 0s"])],
+    },
+    Case {
+        path: "tunables.state_flush_interval",
+        valid: &[("2m", "2m")],
+        invalid: &[("0s", &["tunables.state_flush_interval: must be above 0s"])],
+    },
+    Case {
+        path: "tunables.pressure_high_watermark",
+        valid: &[("0.9", "0.9")],
+        invalid: &[
+            ("1.0", &["tunables.pressure_high_watermark: 1 must be below 1.0"]),
+            (
+                "0.7",
+                &["tunables.pressure_low_watermark: 0.75 must be below tunables.pressure_high_watermark (0.7)"],
+            ),
+            ("high", &["tunables.pressure_high_watermark: \"high\" is not a number; expected e.g. 0.8"]),
+        ],
+    },
+    Case {
+        path: "tunables.pressure_low_watermark",
+        valid: &[("0.5", "0.5")],
+        invalid: &[
+            ("0", &["tunables.pressure_low_watermark: 0 must be above 0"]),
+            (
+                "0.8",
+                &["tunables.pressure_low_watermark: 0.8 must be below tunables.pressure_high_watermark (0.8)"],
+            ),
+        ],
+    },
+    Case {
+        path: "tunables.pressure_max_evictions",
+        valid: &[("1", "1"), ("262144", "262144")],
+        invalid: &[
+            ("0", &["tunables.pressure_max_evictions: 0 is out of range; expected 1 to 262144"]),
+            ("262145", &["tunables.pressure_max_evictions: 262145 is out of range; expected 1 to 262144"]),
+            ("1.5", &["tunables.pressure_max_evictions: 1.5 is not a whole number"]),
+        ],
+    },
+    Case {
+        path: "tunables.unresolved_cap",
+        valid: &[("1", "1")],
+        invalid: &[
+            ("0", &["tunables.unresolved_cap: 0 is out of range; expected 1 to 10000000"]),
+            ("10000001", &["tunables.unresolved_cap: 10000001 is out of range; expected 1 to 10000000"]),
+        ],
+    },
+    Case {
+        path: "tunables.unresolved_ttl",
+        valid: &[("2m", "2m")],
+        invalid: &[("0s", &["tunables.unresolved_ttl: must be above 0s"])],
+    },
+    Case {
+        path: "tunables.route_hop_limit",
+        valid: &[("255", "255")],
+        invalid: &[
+            ("256", &["tunables.route_hop_limit: 256 is out of range; expected 1 to 255"]),
+            ("-1", &["tunables.route_hop_limit: -1 is out of range; expected 1 to 255"]),
+        ],
+    },
+    Case {
+        path: "log.level",
+        valid: &[("debug", "debug"), ("error", "error")],
+        invalid: &[(
+            "verbose",
+            &["log.level: \"verbose\" is not one of error, warn, info, debug, trace"],
+        )],
+    },
+    Case {
+        path: "log.format",
+        valid: &[("json", "json")],
+        invalid: &[("xml", &["log.format: \"xml\" is not one of text, json"])],
+    },
+];
+
+#[test]
+fn every_key_has_valid_and_invalid_cases() {
+    let covered: Vec<&str> = CASES.iter().map(|c| c.path).collect();
+    let keys: Vec<&str> = KEYS.iter().map(|k| k.path).collect();
+    assert_eq!(covered, keys);
+    for c in CASES {
+        assert!(!c.valid.is_empty() && !c.invalid.is_empty(), "{}", c.path);
+    }
+}
+
+#[test]
+fn every_key_accepts_its_valid_values() {
+    for c in CASES {
+        for (input, shown) in c.valid {
+            let text = example_with(c.path, input);
+            let config =
+                Config::from_yaml(&text).unwrap_or_else(|e| panic!("{} = {input}: {e}", c.path));
+            let want: Value = serde_saphyr::from_str(shown).unwrap();
+            assert_eq!(leaf(&config, c.path), Some(want), "{} = {input}", c.path);
+        }
+    }
+}
+
+#[test]
+fn every_key_refuses_its_invalid_values_naming_the_key() {
+    for c in CASES {
+        for (input, want) in c.invalid {
+            let got = errors(&example_with(c.path, input));
+            assert_eq!(got, *want, "{} = {input}", c.path);
+        }
+    }
+}
+
+#[test]
+fn unknown_keys_are_refused_at_every_depth() {
+    let mut sections = keys::sections();
+    sections.insert(0, String::new());
+    assert_eq!(sections.len(), 12, "{sections:?}");
+    for section in &sections {
+        let key = if section.is_empty() {
+            "bogus".to_owned()
+        } else {
+            format!("{section}.bogus")
+        };
+        let children = keys::children(section);
+        // serde's wording for one, two, and more names.
+        let expected = if children.len() == 1 {
+            format!("expected {}", children[0])
+        } else if children.len() == 2 {
+            format!("expected {} or {}", children[0], children[1])
+        } else {
+            format!("expected one of {}", children.join(", "))
+        };
+        assert_eq!(
+            errors(&example_with(&key, "1")),
+            [format!("{key}: unknown key; {expected}")],
+        );
+    }
+    // A typo, as an operator would make it.
+    assert_eq!(
+        errors("tunables:\n  scrape_intervl: 5s\n"),
+        [
+            "tunables.scrape_intervl: unknown key; expected one of scrape_interval, \
+          reconcile_interval, kick_debounce, ghost_grace, ghost_sweep_interval, \
+          state_flush_interval, pressure_high_watermark, pressure_low_watermark, \
+          pressure_max_evictions, unresolved_cap, unresolved_ttl, route_hop_limit"
+        ]
+    );
+}
+
+#[test]
+fn wrong_shapes_name_the_key() {
+    assert_eq!(
+        errors("tunables: 5\n"),
+        ["tunables: found integer 5; expected a mapping of tunables keys"]
+    );
+    assert_eq!(
+        errors("notifications:\n  kafka: [a]\n"),
+        ["notifications.kafka: found sequence; expected a mapping of kafka keys"]
+    );
+    // serde would read a list as a struct's fields in order: never here.
+    assert_eq!(
+        errors("tunables: [5s, 5m]\n"),
+        ["tunables: found sequence; expected a mapping of tunables keys"]
+    );
+    assert_eq!(
+        errors("datapath:\n  interfaces: [[a]]\n"),
+        ["datapath.interfaces[0]: found sequence; expected a single value (text, number or true/false)"]
+    );
+    assert_eq!(
+        errors("- a\n"),
+        ["(file): expected a mapping of sections (openstack, listen, datapath, state, notifications, tunables, log)"]
+    );
+}
+
+#[test]
+fn several_errors_are_all_reported_once() {
+    let got = errors(
+        "tunables:\n  scrape_interval: 10 parsecs\n  unresolved_ttl: 0s\nlog:\n  level: loud\n",
+    );
+    assert_eq!(
+        got,
+        [
+            "tunables.scrape_interval: \"10 parsecs\" is not a duration; expected e.g. 200ms, 10s, 5m",
+            "tunables.unresolved_ttl: must be above 0s",
+            "log.level: \"loud\" is not one of error, warn, info, debug, trace",
+        ]
+    );
+}

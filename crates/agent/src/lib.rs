@@ -1,0 +1,4 @@
+//! The Lachesis agent as a library: what the `lachesis` binary's daemon is
+//! built from, testable without the binary (DESIGN §12, §13).
+
+pub mod config;
