@@ -513,3 +513,37 @@ fn os_cloud_selects_the_cloud_and_no_source_is_a_usage_error() {
     ]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
 }
+
+/// The shipped binary is stripped and carries no debug info; profiling
+/// builds keep line tables (README "Build profiles"). The size itself is
+/// measured, not tested: a release build here takes minutes.
+#[test]
+fn the_release_profile_ships_a_stripped_binary() {
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let section = |name: &str| -> Vec<String> {
+        manifest
+            .split("\n[")
+            .find(|s| s.starts_with(&format!("{name}]")))
+            .unwrap_or_else(|| panic!("no [{name}] in Cargo.toml"))
+            .lines()
+            .skip(1)
+            .map(|l| l.split('#').next().unwrap().replace(' ', ""))
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    let release = section("profile.release");
+    assert!(release.contains(&"strip=true".to_owned()), "{release:?}");
+    assert!(release.contains(&"debug=false".to_owned()), "{release:?}");
+    let profiling = section("profile.profiling");
+    for line in [
+        "inherits=\"release\"",
+        "debug=\"line-tables-only\"",
+        "strip=\"none\"",
+    ] {
+        assert!(profiling.contains(&line.to_owned()), "{profiling:?}");
+    }
+    let makefile = std::fs::read_to_string(repo().join("Makefile")).unwrap();
+    for bench in makefile.lines().filter(|l| l.contains("--example bench_")) {
+        assert!(bench.contains("--profile $(BENCH_PROFILE)"), "{bench}");
+    }
+}
