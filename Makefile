@@ -2,6 +2,9 @@
 # scripts/setup first, which installs what is missing and nothing else.
 SHELL := /bin/bash
 CARGO ?= cargo
+# Benchmarks build with the stripped release profile; BENCH_PROFILE=profiling
+# keeps line tables and symbols for perf (README "Build profiles").
+BENCH_PROFILE ?= release
 
 .PHONY: setup build bpf lint test demo bench-packet bench-drain sim bench-sync
 
@@ -44,25 +47,25 @@ demo: setup
 	$(CARGO) run --release --bin lachesis -- demo
 
 bench-packet: setup
-	$(CARGO) run --release -p lachesis-datapath --example bench_packet
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_packet
 
 bench-drain: setup
-	$(CARGO) run --release -p lachesis-datapath --example bench_drain
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_drain
 
 # Plan build for 20 000 ports / 5 000 subnets / 2 000 routers, and the diff of
 # two plans one router apart (DESIGN §16); last line is one JSON object.
 .PHONY: bench-plan
 bench-plan: setup
-	$(CARGO) run --release -p lachesis-planner --example bench_plan
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-planner --example bench_plan
 
 # Ledger: drain apply, /metrics render and state flush at DESIGN §16 sizes.
 .PHONY: bench-ledger
 bench-ledger: setup
-	$(CARGO) run --release -p lachesis-ledger --example bench_ledger
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-ledger --example bench_ledger
 
 # OpenStack API simulator serving the example topology (docs/openstack.md).
 sim: setup
 	$(CARGO) run --bin lachesis -- sim --topology examples/topology.yaml --listen 127.0.0.1:8780
 
 bench-sync: setup
-	$(CARGO) run --release -p lachesis-openstack --example bench_sync
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-openstack --example bench_sync

@@ -1,11 +1,23 @@
 //! `lachesis`: the per-node metering agent and its operator commands (DESIGN §14).
+//!
+//! Exit status, the same for every subcommand (README "Exit status"):
+//! 0 success, 1 failure, 2 usage error, 3 `plan` printed a partial plan.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod logging;
 mod plan_cmd;
+mod plan_table;
 mod sim_cmd;
+
+/// Something went wrong (a sync, a file, the configuration).
+pub const EXIT_FAILURE: u8 = 1;
+/// The command line cannot be acted on (clap's own code for usage errors).
+pub const EXIT_USAGE: u8 = 2;
+/// `plan` printed a plan, but a best-effort list (Nova, Octavia) failed.
+pub const EXIT_PARTIAL: u8 = 3;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -14,6 +26,8 @@ mod sim_cmd;
     about = "Per-node OpenStack traffic metering agent"
 )]
 struct Cli {
+    #[command(flatten)]
+    log: logging::LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -31,21 +45,34 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(&Cli::parse()) {
+    let cli = Cli::parse();
+    if let Err(err) = logging::init(&cli.log) {
+        eprintln!("lachesis: error: {err:#}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    match run(&cli) {
         Ok(code) => code,
         Err(err) => {
+            // Usage errors found after parsing print like clap's own.
+            if let Some(usage) = err.downcast_ref::<clap::Error>() {
+                let _ = usage.print();
+                return ExitCode::from(EXIT_USAGE);
+            }
+            // `{:#}` prints the context chain; each error of the chain
+            // carries its cause's text exactly once.
             eprintln!("lachesis: error: {err:#}");
-            ExitCode::FAILURE
+            ExitCode::from(EXIT_FAILURE)
         }
     }
 }
 
-#[allow(clippy::unnecessary_wraps)] // the commands that land next return errors
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
         Command::Sim(ref args) => return sim_cmd::run(args),
         Command::Agent(ref args) if args.check_config => {
-            return Ok(lachesis_agent::config::check_config(args))
+            let mut args = args.clone();
+            args.log_level = cli.log.log_level.map(|l| l.directive().to_owned());
+            return Ok(lachesis_agent::config::check_config(&args));
         }
         Command::Agent(_) => "agent",
         Command::Plan(ref args) => return plan_cmd::run(args),
@@ -53,4 +80,13 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
     eprintln!("lachesis {what}: not built yet (see the open issues); nothing was done");
     Ok(ExitCode::from(2))
+}
+
+/// A usage error found after parsing, formatted like clap's (exit 2).
+pub fn usage_error(subcommand: &str, message: impl std::fmt::Display) -> anyhow::Error {
+    use clap::CommandFactory as _;
+    let mut cli = Cli::command();
+    cli.build();
+    let mut cmd = cli.find_subcommand(subcommand).cloned().unwrap_or(cli);
+    anyhow::Error::new(cmd.error(clap::error::ErrorKind::MissingRequiredArgument, message))
 }

@@ -2,108 +2,24 @@
 //! same plan, and `--save-dir` writes a folder that `--from-dir` replays to
 //! the identical plan, byte for byte.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
 
-fn lachesis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lachesis"))
-        .args(args)
-        .output()
-        .expect("run lachesis")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The simulator as a child process on a free loopback port; killed on drop.
-struct Sim {
-    child: Child,
-    port: u16,
-}
-
-impl Sim {
-    /// Starts on port 0 and reads the port the OS chose from the
-    /// simulator's own `auth_url:` line, so no other process can take it
-    /// between a probe and the bind.
-    fn start() -> Sim {
-        let topology = repo().join("examples/topology.yaml");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
-            .args([
-                "sim",
-                "--topology",
-                topology.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--page-size",
-                "2",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the simulator");
-        let stdout = child.stdout.take().expect("the simulator's stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        // The line is printed once the listener is bound.
-        let port = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|line| {
-                let url = line
-                    .trim()
-                    .strip_prefix("auth_url: http://127.0.0.1:")?
-                    .to_owned();
-                url.split('/').next()?.parse::<u16>().ok()
-            })
-            .expect("the simulator printed no auth_url line");
-        // Keep reading so its later lines never meet a closed pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Sim { child, port }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{lachesis, plan_cloud, repo, Sim};
 
 #[test]
 fn cloud_plan_matches_its_saved_replay_with_both_auth_kinds() {
-    let sim = Sim::start();
+    let sim = Sim::start(&["--page-size", "2"]);
     let dir = tempfile::tempdir().unwrap();
-    let clouds = dir.path().join("clouds.yaml");
-    let text = std::fs::read_to_string(repo().join("examples/clouds.yaml")).unwrap();
-    std::fs::write(
-        &clouds,
-        text.replace("127.0.0.1:8780", &format!("127.0.0.1:{}", sim.port)),
-    )
-    .unwrap();
+    let clouds = sim.clouds_yaml(dir.path(), |t| t);
     let saved = dir.path().join("saved");
 
-    let password = lachesis(&[
-        "plan",
-        "--cloud",
-        "sim",
-        "--clouds-file",
-        clouds.to_str().unwrap(),
-        "--save-dir",
-        saved.to_str().unwrap(),
-    ]);
+    let password = plan_cloud("sim", &clouds, &["--save-dir", saved.to_str().unwrap()]);
     assert!(
         password.status.success(),
         "{}",
         String::from_utf8_lossy(&password.stderr)
     );
-    let appcred = lachesis(&[
-        "plan",
-        "--cloud",
-        "sim-appcred",
-        "--clouds-file",
-        clouds.to_str().unwrap(),
-    ]);
+    let appcred = plan_cloud("sim-appcred", &clouds, &[]);
     assert!(
         appcred.status.success(),
         "{}",
@@ -143,6 +59,7 @@ fn cloud_plan_matches_its_saved_replay_with_both_auth_kinds() {
         "servers",
         "loadbalancers",
         "amphorae",
+        "sources",
     ] {
         assert!(
             saved.join(format!("{file}.json")).exists(),
@@ -156,13 +73,7 @@ fn unknown_cloud_names_the_entry() {
     let dir = tempfile::tempdir().unwrap();
     let clouds = dir.path().join("clouds.yaml");
     std::fs::copy(repo().join("examples/clouds.yaml"), &clouds).unwrap();
-    let out = lachesis(&[
-        "plan",
-        "--cloud",
-        "nope",
-        "--clouds-file",
-        clouds.to_str().unwrap(),
-    ]);
+    let out = plan_cloud("nope", &clouds, &[]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("nope"), "{stderr}");

@@ -162,6 +162,53 @@ fn secure_yaml_overrides_secrets_key_by_key() {
 }
 
 #[test]
+fn an_empty_secure_yaml_overrides_nothing_and_an_empty_clouds_yaml_is_named() {
+    let d = dirs();
+    std::fs::write(d.user_dir().join("clouds.yaml"), TWO_CLOUDS).unwrap();
+    std::fs::write(d.user_dir().join("secure.yaml"), "# secrets go here\n").unwrap();
+    let cfg = resolve(&pick("prod"), &d.paths(), &env_of(&[])).unwrap();
+    assert_eq!(cfg.region.as_deref(), Some("RegionTwo"));
+
+    let file = d.user_dir().join("clouds.yaml");
+    std::fs::write(&file, "").unwrap();
+    let err = resolve(&pick("prod"), &d.paths(), &env_of(&[])).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::EmptyFile { path } if *path == file),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_auth_url_that_is_not_an_http_url_is_refused_at_load() {
+    let d = dirs();
+    let file = d.user_dir().join("clouds.yaml");
+    for bad in ["keystone:5000", "/v3", "ftp://k/v3", "http://"] {
+        std::fs::write(
+            &file,
+            format!("clouds:\n  c:\n    auth: {{auth_url: '{bad}', username: u, password: p, project_id: x}}\n"),
+        )
+        .unwrap();
+        let err = resolve(&pick("c"), &d.paths(), &env_of(&[])).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::BadKey { key, expected, .. }
+                if key == "clouds.c.auth.auth_url" && expected.contains(&format!("(found {bad:?})"))),
+            "{bad}: {err}"
+        );
+        let env = env_of(&[
+            ("OS_AUTH_URL", bad),
+            ("OS_USERNAME", "u"),
+            ("OS_PASSWORD", "p"),
+            ("OS_PROJECT_ID", "x"),
+        ]);
+        let err = resolve(&Selection::default(), &d.paths(), &env).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::BadKey { key, .. } if key == "OS_AUTH_URL"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn current_directory_wins_over_home() {
     let d = dirs();
     std::fs::write(d.user_dir().join("clouds.yaml"), TWO_CLOUDS).unwrap();

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bodies::OptionalBody;
+use crate::bodies::{ApiBodies, OptionalBody};
 
 /// What became of one best-effort list.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +52,26 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// The status of each best-effort body as handed to the parser.
+    #[must_use]
+    pub fn of(bodies: &ApiBodies) -> Sources {
+        Sources {
+            servers: SourceStatus::of(&bodies.servers),
+            loadbalancers: SourceStatus::of(&bodies.loadbalancers),
+            amphorae: SourceStatus::of(&bodies.amphorae),
+        }
+    }
+
+    /// Each list's name (the JSON key) and status, in the JSON's key order.
+    #[must_use]
+    pub fn by_list(self) -> [(&'static str, SourceStatus); 3] {
+        [
+            ("servers", self.servers),
+            ("loadbalancers", self.loadbalancers),
+            ("amphorae", self.amphorae),
+        ]
+    }
+
     /// True when either Octavia list failed: the amphora attribution is
     /// unknown, as opposed to empty.
     #[must_use]

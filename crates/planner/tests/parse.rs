@@ -180,6 +180,90 @@ fn wrong_top_level_shape_is_an_error_naming_the_body() {
     assert_eq!(parse_snapshot(&b).unwrap_err().body, "amphorae");
 }
 
+/// Every field read with the wrong JSON type is reported with the entry's
+/// id (or index) and the field, and read as absent — never silently.
+#[test]
+fn wrong_typed_fields_are_reported_with_entry_and_field() {
+    let mut b = bodies(
+        json!({"networks": [
+            {"id": "n1", "project_id": 7, "tenant_id": "p1", "shared": "yes", "name": ["x"]},
+            {"name": "no id"}
+        ]}),
+        json!({"subnets": [
+            {"id": "s1", "network_id": "n1", "project_id": "p1", "cidr": "10.0.0.0/24", "ip_version": "4"}
+        ]}),
+        json!({"ports": [
+            {"id": "str-fips", "network_id": "n1", "project_id": "p1", "mac_address": "fa:16:3e:00:00:01",
+             "device_owner": "compute:nova", "device_id": "srv", "fixed_ips": "10.0.0.5"},
+            {"id": "num-owner", "network_id": "n1", "project_id": "p1", "mac_address": "fa:16:3e:00:00:02",
+             "device_owner": 42, "device_id": "srv",
+             "fixed_ips": [{"subnet_id": "s1", "ip_address": "10.0.0.6"}],
+             "trunk_details": {"sub_ports": [{"port_id": 5}]}},
+            {"id": 99, "network_id": "n1"}
+        ]}),
+    );
+    b.routers = json!({"routers": [
+        {"id": "r1", "project_id": "p1", "routes": {"destination": "10.9.0.0/16"},
+         "external_gateway_info": "n-ext"}
+    ]});
+    b.floatingips = json!({"floatingips": [
+        {"id": "f1", "floating_network_id": "n-ext", "port_id": 12}
+    ]});
+    let (snap, report) = parse_snapshot(&b).expect("right top-level shape");
+    let mut got: Vec<(String, Option<&str>, bool)> = report
+        .skipped
+        .iter()
+        .map(|s| {
+            let entry = s.id.clone().or(s.index.map(|i| format!("#{i}"))).unwrap();
+            (
+                format!("{} {entry}", s.list),
+                s.reason.field(),
+                s.whole_entry,
+            )
+        })
+        .collect();
+    let want: Vec<(String, Option<&str>, bool)> = [
+        ("floatingips f1", "port_id", false),
+        ("networks #1", "id", true),
+        ("networks n1", "name", false),
+        ("networks n1", "project_id", false),
+        ("networks n1", "shared", false),
+        ("ports #2", "id", true),
+        ("ports num-owner", "device_owner", false),
+        ("ports num-owner", "trunk_details.sub_ports[]", false),
+        ("ports str-fips", "fixed_ips", false),
+        ("routers r1", "external_gateway_info", false),
+        ("routers r1", "routes", false),
+        ("subnets s1", "ip_version", true),
+    ]
+    .into_iter()
+    .map(|(e, f, w)| (e.to_owned(), Some(f), w))
+    .collect();
+    got.sort();
+    assert_eq!(got, want, "{:#?}", report.skipped);
+    // What was read instead: absent, never a guess.
+    assert_eq!(snap.networks[0].project, "p1", "falls back to tenant_id");
+    assert!(!snap.networks[0].shared);
+    let str_fips = snap.ports.iter().find(|p| p.id == "str-fips").unwrap();
+    assert!(str_fips.fixed_ips.is_empty());
+    let num_owner = snap.ports.iter().find(|p| p.id == "num-owner").unwrap();
+    assert_eq!(num_owner.device_owner, "");
+    assert_eq!(snap.floating_ips[0].port_id, None);
+    // The JSON form names the same entry and field.
+    let json = serde_json::to_value(&report).unwrap();
+    let fips = json["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "str-fips")
+        .unwrap();
+    assert_eq!(fips["field"], "fixed_ips");
+    assert_eq!(fips["reason"], "bad_value");
+    assert_eq!(fips["value"], "10.0.0.5");
+    assert_eq!(fips["dropped"], "part");
+    assert_eq!(fips["index"], serde_json::Value::Null);
+}
+
 #[test]
 fn duplicate_ids_keep_the_same_entry_in_any_order() {
     let a = json!({"id": "n1", "project_id": "p1", "name": "a"});

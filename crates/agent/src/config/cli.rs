@@ -19,8 +19,9 @@ pub struct AgentArgs {
     /// valid, 1 if not.
     #[arg(long)]
     pub check_config: bool,
-    /// Log level (error, warn, info, debug, trace); wins over log.level.
-    #[arg(long, value_name = "LEVEL")]
+    /// The global `--log-level` (every subcommand takes it, so the binary
+    /// fills this in); it wins over `log.level`.
+    #[arg(skip)]
     pub log_level: Option<String>,
     /// Set a key over the file and the environment, e.g.
     /// `--set tunables.scrape_interval=5s` (repeatable).

@@ -1,26 +1,34 @@
 //! Saved response bodies: the `plan --from-dir` folder layout (DESIGN §14),
 //! written by `plan --cloud --save-dir` and read back for offline replay.
+//!
+//! Beside the bodies, `sources.json` records what became of each
+//! best-effort list (`{"servers": "ok", "loadbalancers": "failed", …}`, the
+//! plan's `sources` form), so a replay of a partial sync plans the failed
+//! lists as failed rather than as not deployed.
 
 use std::path::{Path, PathBuf};
 
-use lachesis_planner::{ApiBodies, OptionalBody, Resource};
+use lachesis_planner::{ApiBodies, OptionalBody, Resource, SourceStatus, Sources};
 use serde_json::Value;
+
+/// The file naming each best-effort list's status in a saved folder.
+const SOURCES_FILE: &str = "sources.json";
 
 /// Errors writing saved bodies.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: cannot write: {source}")]
+#[error("{path}: cannot write: {error}")]
 pub struct SaveError {
     pub path: std::path::PathBuf,
-    pub source: std::io::Error,
+    pub error: std::io::Error,
 }
 
-/// Writes each body as `<collection>.json` (the `plan --from-dir` layout);
-/// Nova/Octavia bodies that were not fetched are not written, so a replay
-/// sees them as not deployed (a saved folder cannot express a failed fetch).
+/// Writes each body as `<collection>.json` (the `plan --from-dir` layout)
+/// and [`SOURCES_FILE`]; Nova/Octavia bodies that were not fetched are not
+/// written, and `sources.json` says whether each failed or is not deployed.
 pub fn save_bodies(bodies: &ApiBodies, dir: &Path) -> Result<(), SaveError> {
-    std::fs::create_dir_all(dir).map_err(|source| SaveError {
+    std::fs::create_dir_all(dir).map_err(|error| SaveError {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     for resource in Resource::ALL {
         let path = file_of(dir, resource);
@@ -29,24 +37,35 @@ pub fn save_bodies(bodies: &ApiBodies, dir: &Path) -> Result<(), SaveError> {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(SaveError { path, source }),
+                Err(error) => return Err(SaveError { path, error }),
             }
             continue;
         };
-        let mut text = serde_json::to_string_pretty(body).unwrap_or_default();
-        text.push('\n');
-        std::fs::write(&path, text).map_err(|source| SaveError { path, source })?;
+        write_json(&path, body)?;
     }
-    Ok(())
+    write_json(&dir.join(SOURCES_FILE), &Sources::of(bodies))
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), SaveError> {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    std::fs::write(path, text).map_err(|error| SaveError {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// Errors reading saved bodies; each names the file and the expected form.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{path}: cannot read: {source}")]
+    #[error("no such folder: {path} (expected a folder written by `lachesis plan --save-dir`)")]
+    NoFolder { path: PathBuf },
+    #[error("{path} is not a folder (expected a folder written by `lachesis plan --save-dir`)")]
+    NotAFolder { path: PathBuf },
+    #[error("{path}: cannot read: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path} is missing: a saved folder needs networks.json, subnets.json, ports.json, routers.json, floatingips.json and projects.json")]
     Missing { path: PathBuf },
@@ -59,6 +78,17 @@ pub enum LoadError {
         path: PathBuf,
         collection: String,
         message: String,
+    },
+    #[error("{path}: expected {{\"servers\", \"loadbalancers\", \"amphorae\"}}, each \"ok\", \"failed\" or \"absent\": {message}")]
+    Sources { path: PathBuf, message: String },
+    #[error("{sources} says {collection} is {status}, but {path} {problem}")]
+    Inconsistent {
+        sources: PathBuf,
+        collection: String,
+        status: &'static str,
+        path: PathBuf,
+        /// `is missing` or `exists`.
+        problem: &'static str,
     },
 }
 
@@ -76,7 +106,7 @@ fn load_one(dir: &Path, resource: Resource) -> Result<Option<Value>, LoadError> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(LoadError::Missing { path })
         }
-        Err(source) => return Err(LoadError::Read { path, source }),
+        Err(error) => return Err(LoadError::Read { path, error }),
     };
     if text.trim().is_empty() {
         return Err(LoadError::Empty { path });
@@ -100,12 +130,78 @@ fn optional(body: Option<Value>) -> OptionalBody {
     body.map_or(OptionalBody::NotDeployed, OptionalBody::Fetched)
 }
 
+/// The recorded statuses, when the folder has a [`SOURCES_FILE`].
+fn load_sources(dir: &Path) -> Result<Option<Sources>, LoadError> {
+    let path = dir.join(SOURCES_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(LoadError::Read { path, error }),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| LoadError::Sources {
+            message: e.to_string(),
+            path,
+        })
+}
+
+/// A best-effort body: as `sources.json` records it, or (a folder without
+/// one, e.g. written by hand) present = fetched, missing = not deployed.
+fn best_effort(
+    dir: &Path,
+    resource: Resource,
+    recorded: Option<SourceStatus>,
+) -> Result<OptionalBody, LoadError> {
+    let Some(status) = recorded else {
+        return Ok(optional(load_one(dir, resource)?));
+    };
+    let body = load_one(dir, resource)?;
+    match (status, body) {
+        (SourceStatus::Ok, Some(body)) => Ok(OptionalBody::Fetched(body)),
+        (SourceStatus::Failed, None) => Ok(OptionalBody::Failed),
+        (SourceStatus::Absent, None) => Ok(OptionalBody::NotDeployed),
+        (status, _) => Err(LoadError::Inconsistent {
+            sources: dir.join(SOURCES_FILE),
+            collection: resource.collection().to_owned(),
+            status: status.label(),
+            path: file_of(dir, resource),
+            problem: if status == SourceStatus::Ok {
+                "is missing"
+            } else {
+                "exists"
+            },
+        }),
+    }
+}
+
 /// Reads a folder written by [`save_bodies`] (or by hand from API answers).
-/// The six Neutron/Keystone files are required; a missing Nova/Octavia file
-/// is a service not deployed, an empty or malformed one an error.
+/// The six Neutron/Keystone files are required. The Nova/Octavia lists are
+/// what `sources.json` records; without it, a missing file is a service not
+/// deployed. An empty or malformed file is an error.
 pub fn load_bodies(dir: &Path) -> Result<ApiBodies, LoadError> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(LoadError::NotAFolder {
+                path: dir.to_path_buf(),
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(LoadError::NoFolder {
+                path: dir.to_path_buf(),
+            })
+        }
+        Err(error) => {
+            return Err(LoadError::Read {
+                path: dir.to_path_buf(),
+                error,
+            })
+        }
+    }
     let req = |r| load_one(dir, r).map(Option::unwrap_or_default);
-    let opt = |r| load_one(dir, r).map(optional);
+    let recorded = load_sources(dir)?;
+    let opt = |r, status: fn(Sources) -> SourceStatus| best_effort(dir, r, recorded.map(status));
     Ok(ApiBodies {
         networks: req(Resource::Networks)?,
         subnets: req(Resource::Subnets)?,
@@ -113,9 +209,9 @@ pub fn load_bodies(dir: &Path) -> Result<ApiBodies, LoadError> {
         routers: req(Resource::Routers)?,
         floatingips: req(Resource::FloatingIps)?,
         projects: req(Resource::Projects)?,
-        servers: opt(Resource::Servers)?,
-        loadbalancers: opt(Resource::LoadBalancers)?,
-        amphorae: opt(Resource::Amphorae)?,
+        servers: opt(Resource::Servers, |s| s.servers)?,
+        loadbalancers: opt(Resource::LoadBalancers, |s| s.loadbalancers)?,
+        amphorae: opt(Resource::Amphorae, |s| s.amphorae)?,
     })
 }
 
@@ -138,6 +234,81 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back, serde_json::json!({"networks": []}));
+    }
+
+    fn required_only() -> ApiBodies {
+        let list = |c: &str| serde_json::json!({ c: [] });
+        ApiBodies {
+            networks: list("networks"),
+            subnets: list("subnets"),
+            ports: list("ports"),
+            routers: list("routers"),
+            floatingips: list("floatingips"),
+            projects: list("projects"),
+            ..ApiBodies::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_list_is_saved_and_read_back_as_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let bodies = ApiBodies {
+            servers: OptionalBody::Fetched(serde_json::json!({"servers": []})),
+            loadbalancers: OptionalBody::Failed,
+            amphorae: OptionalBody::NotDeployed,
+            ..required_only()
+        };
+        save_bodies(&bodies, dir.path()).unwrap();
+        let recorded: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(SOURCES_FILE)).unwrap())
+                .unwrap();
+        assert_eq!(
+            recorded,
+            serde_json::json!({"servers": "ok", "loadbalancers": "failed", "amphorae": "absent"})
+        );
+        assert_eq!(load_bodies(dir.path()).unwrap(), bodies);
+    }
+
+    #[test]
+    fn sources_json_and_the_files_must_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        save_bodies(
+            &ApiBodies {
+                servers: OptionalBody::Failed,
+                ..required_only()
+            },
+            dir.path(),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("servers.json"), "{\"servers\": []}").unwrap();
+        let err = load_bodies(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("says servers is failed, but") && err.ends_with("servers.json exists"),
+            "{err}"
+        );
+        std::fs::remove_file(dir.path().join("servers.json")).unwrap();
+        std::fs::write(
+            dir.path().join(SOURCES_FILE),
+            r#"{"servers": "ok", "loadbalancers": "absent", "amphorae": "absent"}"#,
+        )
+        .unwrap();
+        let err = load_bodies(dir.path()).unwrap_err().to_string();
+        assert!(err.ends_with("servers.json is missing"), "{err}");
+        std::fs::write(dir.path().join(SOURCES_FILE), r#"{"servers": "gone"}"#).unwrap();
+        assert!(matches!(
+            load_bodies(dir.path()),
+            Err(LoadError::Sources { .. })
+        ));
+    }
+
+    #[test]
+    fn a_missing_folder_is_not_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        assert!(matches!(
+            load_bodies(&missing),
+            Err(LoadError::NoFolder { path }) if path == missing
+        ));
     }
 
     #[test]

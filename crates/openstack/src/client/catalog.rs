@@ -7,19 +7,40 @@ use super::auth::CatalogService;
 pub enum CatalogError {
     #[error("service type {service_type:?} is not in the token's catalog")]
     NotInCatalog { service_type: String },
-    #[error("service {service_type:?} has no {interface:?} endpoint in region {region:?} (endpoints: {available:?})")]
+    #[error(
+        "service {service_type:?} has no {interface:?} endpoint {} (endpoints: {})",
+        in_region(region.as_deref()),
+        listing(available)
+    )]
     NoEndpoint {
         service_type: String,
         interface: String,
         region: Option<String>,
         available: Vec<String>,
     },
-    #[error("service {service_type:?} has {interface:?} endpoints in several regions {regions:?}: set region_name")]
+    #[error(
+        "service {service_type:?} has {interface:?} endpoints in several regions ({}): set region_name",
+        listing(regions)
+    )]
     Ambiguous {
         service_type: String,
         interface: String,
         regions: Vec<String>,
     },
+}
+
+/// `in region RegionTwo`, or `in any region` when none is configured.
+fn in_region(region: Option<&str>) -> String {
+    region.map_or_else(|| "in any region".to_owned(), |r| format!("in region {r}"))
+}
+
+/// `a, b, c`, or `none` for an empty list.
+fn listing(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
 }
 
 /// Picks the URL of `service_type` for `interface` and (optionally) region.
@@ -149,5 +170,25 @@ mod tests {
             select(&catalog(), "network", "admin", Some("One")),
             Err(CatalogError::NoEndpoint { .. })
         ));
+    }
+
+    #[test]
+    fn messages_show_regions_plainly() {
+        let err = select(&catalog(), "network", "internal", Some("Three")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "service \"network\" has no \"internal\" endpoint in region Three \
+             (endpoints: public@One, internal@One, internal@Two)"
+        );
+        let err = select(&catalog(), "network", "admin", None).unwrap_err();
+        assert!(
+            err.to_string().contains("endpoint in any region ("),
+            "{err}"
+        );
+        let err = select(&catalog(), "network", "internal", None).unwrap_err();
+        assert!(
+            err.to_string().contains("several regions (One, Two)"),
+            "{err}"
+        );
     }
 }

@@ -13,7 +13,9 @@ use super::metrics::ApiMetrics;
 use super::paginate::{self, Next, PageError};
 use crate::config::{CloudConfig, TlsVerify};
 
-/// A failed API interaction; every variant names the call.
+/// A failed API interaction; every variant names the call. The text of a
+/// wrapped error is part of the message, never also a `source()` (so a
+/// chain printer shows it once).
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("cannot build the HTTP client: {0}")]
@@ -40,15 +42,15 @@ pub enum ApiError {
         url: String,
         message: String,
     },
-    #[error("{service} {endpoint}: {url}: {source}")]
+    #[error("{service} {endpoint}: {url}: {error}")]
     Page {
         service: String,
         endpoint: String,
         url: String,
-        source: PageError,
+        error: PageError,
     },
     #[error("identity: token: {0}")]
-    Token(#[from] TokenError),
+    Token(TokenError),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("{service} {endpoint}: pagination revisited {url}: the service's links loop")]
@@ -57,6 +59,12 @@ pub enum ApiError {
         endpoint: String,
         url: String,
     },
+}
+
+impl From<TokenError> for ApiError {
+    fn from(e: TokenError) -> Self {
+        Self::Token(e)
+    }
 }
 
 impl ApiError {
@@ -312,13 +320,13 @@ impl Session {
         }
         let first = url.clone();
         let mut seen = std::collections::HashSet::new();
-        let page_err = |url: &Url, source: PageError| {
+        let page_err = |url: &Url, error: PageError| {
             self.metrics.count(call.service, call.collection, "body");
             ApiError::Page {
                 service: call.service.into(),
                 endpoint: call.collection.into(),
                 url: url.to_string(),
-                source,
+                error,
             }
         };
         loop {

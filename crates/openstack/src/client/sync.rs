@@ -40,12 +40,22 @@ impl SyncResult {
 }
 
 /// A sync that must not be used (Neutron or Keystone incomplete).
+///
+/// Like every client and config error, its text already contains the text of
+/// the error it wraps, so it exposes no `source()`: a printer that walks
+/// the chain (`anyhow`'s `{:#}`) then prints each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     #[error("OpenStack sync failed (no partial Neutron/Keystone snapshot is used): {0}")]
-    Api(#[from] ApiError),
+    Api(ApiError),
     #[error("{url}: not a URL: {message}")]
     Url { url: String, message: String },
+}
+
+impl From<ApiError> for SyncError {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
 }
 
 /// A cloud client that keeps its token across syncs.
@@ -268,6 +278,50 @@ pub async fn fetch(cfg: &CloudConfig) -> Result<SyncResult, SyncError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::auth::TokenError;
+    use crate::client::paginate::PageError;
+
+    /// Each link of an error's `source()` chain says something the links
+    /// before it did not: a chain printer never repeats a cause.
+    fn assert_each_cause_once(e: &dyn std::error::Error) {
+        let mut texts = vec![e.to_string()];
+        let mut cur = e.source();
+        while let Some(src) = cur {
+            let text = src.to_string();
+            for earlier in &texts {
+                assert!(!earlier.contains(&text), "{earlier:?} repeats {text:?}");
+            }
+            texts.push(text);
+            cur = src.source();
+        }
+    }
+
+    #[test]
+    fn wrapped_errors_are_printed_once() {
+        let page = ApiError::Page {
+            service: "network".into(),
+            endpoint: "ports".into(),
+            url: "http://n/v2.0/ports".into(),
+            error: PageError::Truncated,
+        };
+        let token = ApiError::from(TokenError::Body("no token".into()));
+        for e in [SyncError::from(page), SyncError::from(token)] {
+            assert_each_cause_once(&e);
+        }
+        let io = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_each_cause_once(&crate::client::SaveError {
+            path: "/x".into(),
+            error: io(),
+        });
+        assert_each_cause_once(&crate::client::LoadError::Read {
+            path: "/x".into(),
+            error: io(),
+        });
+        assert_each_cause_once(&crate::config::ConfigError::Read {
+            path: "/x".into(),
+            error: io(),
+        });
+    }
 
     #[test]
     fn service_roots_from_catalog_urls() {

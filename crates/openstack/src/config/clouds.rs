@@ -69,11 +69,21 @@ pub fn load_clouds_entry(paths: &SearchPaths, cloud: &str) -> Result<CloudConfig
         });
     };
     let mut doc = read_yaml(clouds_path)?;
+    // An empty file (or only comments) is YAML null.
+    if doc.is_null() {
+        return Err(ConfigError::EmptyFile {
+            path: clouds_path.clone(),
+        });
+    }
     let mut source_name = clouds_path.display().to_string();
     if let Some(secure_path) = paths.secure.iter().find(|p| p.is_file()) {
         let secure = read_yaml(secure_path)?;
-        merge(&mut doc, secure);
-        source_name = format!("{source_name} (+ {})", secure_path.display());
+        // An empty secure.yaml overrides nothing (merging null would
+        // replace the whole document).
+        if !secure.is_null() {
+            merge(&mut doc, secure);
+            source_name = format!("{source_name} (+ {})", secure_path.display());
+        }
     }
     let clouds = doc
         .get("clouds")
@@ -99,9 +109,9 @@ pub fn load_clouds_entry(paths: &SearchPaths, cloud: &str) -> Result<CloudConfig
 }
 
 fn read_yaml(path: &Path) -> Result<Value, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     serde_saphyr::from_str::<Value>(&text).map_err(|e| ConfigError::Yaml {
         path: path.to_path_buf(),
@@ -168,6 +178,8 @@ impl Entry<'_> {
         let auth_url = a
             .string("auth_url")?
             .ok_or_else(|| self.bad("auth.auth_url", "a Keystone URL"))?;
+        super::check_auth_url(&auth_url)
+            .map_err(|expected| self.bad("auth.auth_url", &expected))?;
         let auth_type = t.string("auth_type")?;
         let credentials = credentials(&a, auth_type.as_deref(), self)?;
         let mut cfg = CloudConfig::new(auth_url, credentials);

@@ -20,6 +20,7 @@ fn bad(key: &str, expected: &str) -> ConfigError {
 pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<CloudConfig, ConfigError> {
     let get = |k: &str| env(k).filter(|v| !v.is_empty());
     let auth_url = get("OS_AUTH_URL").ok_or_else(|| bad("OS_AUTH_URL", "a Keystone URL"))?;
+    super::check_auth_url(&auth_url).map_err(|expected| bad("OS_AUTH_URL", &expected))?;
     let domain = |id: &str, name: &str| -> DomainRef {
         get(id)
             .map(DomainRef::Id)

@@ -19,13 +19,15 @@ pub enum ConfigError {
         cloud: String,
         searched: Vec<PathBuf>,
     },
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: not valid YAML: {message}")]
     Yaml { path: PathBuf, message: String },
+    #[error("{path} is empty: expected a `clouds:` mapping with one entry per cloud (format: docs/openstack.md)")]
+    EmptyFile { path: PathBuf },
     #[error("{path}: cloud {cloud:?} not found under `clouds` (known: {known:?})")]
     UnknownCloud {
         path: PathBuf,
@@ -152,6 +154,23 @@ impl CloudConfig {
             page_size: None,
             token_renew_margin: DEFAULT_RENEW_MARGIN,
         }
+    }
+}
+
+/// The form `auth_url` must have, for error messages.
+const AUTH_URL_FORM: &str =
+    "an http:// or https:// URL of Keystone, e.g. https://keystone.example.com:5000/v3";
+
+/// Checks an `auth_url` when the configuration is loaded, so a typo is
+/// reported against its key rather than as a failed request later. The
+/// error is the `expected` text of [`ConfigError::BadKey`].
+pub(crate) fn check_auth_url(raw: &str) -> Result<(), String> {
+    let ok = url::Url::parse(raw)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{AUTH_URL_FORM} (found {raw:?})"))
     }
 }
 

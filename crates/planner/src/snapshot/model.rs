@@ -130,6 +130,8 @@ pub struct Route {
 pub struct Router {
     /// Router UUID.
     pub id: String,
+    /// Name; `None` when empty or absent (for display only).
+    pub name: Option<String>,
     /// Owning project (`""` when none).
     pub project: String,
     /// External gateway networks: `external_gateway_info.network_id` and any

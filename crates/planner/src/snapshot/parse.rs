@@ -2,7 +2,10 @@
 //!
 //! A body whose top level is not `{"<list>": [...]}` is an error (the sync
 //! is all-or-nothing, DESIGN §5); inside a list, a malformed entry or a
-//! malformed part of one is skipped and recorded, never fatal.
+//! malformed part of one is skipped and recorded, never fatal. "Recorded"
+//! covers every field read: a value of the wrong JSON type (a `fixed_ips`
+//! that is a string, a numeric `device_owner`) is reported with the entry
+//! and the field, never read silently as absent.
 
 use std::net::IpAddr;
 
@@ -16,7 +19,7 @@ use super::model::{
 use super::report::{ParseReport, SkipReason, Skipped};
 use crate::bodies::ApiBodies;
 use crate::prefix::Prefix;
-use crate::sources::{SourceStatus, Sources};
+use crate::sources::Sources;
 
 /// A body that is not the list response it should be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,11 +55,7 @@ pub fn parse_snapshot(bodies: &ApiBodies) -> Result<(Snapshot, ParseReport), Par
             load_balancer,
         )?,
         amphorae: optional(bodies.amphorae.fetched(), "amphorae", r, amphora)?,
-        sources: Sources {
-            servers: SourceStatus::of(&bodies.servers),
-            loadbalancers: SourceStatus::of(&bodies.loadbalancers),
-            amphorae: SourceStatus::of(&bodies.amphorae),
-        },
+        sources: Sources::of(bodies),
     };
     report.skipped.sort();
     Ok((snapshot, report))
@@ -70,6 +69,78 @@ struct Entry {
 impl Entry {
     fn drop_part(&mut self, field: &'static str, value: &Value, expected: &'static str) {
         self.parts.push(bad(field, value, expected));
+    }
+
+    /// Reads `obj[key]` with `read`: absent or null is `None`; a value
+    /// `read` refuses is reported as `field` (`key` unless nested) and read
+    /// as absent.
+    fn typed<'a, T>(
+        &mut self,
+        obj: &'a Obj,
+        key: &str,
+        field: &'static str,
+        expected: &'static str,
+        read: impl FnOnce(&'a Value) -> Option<T>,
+    ) -> Option<T> {
+        match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                let got = read(v);
+                if got.is_none() {
+                    self.drop_part(field, v, expected);
+                }
+                got
+            }
+        }
+    }
+
+    /// An optional string field.
+    fn opt_str<'a>(&mut self, obj: &'a Obj, key: &'static str) -> Option<&'a str> {
+        self.typed(obj, key, key, "a string or null", Value::as_str)
+    }
+
+    /// [`Entry::opt_str`], empty strings read as absent, owned.
+    fn opt_string(&mut self, obj: &Obj, key: &'static str) -> Option<String> {
+        self.opt_str(obj, key)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
+
+    /// [`Entry::opt_str`], `""` when absent.
+    fn string(&mut self, obj: &Obj, key: &'static str) -> String {
+        self.opt_str(obj, key).unwrap_or_default().to_owned()
+    }
+
+    /// A boolean field, `false` when absent.
+    fn flag(&mut self, obj: &Obj, key: &'static str) -> bool {
+        self.typed(obj, key, key, "true or false", Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// A list field, empty when absent; `field` names it in reports.
+    fn list_as<'a>(&mut self, obj: &'a Obj, key: &str, field: &'static str) -> &'a [Value] {
+        self.typed(obj, key, field, "a list", |v| {
+            v.as_array().map(Vec::as_slice)
+        })
+        .unwrap_or(&[])
+    }
+
+    /// A list field, empty when absent.
+    fn list<'a>(&mut self, obj: &'a Obj, key: &'static str) -> &'a [Value] {
+        self.list_as(obj, key, key)
+    }
+
+    /// An optional object field.
+    fn object<'a>(&mut self, obj: &'a Obj, key: &'static str) -> Option<&'a Obj> {
+        self.typed(obj, key, key, "an object or null", Value::as_object)
+    }
+
+    /// `project_id`, falling back to the older `tenant_id`; `""` when neither.
+    fn project(&mut self, obj: &Obj) -> String {
+        match self.opt_str(obj, "project_id") {
+            Some(p) if !p.is_empty() => p.to_owned(),
+            _ => self.string(obj, "tenant_id"),
+        }
     }
 }
 
@@ -117,11 +188,12 @@ fn parse_list<T>(
             found: describe(body),
         })?;
     let mut parsed: Vec<(&str, &Value, T)> = Vec::with_capacity(items.len());
-    for item in items {
+    for (index, item) in items.iter().enumerate() {
         let Some(obj) = item.as_object() else {
             report.skipped.push(Skipped {
                 list: key,
                 id: None,
+                index: Some(index),
                 reason: SkipReason::NotAnObject,
                 whole_entry: true,
             });
@@ -135,6 +207,7 @@ fn parse_list<T>(
             report.skipped.push(Skipped {
                 list: key,
                 id: None,
+                index: Some(index),
                 reason: SkipReason::MissingId,
                 whole_entry: true,
             });
@@ -147,6 +220,7 @@ fn parse_list<T>(
             report.skipped.push(Skipped {
                 list,
                 id: Some(id.to_owned()),
+                index: None,
                 reason,
                 whole_entry: false,
             });
@@ -157,6 +231,7 @@ fn parse_list<T>(
                 report.skipped.push(Skipped {
                     list,
                     id: Some(id.to_owned()),
+                    index: None,
                     reason,
                     whole_entry: true,
                 });
@@ -188,6 +263,7 @@ fn dedup_by_id<T>(
                 report.skipped.push(Skipped {
                     list: key,
                     id: Some(e.0.to_owned()),
+                    index: None,
                     reason: SkipReason::DuplicateId,
                     whole_entry: true,
                 });
@@ -220,37 +296,12 @@ fn describe(v: &Value) -> String {
     }
 }
 
-fn str_of<'a>(obj: &'a Obj, key: &str) -> Option<&'a str> {
-    obj.get(key).and_then(Value::as_str)
-}
-
-fn string_or_empty(obj: &Obj, key: &str) -> String {
-    str_of(obj, key).unwrap_or_default().to_owned()
-}
-
 fn required(obj: &Obj, field: &'static str) -> Result<String, SkipReason> {
-    match str_of(obj, field) {
-        Some(s) if !s.is_empty() => Ok(s.to_owned()),
-        _ => Err(SkipReason::MissingField { field }),
+    match obj.get(field) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        None | Some(Value::Null | Value::String(_)) => Err(SkipReason::MissingField { field }),
+        Some(v) => Err(bad(field, v, "a non-empty string")),
     }
-}
-
-/// `project_id`, falling back to the older `tenant_id`; `""` when neither.
-fn project_of(obj: &Obj) -> String {
-    match str_of(obj, "project_id") {
-        Some(p) if !p.is_empty() => p.to_owned(),
-        _ => string_or_empty(obj, "tenant_id"),
-    }
-}
-
-fn bool_of(obj: &Obj, key: &str) -> bool {
-    obj.get(key).and_then(Value::as_bool).unwrap_or(false)
-}
-
-fn array_of<'a>(obj: &'a Obj, key: &str) -> &'a [Value] {
-    obj.get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
 }
 
 fn opt_addr(obj: &Obj, key: &'static str, entry: &mut Entry) -> Option<IpAddr> {
@@ -267,15 +318,13 @@ fn opt_addr(obj: &Obj, key: &'static str, entry: &mut Entry) -> Option<IpAddr> {
     }
 }
 
-fn network(obj: &Obj, _: &mut Entry) -> Result<Network, SkipReason> {
+fn network(obj: &Obj, entry: &mut Entry) -> Result<Network, SkipReason> {
     Ok(Network {
         id: required(obj, "id")?,
-        name: str_of(obj, "name")
-            .filter(|n| !n.is_empty())
-            .map(str::to_owned),
-        project: project_of(obj),
-        shared: bool_of(obj, "shared"),
-        external: bool_of(obj, "router:external"),
+        name: entry.opt_string(obj, "name"),
+        project: entry.project(obj),
+        shared: entry.flag(obj, "shared"),
+        external: entry.flag(obj, "router:external"),
     })
 }
 
@@ -288,14 +337,13 @@ fn subnet(obj: &Obj, entry: &mut Entry) -> Result<Subnet, SkipReason> {
         .as_str()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| bad("cidr", raw, "a prefix such as 10.0.0.0/24 or 2001:db8::/64"))?;
-    if let Some(v) = obj.get("ip_version").and_then(Value::as_u64) {
-        let family = if cidr.is_ipv4() { 4 } else { 6 };
-        if v != family {
-            return Err(bad(
-                "ip_version",
-                &obj["ip_version"],
-                "the family of cidr (4 or 6)",
-            ));
+    match obj.get("ip_version") {
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            let family = if cidr.is_ipv4() { 4 } else { 6 };
+            if v.as_u64() != Some(family) {
+                return Err(bad("ip_version", v, "the family of cidr (4 or 6)"));
+            }
         }
     }
     let mut gateway = opt_addr(obj, "gateway_ip", entry);
@@ -312,7 +360,7 @@ fn subnet(obj: &Obj, entry: &mut Entry) -> Result<Subnet, SkipReason> {
     Ok(Subnet {
         id: required(obj, "id")?,
         network_id,
-        project: project_of(obj),
+        project: entry.project(obj),
         cidr,
         gateway,
     })
@@ -320,7 +368,7 @@ fn subnet(obj: &Obj, entry: &mut Entry) -> Result<Subnet, SkipReason> {
 
 fn fixed_ips(obj: &Obj, field: &'static str, entry: &mut Entry) -> Vec<FixedIp> {
     let mut out = Vec::new();
-    for fip in array_of(obj, field) {
+    for fip in entry.list(obj, field) {
         let subnet_id = fip
             .get("subnet_id")
             .and_then(Value::as_str)
@@ -372,7 +420,7 @@ fn port(obj: &Obj, entry: &mut Entry) -> Result<Port, SkipReason> {
     };
     let fixed = fixed_ips(obj, "fixed_ips", entry);
     let mut pairs = Vec::new();
-    for pair in array_of(obj, "allowed_address_pairs") {
+    for pair in entry.list(obj, "allowed_address_pairs") {
         let prefix = pair
             .get("ip_address")
             .and_then(Value::as_str)
@@ -396,27 +444,28 @@ fn port(obj: &Obj, entry: &mut Entry) -> Result<Port, SkipReason> {
     }
     pairs.sort_by_key(|a| (a.prefix, a.mac));
     pairs.dedup();
-    let mut subports: Vec<String> = obj
-        .get("trunk_details")
-        .and_then(|t| t.get("sub_ports"))
-        .and_then(Value::as_array)
-        .map(|subs| {
-            subs.iter()
-                .filter_map(|s| s.get("port_id").and_then(Value::as_str))
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut subports: Vec<String> = Vec::new();
+    if let Some(trunk) = entry.object(obj, "trunk_details") {
+        for sub in entry.list_as(trunk, "sub_ports", "trunk_details.sub_ports") {
+            match sub.get("port_id").and_then(Value::as_str) {
+                Some(id) if !id.is_empty() => subports.push(id.to_owned()),
+                _ => entry.drop_part(
+                    "trunk_details.sub_ports[]",
+                    sub,
+                    "{\"port_id\": \"<id>\", ...}",
+                ),
+            }
+        }
+    }
     subports.sort();
     subports.dedup();
     Ok(Port {
         id: required(obj, "id")?,
         network_id,
-        project: project_of(obj),
+        project: entry.project(obj),
         mac,
-        device_id: string_or_empty(obj, "device_id"),
-        device_owner: string_or_empty(obj, "device_owner"),
+        device_id: entry.string(obj, "device_id"),
+        device_owner: entry.string(obj, "device_owner"),
         fixed_ips: fixed,
         allowed_address_pairs: pairs,
         trunk_subports: subports,
@@ -427,18 +476,26 @@ fn router(obj: &Obj, entry: &mut Entry) -> Result<Router, SkipReason> {
     let mut gateway_networks = Vec::new();
     let mut gateway_ips = Vec::new();
     let mut gateways: Vec<&Obj> = Vec::new();
-    if let Some(info) = obj.get("external_gateway_info").and_then(Value::as_object) {
+    if let Some(info) = entry.object(obj, "external_gateway_info") {
         gateways.push(info);
     }
     // The multi-gateway extension lists every gateway here, the first one
     // repeated from external_gateway_info.
-    for gw in array_of(obj, "external_gateways") {
-        if let Some(info) = gw.as_object() {
-            gateways.push(info);
+    for gw in entry.list(obj, "external_gateways") {
+        match gw.as_object() {
+            Some(info) => gateways.push(info),
+            None => entry.drop_part("external_gateways[]", gw, "{\"network_id\": \"<id>\", ...}"),
         }
     }
     for gw in gateways {
-        if let Some(net) = str_of(gw, "network_id").filter(|s| !s.is_empty()) {
+        let net = entry.typed(
+            gw,
+            "network_id",
+            "external_gateway_info.network_id",
+            "a network id",
+            Value::as_str,
+        );
+        if let Some(net) = net.filter(|n| !n.is_empty()) {
             gateway_networks.push(net.to_owned());
         }
         gateway_ips.extend(fixed_ips(gw, "external_fixed_ips", entry));
@@ -448,7 +505,7 @@ fn router(obj: &Obj, entry: &mut Entry) -> Result<Router, SkipReason> {
     gateway_ips.sort_by(|a, b| (a.address, &a.subnet_id).cmp(&(b.address, &b.subnet_id)));
     gateway_ips.dedup();
     let mut routes = Vec::new();
-    for route in array_of(obj, "routes") {
+    for route in entry.list(obj, "routes") {
         let destination = route
             .get("destination")
             .and_then(Value::as_str)
@@ -475,7 +532,8 @@ fn router(obj: &Obj, entry: &mut Entry) -> Result<Router, SkipReason> {
     routes.dedup();
     Ok(Router {
         id: required(obj, "id")?,
-        project: project_of(obj),
+        name: entry.opt_string(obj, "name"),
+        project: entry.project(obj),
         gateway_networks,
         gateway_ips,
         routes,
@@ -486,39 +544,37 @@ fn floating_ip(obj: &Obj, entry: &mut Entry) -> Result<FloatingIp, SkipReason> {
     Ok(FloatingIp {
         id: required(obj, "id")?,
         network_id: required(obj, "floating_network_id")?,
-        port_id: str_of(obj, "port_id")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
+        port_id: entry.opt_string(obj, "port_id"),
         fixed_ip: opt_addr(obj, "fixed_ip_address", entry),
     })
 }
 
-fn project(obj: &Obj, _: &mut Entry) -> Result<Project, SkipReason> {
+fn project(obj: &Obj, entry: &mut Entry) -> Result<Project, SkipReason> {
     Ok(Project {
         id: required(obj, "id")?,
-        name: string_or_empty(obj, "name"),
+        name: entry.string(obj, "name"),
     })
 }
 
-fn server(obj: &Obj, _: &mut Entry) -> Result<Server, SkipReason> {
+fn server(obj: &Obj, entry: &mut Entry) -> Result<Server, SkipReason> {
     Ok(Server {
         id: required(obj, "id")?,
-        name: string_or_empty(obj, "name"),
-        project: project_of(obj),
+        name: entry.string(obj, "name"),
+        project: entry.project(obj),
     })
 }
 
-fn load_balancer(obj: &Obj, _: &mut Entry) -> Result<LoadBalancer, SkipReason> {
+fn load_balancer(obj: &Obj, entry: &mut Entry) -> Result<LoadBalancer, SkipReason> {
     Ok(LoadBalancer {
         id: required(obj, "id")?,
-        project: required_project(obj)?,
-        provider: string_or_empty(obj, "provider"),
-        provisioning_status: string_or_empty(obj, "provisioning_status"),
+        project: required_project(obj, entry)?,
+        provider: entry.string(obj, "provider"),
+        provisioning_status: entry.string(obj, "provisioning_status"),
     })
 }
 
-fn required_project(obj: &Obj) -> Result<String, SkipReason> {
-    let p = project_of(obj);
+fn required_project(obj: &Obj, entry: &mut Entry) -> Result<String, SkipReason> {
+    let p = entry.project(obj);
     if p.is_empty() {
         Err(SkipReason::MissingField {
             field: "project_id",
@@ -531,13 +587,9 @@ fn required_project(obj: &Obj) -> Result<String, SkipReason> {
 fn amphora(obj: &Obj, entry: &mut Entry) -> Result<Amphora, SkipReason> {
     Ok(Amphora {
         id: required(obj, "id")?,
-        loadbalancer_id: str_of(obj, "loadbalancer_id")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
-        compute_id: str_of(obj, "compute_id")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
+        loadbalancer_id: entry.opt_string(obj, "loadbalancer_id"),
+        compute_id: entry.opt_string(obj, "compute_id"),
         lb_network_ip: opt_addr(obj, "lb_network_ip", entry),
-        status: string_or_empty(obj, "status"),
+        status: entry.string(obj, "status"),
     })
 }

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+
 /// Why an entry, or a part of one, was skipped.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SkipReason {
@@ -41,6 +43,30 @@ impl SkipReason {
             SkipReason::DuplicateId => "duplicate_id".to_owned(),
         }
     }
+
+    /// The JSON `reason` (docs/plan-schema.md): `not_an_object`,
+    /// `missing_id`, `missing_field`, `bad_value` or `duplicate_id`.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SkipReason::NotAnObject => "not_an_object",
+            SkipReason::MissingId => "missing_id",
+            SkipReason::MissingField { .. } => "missing_field",
+            SkipReason::BadValue { .. } => "bad_value",
+            SkipReason::DuplicateId => "duplicate_id",
+        }
+    }
+
+    /// The field at fault (`id` for a missing or repeated id); `None` when
+    /// the list element is not an object at all.
+    #[must_use]
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            SkipReason::NotAnObject => None,
+            SkipReason::MissingId | SkipReason::DuplicateId => Some("id"),
+            SkipReason::MissingField { field } | SkipReason::BadValue { field, .. } => Some(field),
+        }
+    }
 }
 
 impl fmt::Display for SkipReason {
@@ -70,6 +96,10 @@ pub struct Skipped {
     pub list: &'static str,
     /// The entry's id when it had one.
     pub id: Option<String>,
+    /// The entry's position in the list body, when it had no id (the only
+    /// way to find it then; `None` whenever `id` is set, so that a plan
+    /// does not depend on the order the API listed entries in).
+    pub index: Option<usize>,
     /// Why.
     pub reason: SkipReason,
     /// True when the whole entry was dropped, false when only a part of it
@@ -84,17 +114,42 @@ impl fmt::Display for Skipped {
         } else {
             "ignored part of entry"
         };
-        match &self.id {
-            Some(id) => write!(f, "{}: {what} {id}: {}", self.list, self.reason),
-            None => write!(f, "{}: {what}: {}", self.list, self.reason),
+        match (&self.id, self.index) {
+            (Some(id), _) => write!(f, "{}: {what} {id}: {}", self.list, self.reason),
+            (None, Some(i)) => write!(f, "{}: {what} #{i}: {}", self.list, self.reason),
+            (None, None) => write!(f, "{}: {what}: {}", self.list, self.reason),
         }
     }
 }
 
-/// Everything the parser dropped, sorted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The JSON form of docs/plan-schema.md (`report.skipped[]`).
+impl Serialize for Skipped {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (value, expected) = match &self.reason {
+            SkipReason::BadValue {
+                value, expected, ..
+            } => (Some(value.as_str()), Some(*expected)),
+            _ => (None, None),
+        };
+        let mut m = s.serialize_struct("Skipped", 9)?;
+        m.serialize_field("list", self.list)?;
+        m.serialize_field("id", &self.id)?;
+        m.serialize_field("index", &self.index)?;
+        m.serialize_field("field", &self.reason.field())?;
+        m.serialize_field("reason", self.reason.kind())?;
+        m.serialize_field("value", &value)?;
+        m.serialize_field("expected", &expected)?;
+        m.serialize_field("dropped", if self.whole_entry { "entry" } else { "part" })?;
+        m.serialize_field("detail", &self.to_string())?;
+        m.end()
+    }
+}
+
+/// Everything the parser dropped, sorted. Serializes as `{"skipped": [...]}`
+/// (the `report` key of `lachesis plan`'s JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ParseReport {
-    /// Each skipped entry or part, sorted by (list, id, reason).
+    /// Each skipped entry or part, sorted by (list, id, index, reason).
     pub skipped: Vec<Skipped>,
 }
 

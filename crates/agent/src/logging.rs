@@ -1,0 +1,99 @@
+//! One `tracing` setup for every subcommand: logs go to standard error, as
+//! text or one JSON object per line; `--log-level` or `RUST_LOG` filters.
+
+use std::io::IsTerminal as _;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+/// The global logging flags (accepted before or after the subcommand).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Logging (every subcommand)")]
+pub struct LogArgs {
+    /// Most verbose level logged. Without it, `RUST_LOG` (tracing's
+    /// directive syntax, e.g. `warn,lachesis_openstack=debug`) filters when
+    /// set, else `info`.
+    #[arg(long, global = true, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+    /// Log line format on standard error.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Levels of `--log-level`, most severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The level's name, as `log.level` and `RUST_LOG` spell it.
+    pub fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Off => "off",
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
+/// Formats of `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// `TIME LEVEL TARGET: message key=value…`
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `fields`, `target`).
+    Json,
+}
+
+/// The filter directives: the flag, else `RUST_LOG`, else `info`.
+fn directives(level: Option<LogLevel>, rust_log: Option<String>) -> String {
+    match (level, rust_log.filter(|s| !s.trim().is_empty())) {
+        (Some(level), _) => level.directive().to_owned(),
+        (None, Some(env)) => env,
+        (None, None) => LogLevel::Info.directive().to_owned(),
+    }
+}
+
+/// Installs the process-wide subscriber. Fails on a malformed `RUST_LOG`.
+pub fn init(args: &LogArgs) -> anyhow::Result<()> {
+    let text = directives(args.log_level, std::env::var("RUST_LOG").ok());
+    let filter = EnvFilter::builder()
+        .parse(&text)
+        .with_context(|| format!("RUST_LOG={text:?} is not a tracing filter (e.g. `warn` or `info,lachesis_openstack=debug`)"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    let installed = match args.log_format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    installed.map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_wins_over_rust_log_which_wins_over_the_default() {
+        assert_eq!(
+            directives(Some(LogLevel::Warn), Some("debug".into())),
+            "warn"
+        );
+        assert_eq!(directives(None, Some("a=debug".into())), "a=debug");
+        assert_eq!(directives(None, Some("  ".into())), "info");
+        assert_eq!(directives(None, None), "info");
+    }
+}
