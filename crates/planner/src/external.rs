@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use crate::index::{is_router_interface, Index, ROUTER_MAC_OWNERS};
 use crate::plan::{Anomaly, AnomalyClass, RouterMac};
-use crate::prefix::Prefix;
 use crate::snapshot::{Port, Router};
+use lachesis_abi::Prefix;
 
 /// The label of a router's external gateway; several gateways → the
 /// smallest label and an anomaly (stable across passes, never flapping).

@@ -17,11 +17,6 @@ mod external;
 mod index;
 mod octavia;
 mod plan;
-/// The one prefix type is [`lachesis_abi::Prefix`]; this path keeps the
-/// planner's modules naming it where they always have.
-mod prefix {
-    pub(crate) use lachesis_abi::Prefix;
-}
 mod resolver;
 pub mod snapshot;
 mod sources;

@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use lachesis_abi::{Mac, Zone};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::prefix::Prefix;
 use crate::sources::Sources;
+use lachesis_abi::Prefix;
 
 /// Which tenant id a trie row is keyed under: every tenant (kernel tenant
 /// id 0, printed `*`) or one project.

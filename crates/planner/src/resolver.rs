@@ -13,9 +13,9 @@ use lachesis_abi::Zone;
 
 use crate::index::{is_compute, is_router_interface, Index};
 use crate::plan::{Anomaly, AnomalyClass, FallbackReason};
-use crate::prefix::Prefix;
 use crate::snapshot::{Route, Router, Subnet};
 use crate::zone::zone_for;
+use lachesis_abi::Prefix;
 
 /// What one walk (or several met walks) says about a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

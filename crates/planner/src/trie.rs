@@ -10,10 +10,10 @@ use crate::bindings::BoundPorts;
 use crate::index::{Index, METADATA_ADDRESSES};
 use crate::octavia::OctaviaJoin;
 use crate::plan::{Anomaly, AnomalyClass, FallbackReason, PlanOptions, Scope, TrieRow};
-use crate::prefix::Prefix;
 use crate::resolver::{meet, resolve, Answer};
 use crate::snapshot::Subnet;
 use crate::zone::zone_for;
+use lachesis_abi::Prefix;
 
 mod cover;
 

@@ -4,8 +4,8 @@ use std::net::IpAddr;
 
 use lachesis_abi::Mac;
 
-use crate::prefix::Prefix;
 use crate::sources::Sources;
+use lachesis_abi::Prefix;
 
 /// Everything the planner reads, parsed and validated.
 ///

@@ -18,8 +18,8 @@ use super::model::{
 };
 use super::report::{ParseReport, SkipReason, Skipped};
 use crate::bodies::ApiBodies;
-use crate::prefix::Prefix;
 use crate::sources::Sources;
+use lachesis_abi::Prefix;
 
 /// A body that is not the list response it should be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,8 +12,8 @@ use lachesis_abi::Zone;
 use super::{tenants_behind, Rows, Source, Tenant, GLOBAL};
 use crate::bindings::BoundPorts;
 use crate::index::Index;
-use crate::prefix::Prefix;
 use crate::snapshot::Subnet;
+use lachesis_abi::Prefix;
 
 /// A shared subnet attached to a router is delivered on the router's
 /// connected route, whatever the static routes of the tenants behind it
