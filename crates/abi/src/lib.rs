@@ -13,6 +13,8 @@
 //! planner writes them into the plan, the datapath writes them into map keys.
 //! The `serde` feature gives [`Prefix`] its plan-text (de)serialisation.
 
+#![deny(missing_docs)]
+
 mod codes;
 mod layout;
 mod mac;

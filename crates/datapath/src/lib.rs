@@ -5,6 +5,8 @@
 //! BTF, TC (clsact) and per-CPU hash batch lookups (5.6+); TCX attach needs
 //! 6.6+ and is probed at run time, falling back to cls_bpf.
 
+#![deny(missing_docs)]
+
 mod attach;
 mod bpffs;
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! Everything the lab creates carries a per-run unique name and is removed
 //! when the lab is dropped; nothing else on the machine is touched.
 
+#![deny(missing_docs)]
+
 pub mod frame;
 pub mod netns;
 

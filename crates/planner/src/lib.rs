@@ -10,6 +10,8 @@
 //! A reconcile pass plans with [`plan_with_previous`] and the last committed
 //! plan (the reconcile contract of docs/planner.md).
 
+#![deny(missing_docs)]
+
 mod bindings;
 mod bodies;
 mod diff;
