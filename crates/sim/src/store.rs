@@ -418,17 +418,43 @@ impl Store {
         &mut self,
         f: impl FnOnce(&mut Self) -> Result<R, MutationError>,
     ) -> Result<R, MutationError> {
-        let snapshot = self.to_topology();
-        let out = f(self)?;
+        // A copy of the resources themselves, not a topology re-parsed on
+        // the way back: that re-parse fails (and emptied the whole store)
+        // when data put in through `with_store` does not validate.
+        let snapshot = self.resources();
+        let out = match f(self) {
+            Ok(out) => out,
+            Err(e) => {
+                self.restore_resources(snapshot);
+                return Err(e);
+            }
+        };
         if let Err((kind, id, problem)) = self.validate() {
-            let restored = Self::from_topology(&snapshot).unwrap_or_default();
-            self.restore_resources(restored);
+            self.restore_resources(snapshot);
             return Err(MutationError::Invalid {
                 kind: kind.into(),
                 message: format!("{id:?}: {problem}"),
             });
         }
         Ok(out)
+    }
+
+    /// The resource collections alone (settings, faults and counters stay).
+    fn resources(&self) -> Self {
+        Self {
+            projects: self.projects.clone(),
+            users: self.users.clone(),
+            application_credentials: self.application_credentials.clone(),
+            networks: self.networks.clone(),
+            subnets: self.subnets.clone(),
+            ports: self.ports.clone(),
+            routers: self.routers.clone(),
+            floatingips: self.floatingips.clone(),
+            servers: self.servers.clone(),
+            loadbalancers: self.loadbalancers.clone(),
+            amphorae: self.amphorae.clone(),
+            ..Self::default()
+        }
     }
 
     fn restore_resources(&mut self, r: Self) {
@@ -767,6 +793,22 @@ mod tests {
 
     fn subnet(id: &str, cidr: &str) -> Value {
         json!({"id": id, "network_id": "n1", "project_id": "p", "cidr": cidr})
+    }
+
+    #[test]
+    fn a_refused_mutation_keeps_data_put_in_through_with_store() {
+        let mut s = store();
+        // A subnet on a network that does not exist: the store itself would
+        // refuse it, but direct access (tests, the demo) can put it there.
+        let mut orphan: crate::topology::Subnet =
+            serde_json::from_value(subnet("s-orphan", "10.9.0.0/24")).unwrap();
+        orphan.network_id = "no-such-net".into();
+        s.subnets.insert("s-orphan".into(), orphan);
+        let err = s.create("subnets", subnet("s2", "10.1.0.0/33")).unwrap_err();
+        assert!(matches!(err, MutationError::Invalid { .. }), "{err:?}");
+        assert!(s.networks.contains_key("n1"), "the store was emptied");
+        assert!(s.subnets.contains_key("s1") && s.subnets.contains_key("s-orphan"));
+        assert!(!s.subnets.contains_key("s2"));
     }
 
     #[test]
