@@ -7,6 +7,8 @@
 //! (`lachesis-sim`), so users of the client do not build a server and
 //! broker clients.
 
+#![deny(missing_docs)]
+
 pub mod client;
 pub mod config;
 

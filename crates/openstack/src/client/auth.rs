@@ -9,16 +9,26 @@ use crate::config::{AppCredRef, Credentials, DomainRef, ProjectRef, UserRef};
 /// A token with the parts of the response the client uses.
 #[derive(Debug, Clone)]
 pub struct Token {
+    /// The opaque token from the `X-Subject-Token` response header (the body
+    /// never carries it); sent back as `X-Auth-Token` on every API call.
     pub value: String,
+    /// `token.expires_at`: from this instant services answer 401 (earlier if
+    /// the token is revoked).
     pub expires_at: SystemTime,
+    /// `token.catalog`: the services and their endpoints. A body without one
+    /// reads as empty, and every endpoint lookup then fails.
     pub catalog: Vec<CatalogService>,
 }
 
 /// One `token.catalog[]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct CatalogService {
+    /// The service type (`type` on the wire): `network`, `identity`,
+    /// `compute`, `load-balancer`. Endpoints are chosen by type, never by
+    /// the deployment-specific service `name`.
     #[serde(rename = "type")]
     pub service_type: String,
+    /// Every endpoint of the service, across interfaces and regions.
     #[serde(default)]
     pub endpoints: Vec<CatalogEndpoint>,
 }
@@ -26,10 +36,16 @@ pub struct CatalogService {
 /// One endpoint; Keystone may send `region_id`, `region`, or both.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct CatalogEndpoint {
+    /// `public`, `internal` or `admin`: which network the URL is reachable on.
     pub interface: String,
+    /// The service root as the operator registered it, sometimes with a
+    /// version (`/v2.1`) or a project id in the path, sometimes without.
     pub url: String,
+    /// The region's id (`null` for an endpoint registered without a region).
     #[serde(default)]
     pub region_id: Option<String>,
+    /// The same region under its older, deprecated key; matched like
+    /// `region_id`, for catalogs that carry only this one.
     #[serde(default)]
     pub region: Option<String>,
 }
@@ -37,10 +53,20 @@ pub struct CatalogEndpoint {
 /// Why a token response could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
+    /// The response had no (or an empty) `X-Subject-Token` header, so there
+    /// is no token to send whatever the body says (a proxy in front of
+    /// Keystone that drops headers is one cause).
     #[error("Keystone answered {status} without an X-Subject-Token header")]
-    MissingHeader { status: u16 },
+    MissingHeader {
+        /// The HTTP status of that response.
+        status: u16,
+    },
+    /// The body is not JSON of the form `{"token": {"expires_at": …}}`; the
+    /// text is the JSON parser's message.
     #[error("token body is not a Keystone v3 token: {0}")]
     Body(String),
+    /// `token.expires_at` (quoted as received) is not a UTC RFC 3339
+    /// timestamp, so the token's lifetime is unknown.
     #[error("token.expires_at {0:?} is not an RFC 3339 UTC timestamp")]
     ExpiresAt(String),
 }
@@ -61,7 +87,7 @@ fn user(u: &UserRef) -> Value {
 
 /// The `POST /v3/auth/tokens` body for these credentials.
 #[must_use]
-pub fn request_body(creds: &Credentials) -> Value {
+pub(crate) fn request_body(creds: &Credentials) -> Value {
     match creds {
         Credentials::Password {
             user: u,
@@ -97,7 +123,11 @@ pub fn request_body(creds: &Credentials) -> Value {
 }
 
 /// Builds a [`Token`] from the `X-Subject-Token` header value and the body.
-pub fn parse_token(header: Option<&str>, status: u16, body: &[u8]) -> Result<Token, TokenError> {
+pub(crate) fn parse_token(
+    header: Option<&str>,
+    status: u16,
+    body: &[u8],
+) -> Result<Token, TokenError> {
     #[derive(serde::Deserialize)]
     struct Body {
         token: Inner,
@@ -122,7 +152,7 @@ pub fn parse_token(header: Option<&str>, status: u16, body: &[u8]) -> Result<Tok
 }
 
 /// Keystone writes `2015-08-27T09:49:58.000000Z`; `+00:00` is accepted too.
-pub fn parse_expiry(raw: &str) -> Result<SystemTime, TokenError> {
+pub(crate) fn parse_expiry(raw: &str) -> Result<SystemTime, TokenError> {
     let normalized = raw
         .strip_suffix("+00:00")
         .map_or_else(|| raw.to_owned(), |s| format!("{s}Z"));

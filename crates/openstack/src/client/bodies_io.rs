@@ -18,12 +18,15 @@ const SOURCES_FILE: &str = "sources.json";
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: cannot write: {error}")]
 pub struct SaveError {
+    /// The folder that could not be created, or the file that could not be
+    /// written or (a stale best-effort body) removed.
     pub path: std::path::PathBuf,
+    /// The operating system's error.
     pub error: std::io::Error,
 }
 
 /// Writes each body as `<collection>.json` (the `plan --from-dir` layout)
-/// and [`SOURCES_FILE`]; Nova/Octavia bodies that were not fetched are not
+/// and `sources.json`; Nova/Octavia bodies that were not fetched are not
 /// written, and `sources.json` says whether each failed or is not deployed.
 pub fn save_bodies(bodies: &ApiBodies, dir: &Path) -> Result<(), SaveError> {
     std::fs::create_dir_all(dir).map_err(|error| SaveError {
@@ -58,34 +61,82 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), SaveErro
 /// Errors reading saved bodies; each names the file and the expected form.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The folder does not exist.
     #[error("no such folder: {path} (expected a folder written by `lachesis plan --save-dir`)")]
-    NoFolder { path: PathBuf },
+    NoFolder {
+        /// The folder given.
+        path: PathBuf,
+    },
+    /// The path exists but is a file (or another non-directory).
     #[error("{path} is not a folder (expected a folder written by `lachesis plan --save-dir`)")]
-    NotAFolder { path: PathBuf },
+    NotAFolder {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The folder or a file in it exists but cannot be read (permissions,
+    /// I/O error, a body that is not UTF-8).
     #[error("{path}: cannot read: {error}")]
     Read {
+        /// The folder or file.
         path: PathBuf,
+        /// The operating system's error.
         error: std::io::Error,
     },
+    /// One of the six Neutron/Keystone bodies is absent: those lists are
+    /// required, as they are in a live sync.
     #[error("{path} is missing: a saved folder needs networks.json, subnets.json, ports.json, routers.json, floatingips.json and projects.json")]
-    Missing { path: PathBuf },
-    #[error("{path} is empty: expected the API's response body (delete the file if the service is not deployed)")]
-    Empty { path: PathBuf },
-    #[error("{path} is not JSON (expected the API's response body): {message}")]
-    NotJson { path: PathBuf, message: String },
-    #[error("{path}: expected a JSON object with a `{collection}` array (the API's list body): {message}")]
-    Shape {
+    Missing {
+        /// The missing `<collection>.json`.
         path: PathBuf,
-        collection: String,
+    },
+    /// A body file holds nothing but whitespace. It is refused rather than
+    /// guessed at: an empty list and a service not deployed plan
+    /// differently.
+    #[error("{path} is empty: expected the API's response body (delete the file if the service is not deployed)")]
+    Empty {
+        /// The empty file.
+        path: PathBuf,
+    },
+    /// A body file is not JSON.
+    #[error("{path} is not JSON (expected the API's response body): {message}")]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// The JSON parser's message.
         message: String,
     },
+    /// A body file is JSON but not a list body: no `<collection>` array at
+    /// the top level (e.g. a single-resource `{"server": …}` answer).
+    #[error("{path}: expected a JSON object with a `{collection}` array (the API's list body): {message}")]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// The key the list was expected under, e.g. `servers`.
+        collection: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `sources.json` is not the map of the three best-effort lists to
+    /// `ok`, `failed` or `absent`.
     #[error("{path}: expected {{\"servers\", \"loadbalancers\", \"amphorae\"}}, each \"ok\", \"failed\" or \"absent\": {message}")]
-    Sources { path: PathBuf, message: String },
+    Sources {
+        /// The `sources.json` file.
+        path: PathBuf,
+        /// The JSON parser's message.
+        message: String,
+    },
+    /// `sources.json` and the files disagree: a list recorded `ok` has no
+    /// file, or one recorded `failed`/`absent` has one. The folder changed
+    /// after (or during) a save, and which of the two is right is unknown.
     #[error("{sources} says {collection} is {status}, but {path} {problem}")]
     Inconsistent {
+        /// The `sources.json` file.
         sources: PathBuf,
+        /// The best-effort list, e.g. `loadbalancers`.
         collection: String,
+        /// What `sources.json` records: `ok`, `failed` or `absent`.
         status: &'static str,
+        /// The list's `<collection>.json`.
         path: PathBuf,
         /// `is missing` or `exists`.
         problem: &'static str,

@@ -5,26 +5,46 @@ use super::auth::CatalogService;
 /// Why no single endpoint could be chosen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogError {
+    /// No catalog entry has this service type: the service is not deployed
+    /// (or not registered in Keystone). For Nova and Octavia this is a
+    /// normal cloud shape, not a failure.
     #[error("service type {service_type:?} is not in the token's catalog")]
-    NotInCatalog { service_type: String },
+    NotInCatalog {
+        /// The service type looked up, e.g. `load-balancer`.
+        service_type: String,
+    },
+    /// The service is in the catalog but has no endpoint with the configured
+    /// interface in the configured region (or in any region, when none is
+    /// configured): usually a wrong `interface` or `region_name`.
     #[error(
         "service {service_type:?} has no {interface:?} endpoint {} (endpoints: {})",
         in_region(region.as_deref()),
         listing(available)
     )]
     NoEndpoint {
+        /// The service type looked up.
         service_type: String,
+        /// The configured interface (`public`, `internal` or `admin`).
         interface: String,
+        /// The configured region; `None` means any region would have done.
         region: Option<String>,
+        /// What the catalog does offer for this service, as
+        /// `interface@region` (empty region when the endpoint names none),
+        /// so the message shows what to configure instead.
         available: Vec<String>,
     },
+    /// No region is configured and the interface has endpoints in more than
+    /// one region: picking one would be a guess.
     #[error(
         "service {service_type:?} has {interface:?} endpoints in several regions ({}): set region_name",
         listing(regions)
     )]
     Ambiguous {
+        /// The service type looked up.
         service_type: String,
+        /// The configured interface.
         interface: String,
+        /// The regions offering that interface, sorted and deduplicated.
         regions: Vec<String>,
     },
 }
@@ -48,7 +68,7 @@ fn listing(items: &[String]) -> String {
 /// Without a configured region, endpoints in more than one region are an
 /// error rather than a guess: silently metering against another region's
 /// Neutron would attribute every byte wrongly.
-pub fn select(
+pub(crate) fn select(
     catalog: &[CatalogService],
     service_type: &str,
     interface: &str,

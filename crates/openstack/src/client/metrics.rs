@@ -9,8 +9,12 @@ use prometheus_client::registry::Registry;
 /// response arrived (refused, reset, timeout), or `body` when a 2xx body was
 /// not the documented shape — all bounded sets.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ApiErrorLabels {
+pub(crate) struct ApiErrorLabels {
+    /// The catalog service type: `identity`, `network`, `compute`,
+    /// `load-balancer`.
     pub service: String,
+    /// The list's collection (`ports`, `servers`, …), or `auth` for a token
+    /// request.
     pub endpoint: String,
     pub code: String,
 }

@@ -9,6 +9,6 @@ mod session;
 mod sync;
 
 pub use bodies_io::{load_bodies, save_bodies, LoadError, SaveError};
-pub use metrics::{ApiErrorLabels, ApiMetrics};
-pub use session::{ApiError, ListCall, Session};
+pub use metrics::ApiMetrics;
+pub use session::{ApiError, Session};
 pub use sync::{fetch, Client, ServiceStatus, SyncError, SyncResult};

@@ -5,24 +5,43 @@ use url::Url;
 
 /// What a page says about the next one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
+    /// The `href` of the `rel=next` link, as the service wrote it.
     Url(String),
+    /// No next link: this page is the last.
     End,
 }
 
 /// A page that cannot be trusted as part of a complete list.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PageError {
+    /// The page is not `{"<collection>": [...]}`: the URL served something
+    /// other than the list (a proxy page, an API version mismatch).
     #[error("body has no `{collection}` array")]
-    MissingCollection { collection: String },
+    MissingCollection {
+        /// The top-level key the list was expected under, e.g. `ports`.
+        collection: String,
+    },
+    /// Keystone before 2025.1 does not page: it cuts a list at its
+    /// `list_limit` and says `"truncated": true`. The rest is unreachable,
+    /// so the list is refused rather than taken as complete.
     #[error("Keystone answered \"truncated\": true: the list is incomplete (raise [DEFAULT] list_limit or upgrade Keystone to 2025.1+)")]
     Truncated,
+    /// The pagination links are not the documented shape (or a `next`
+    /// link cannot be resolved against the first URL), so whether more pages
+    /// exist is unknown.
     #[error("`{field}` is not a list of links / a link: {found}")]
-    BadLinks { field: String, found: String },
+    BadLinks {
+        /// Where the links were read: `<collection>_links`, `links.next`,
+        /// or `next` for an unresolvable `href`.
+        field: String,
+        /// The offending JSON (or `href`) as received.
+        found: String,
+    },
 }
 
 /// The page's items.
-pub fn items<'a>(body: &'a Value, collection: &str) -> Result<&'a Vec<Value>, PageError> {
+pub(crate) fn items<'a>(body: &'a Value, collection: &str) -> Result<&'a Vec<Value>, PageError> {
     body.get(collection)
         .and_then(Value::as_array)
         .ok_or_else(|| PageError::MissingCollection {
@@ -32,7 +51,7 @@ pub fn items<'a>(body: &'a Value, collection: &str) -> Result<&'a Vec<Value>, Pa
 
 /// The next link: `<collection>_links[rel=next]` (Neutron, Nova, Octavia) or
 /// `links.next` (Keystone). Keystone's `truncated` flag is an error.
-pub fn next(body: &Value, collection: &str) -> Result<Next, PageError> {
+pub(crate) fn next(body: &Value, collection: &str) -> Result<Next, PageError> {
     if body.get("truncated").and_then(Value::as_bool) == Some(true) {
         return Err(PageError::Truncated);
     }
@@ -73,7 +92,7 @@ pub fn next(body: &Value, collection: &str) -> Result<Next, PageError> {
 /// be sent to a host the catalog did not name. Query parameters of the first
 /// request that the link dropped (Octavia drops filters) are re-applied.
 #[must_use]
-pub fn next_url(first: &Url, href: &str) -> Option<Url> {
+pub(crate) fn next_url(first: &Url, href: &str) -> Option<Url> {
     let parsed = first.join(href).ok()?;
     let mut out = first.clone();
     out.set_path(parsed.path());

@@ -18,45 +18,92 @@ use crate::config::{CloudConfig, TlsVerify};
 /// chain printer shows it once).
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// The HTTP client could not be built: the configured CA file is
+    /// unreadable, not PEM, or holds no certificate (an empty bundle would
+    /// silently trust the system roots alone), or the TLS stack refused.
+    /// Nothing was sent.
     #[error("cannot build the HTTP client: {0}")]
     Setup(String),
+    /// No complete HTTP response: connection refused or reset (also while
+    /// reading the body), DNS or TLS failure, or the per-request timeout. Counted with code `network`.
     #[error("{service} {endpoint}: {url}: no response: {message}")]
     Network {
+        /// The catalog service type (`network`, `identity`, …), the
+        /// `service` label of the error counter.
         service: String,
+        /// The collection (`ports`, …) or `auth`, the `endpoint` label.
         endpoint: String,
+        /// The URL requested, query included (never a token).
         url: String,
+        /// `timed out: …` or `failed: …`, then the transport's cause chain.
         message: String,
     },
+    /// The service answered with a status that is not success: any non-2xx
+    /// on a list (a 401 only after one re-authentication was also refused),
+    /// or anything but 201 on a token request (wrong credentials, unknown
+    /// project). Counted with the status as `code`.
     #[error("{service} {endpoint}: {url}: HTTP {status}: {body}")]
     Status {
+        /// The catalog service type (`network`, `identity`, …), the
+        /// `service` label of the error counter.
         service: String,
+        /// The collection (`ports`, …) or `auth`, the `endpoint` label.
         endpoint: String,
+        /// The URL requested, query included (never a token).
         url: String,
+        /// The HTTP status code.
         status: u16,
+        /// The start of the response body (at most 512 characters, `…` when
+        /// cut): services put the reason there.
         body: String,
     },
+    /// A 2xx answer whose body is not JSON. Counted with code `body`.
     #[error("{service} {endpoint}: {url}: unexpected body: {message}")]
     Body {
+        /// The catalog service type (`network`, `identity`, …), the
+        /// `service` label of the error counter.
         service: String,
+        /// The list's collection (`ports`, …), the `endpoint` label.
         endpoint: String,
+        /// The URL requested, query included (never a token).
         url: String,
+        /// The JSON parser's message.
         message: String,
     },
+    /// A JSON page that cannot be part of a complete list: no collection
+    /// array, Keystone's `truncated`, or malformed links. Counted with code
+    /// `body`.
     #[error("{service} {endpoint}: {url}: {error}")]
     Page {
+        /// The catalog service type (`network`, `identity`, …), the
+        /// `service` label of the error counter.
         service: String,
+        /// The list's collection (`ports`, …), the `endpoint` label.
         endpoint: String,
+        /// The page's URL.
         url: String,
+        /// What is wrong with the page.
         error: PageError,
     },
+    /// Keystone answered 201 but the token is unusable (no header, a body
+    /// of another shape, an unreadable expiry). Counted as
+    /// `identity`/`auth`/`body`.
     #[error("identity: token: {0}")]
     Token(TokenError),
+    /// No single endpoint for a service in the token's catalog. Nothing
+    /// was requested, so nothing is counted.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// A `next` link led back to a page already fetched in this list: the
+    /// service's links cycle, and following them would never end.
     #[error("{service} {endpoint}: pagination revisited {url}: the service's links loop")]
     LinkLoop {
+        /// The catalog service type (`network`, `identity`, …), the
+        /// `service` label of the error counter.
         service: String,
+        /// The list's collection (`ports`, …), the `endpoint` label.
         endpoint: String,
+        /// The page URL seen twice.
         url: String,
     },
 }
@@ -80,7 +127,7 @@ impl ApiError {
 
 /// A list call: which service and collection, where, and with what filters.
 #[derive(Debug, Clone)]
-pub struct ListCall<'a> {
+pub(crate) struct ListCall<'a> {
     pub service: &'a str,
     pub collection: &'a str,
     pub url: Url,
@@ -99,6 +146,11 @@ pub struct Session {
 const MAX_ERROR_BODY: usize = 512;
 
 impl Session {
+    /// A session for one cloud; no request is made until the first call.
+    ///
+    /// With [`TlsVerify::Insecure`] it logs a WARN, once per session, since
+    /// anyone on the path could then read the credentials and forge the
+    /// topology.
     pub fn new(cfg: CloudConfig, metrics: ApiMetrics) -> Result<Self, ApiError> {
         let mut builder = reqwest::Client::builder()
             .timeout(cfg.timeout)
@@ -146,6 +198,7 @@ impl Session {
         })
     }
 
+    /// The configuration the session was built with.
     #[must_use]
     pub fn config(&self) -> &CloudConfig {
         &self.cfg
@@ -248,7 +301,7 @@ impl Session {
     }
 
     /// The endpoint URL of `service_type` from the current token's catalog.
-    pub async fn endpoint(&self, service_type: &str) -> Result<String, ApiError> {
+    pub(crate) async fn endpoint(&self, service_type: &str) -> Result<String, ApiError> {
         let token = self.token().await?;
         Ok(catalog::select(
             &token.catalog,
@@ -309,7 +362,7 @@ impl Session {
 
     /// Fetches every page of a list and merges them into one body of the
     /// same shape: `{"<collection>": [...all items...]}`.
-    pub async fn list(&self, call: &ListCall<'_>) -> Result<Value, ApiError> {
+    pub(crate) async fn list(&self, call: &ListCall<'_>) -> Result<Value, ApiError> {
         let mut all = Vec::new();
         let mut url = call.url.clone();
         if let Some(limit) = self.cfg.page_size {

@@ -17,7 +17,10 @@ pub enum ServiceStatus {
     Ok,
     /// A list failed: its body is `OptionalBody::Failed`, never "empty"
     /// (the reconcile must not prune servers or load balancers on it).
-    Failed { error: String },
+    Failed {
+        /// The failure's message (endpoint selection or the list call).
+        error: String,
+    },
     /// The service type is absent from the catalog: a normal cloud shape.
     NotInCatalog,
 }
@@ -25,8 +28,13 @@ pub enum ServiceStatus {
 /// A successful sync: Neutron and Keystone complete, Nova/Octavia as marked.
 #[derive(Debug, Clone)]
 pub struct SyncResult {
+    /// Every list, one merged body per collection; the Nova and Octavia
+    /// bodies say whether they were fetched, failed or are not deployed.
     pub bodies: ApiBodies,
+    /// The outcome of `servers`.
     pub nova: ServiceStatus,
+    /// The outcome of `loadbalancers` and `amphorae` together: one failing
+    /// fails both, since either alone would attribute amphora ports wrongly.
     pub octavia: ServiceStatus,
 }
 
@@ -46,10 +54,21 @@ impl SyncResult {
 /// the chain (`anyhow`'s `{:#}`) then prints each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
+    /// A Neutron or Keystone list failed, their endpoint could not be
+    /// chosen, no token could be had (every call needs one), or (in
+    /// [`fetch`]) the HTTP client could not be built: the whole sync is
+    /// discarded, since a partial Neutron snapshot would plan wrong rows.
     #[error("OpenStack sync failed (no partial Neutron/Keystone snapshot is used): {0}")]
     Api(ApiError),
+    /// A catalog endpoint joined with a list path is not a valid URL: the
+    /// endpoint is registered wrongly in Keystone.
     #[error("{url}: not a URL: {message}")]
-    Url { url: String, message: String },
+    Url {
+        /// The joined text that failed to parse.
+        url: String,
+        /// The URL parser's message.
+        message: String,
+    },
 }
 
 impl From<ApiError> for SyncError {
@@ -127,12 +146,16 @@ fn keystone_base(url: &str) -> String {
 }
 
 impl Client {
+    /// A client for one cloud; it authenticates on the first sync. Fails
+    /// only as [`Session::new`] does.
     pub fn new(cfg: CloudConfig, metrics: ApiMetrics) -> Result<Self, ApiError> {
         Ok(Self {
             session: Session::new(cfg, metrics)?,
         })
     }
 
+    /// The session behind the client: its cached token and its count of
+    /// token requests.
     #[must_use]
     pub fn session(&self) -> &Session {
         &self.session

@@ -15,7 +15,10 @@ use super::{
 /// The candidate files, in priority order (first existing one wins).
 #[derive(Debug, Clone)]
 pub struct SearchPaths {
+    /// Candidate `clouds.yaml` files; only the first existing one is read.
     pub clouds: Vec<PathBuf>,
+    /// Candidate `secure.yaml` files (the secrets kept apart); the first
+    /// existing one is merged over the `clouds.yaml`, key by key.
     pub secure: Vec<PathBuf>,
 }
 

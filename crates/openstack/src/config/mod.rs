@@ -14,32 +14,67 @@ pub use env::from_env;
 /// Errors reading cloud configuration; each names where and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// A cloud was named (`--cloud`, the agent config or `OS_CLOUD`) but no
+    /// candidate `clouds.yaml` exists.
     #[error("no clouds.yaml found (searched {searched:?}); cloud {cloud:?} cannot be resolved")]
     NoCloudsFile {
+        /// The cloud asked for.
         cloud: String,
+        /// Every candidate path, in search order.
         searched: Vec<PathBuf>,
     },
+    /// A `clouds.yaml` or `secure.yaml` exists but cannot be read
+    /// (permissions, I/O error, not UTF-8).
     #[error("{path}: cannot read: {error}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         error: std::io::Error,
     },
+    /// A `clouds.yaml` or `secure.yaml` is not YAML.
     #[error("{path}: not valid YAML: {message}")]
-    Yaml { path: PathBuf, message: String },
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// The YAML parser's message, with line and column.
+        message: String,
+    },
+    /// The `clouds.yaml` found first is empty or only comments (YAML
+    /// `null`); a later candidate is not tried.
     #[error("{path} is empty: expected a `clouds:` mapping with one entry per cloud (format: docs/openstack.md)")]
-    EmptyFile { path: PathBuf },
+    EmptyFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The cloud is not a key under `clouds:` in the file found.
     #[error("{path}: cloud {cloud:?} not found under `clouds` (known: {known:?})")]
     UnknownCloud {
+        /// The `clouds.yaml` read.
         path: PathBuf,
+        /// The cloud asked for.
         cloud: String,
+        /// The clouds the file does define.
         known: Vec<String>,
     },
+    /// A setting is missing, of the wrong type or an unknown value: no
+    /// credentials for the chosen `auth_type`, an `auth_url` that is not an
+    /// http(s) URL, an interface other than public/internal/admin, a
+    /// timeout that is not a positive number of seconds, …
     #[error("{source_name}: key `{key}`: expected {expected}")]
     BadKey {
+        /// Where the setting came from: the `clouds.yaml` path (with
+        /// `(+ <secure.yaml>)` when one was merged over it), or
+        /// `environment`.
         source_name: String,
+        /// The dotted key (`clouds.prod.auth.password`) or the variable
+        /// (`OS_PASSWORD`).
         key: String,
+        /// What would have been accepted.
         expected: String,
     },
+    /// No cloud was named and `OS_AUTH_URL` is unset: nothing says which
+    /// cloud to talk to.
     #[error("no cloud selected: pass --cloud NAME, set OS_CLOUD, or set OS_AUTH_URL and the other OS_* variables")]
     NothingConfigured,
 }
@@ -49,13 +84,21 @@ pub enum ConfigError {
 pub enum Credentials {
     /// `password` method, scoped to a project.
     Password {
+        /// Who authenticates.
         user: UserRef,
+        /// The user's password (redacted in `Debug`).
         password: String,
+        /// The project the token is scoped to. The user's roles in it decide
+        /// what the lists return: other projects' ports, servers and load
+        /// balancers only with an admin role.
         project: ProjectRef,
     },
     /// `application_credential` method; the credential carries its own scope.
     ApplicationCredential {
+        /// Which credential.
         credential: AppCredRef,
+        /// The secret shown once when the credential was created (redacted
+        /// in `Debug`).
         secret: String,
     },
 }
@@ -82,36 +125,63 @@ impl std::fmt::Debug for Credentials {
 /// A Keystone domain, by id or by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DomainRef {
+    /// The domain's id; Keystone's built-in domain has the id `default`.
     Id(String),
+    /// The domain's name (the built-in one is `Default`).
     Name(String),
 }
 
 /// A user: by id (globally unique) or by name within a domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UserRef {
+    /// The user's id.
     Id(String),
-    Name { name: String, domain: DomainRef },
+    /// A user name, which Keystone resolves only within its domain.
+    Name {
+        /// The user name.
+        name: String,
+        /// The domain that owns the user.
+        domain: DomainRef,
+    },
 }
 
 /// A project scope: by id or by name within a domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProjectRef {
+    /// The project's id.
     Id(String),
-    Name { name: String, domain: DomainRef },
+    /// A project name, unique only within its domain.
+    Name {
+        /// The project name.
+        name: String,
+        /// The domain that owns the project.
+        domain: DomainRef,
+    },
 }
 
 /// An application credential: by id, or by name owned by a user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppCredRef {
+    /// The credential's id.
     Id(String),
-    Name { name: String, user: UserRef },
+    /// A credential name, unique only among its owner's credentials.
+    Name {
+        /// The credential's name.
+        name: String,
+        /// The user who created (owns) the credential.
+        user: UserRef,
+    },
 }
 
 /// TLS verification. On unless explicitly disabled (and then logged loudly).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TlsVerify {
     /// System roots, plus this PEM CA file when given.
-    Verify { ca_file: Option<PathBuf> },
+    Verify {
+        /// A PEM bundle (`cacert`, `OS_CACERT`) trusted in addition to the
+        /// system store, for a cloud signed by a private CA.
+        ca_file: Option<PathBuf>,
+    },
     /// No certificate verification at all.
     Insecure,
 }
@@ -121,11 +191,13 @@ pub enum TlsVerify {
 pub struct CloudConfig {
     /// Keystone URL as configured (with or without a trailing `/v3`).
     pub auth_url: String,
+    /// The identity a token is requested for.
     pub credentials: Credentials,
     /// Catalog region (matched against `region_id` or `region`).
     pub region: Option<String>,
     /// Catalog interface: `internal` unless configured.
     pub interface: String,
+    /// Certificate checking for every call, Keystone's included.
     pub tls: TlsVerify,
     /// Per-request timeout.
     pub timeout: Duration,
@@ -135,9 +207,14 @@ pub struct CloudConfig {
     pub token_renew_margin: Duration,
 }
 
-/// Defaults shared by every way of building a [`CloudConfig`].
+/// The catalog interface unless one is configured: `internal`, the
+/// endpoints a compute node reaches on the management network (DESIGN §5).
 pub const DEFAULT_INTERFACE: &str = "internal";
+/// The per-request timeout unless one is configured: 30 s, from connecting
+/// to the last byte of the body, for one page (not a whole list).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long before `expires_at` a cached token is replaced: 2 minutes, so a
+/// sync that starts with it does not see it expire half-way.
 pub const DEFAULT_RENEW_MARGIN: Duration = Duration::from_mins(2);
 
 impl CloudConfig {
