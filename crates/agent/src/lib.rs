@@ -2,3 +2,4 @@
 //! built from, testable without the binary (DESIGN §12, §13).
 
 pub mod config;
+pub mod links;
