@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lachesis_agent::links::{run, EventKind, Failure, LinkMetrics, Matcher, Watcher};
-use lachesis_datapath::{AttachMode, Datapath, DatapathConfig};
+use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DatapathConfig};
 use lachesis_lab::netns::Lab;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
@@ -85,20 +85,21 @@ fn enter_private_netns() {
     }
 }
 
-/// Runs `body` on a fresh thread in its own network namespace, on a
-/// current-thread tokio runtime created there.
-fn isolated<F>(body: impl FnOnce() -> F + Send + 'static)
+/// Runs `body` on a fresh thread in its own network namespace, on a tokio
+/// runtime created there (its worker threads inherit the namespaces).
+fn isolated<F>(multi_thread: bool, body: impl FnOnce() -> F + Send + 'static)
 where
     F: std::future::Future<Output = ()>,
 {
     lachesis_lab::require_root();
     let t = std::thread::spawn(move || {
         enter_private_netns();
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(body());
+        let mut rt = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        rt.enable_all().build().unwrap().block_on(body());
     });
     if let Err(panic) = t.join() {
         std::panic::resume_unwind(panic);
@@ -216,7 +217,9 @@ impl Running {
 
 #[test]
 fn replay_and_events_attach_taps_forget_vanished_ones_and_detach_renamed_ones() {
-    isolated(|| async {
+    // The agent's runtime kind: the watcher runs beside this body, its
+    // attacher calls through block_in_place.
+    isolated(true, || async {
         let pins = PinDir::new();
         let dp = pins.load();
         let mut lab = Lab::new();
@@ -259,7 +262,7 @@ fn replay_and_events_attach_taps_forget_vanished_ones_and_detach_renamed_ones() 
         ] {
             assert_eq!(hooks(&dp, name), 0, "{name} is not ours");
         }
-        assert_eq!(w.metrics.attached(), 3);
+        until("the gauge counts three", || w.metrics.attached() == 3).await;
 
         // Deleted (a VM migrating away): forgotten, no error.
         let deleted_before = w.metrics.events(EventKind::DelLink);
@@ -286,7 +289,10 @@ fn replay_and_events_attach_taps_forget_vanished_ones_and_detach_renamed_ones() 
 
 #[test]
 fn the_presence_check_heals_a_tap_detached_behind_its_back_and_removes_strays() {
-    isolated(|| async {
+    // One thread: the watcher runs only while this body waits, so the
+    // detach below is one gap, healed once (on other threads a presence
+    // check could land between its two hooks and see two gaps).
+    isolated(false, || async {
         let pins = PinDir::new();
         let dp = pins.load();
         let mut lab = Lab::new();
@@ -300,7 +306,7 @@ fn the_presence_check_heals_a_tap_detached_behind_its_back_and_removes_strays() 
         until("the tap is attached", || hooks(&dp, &vm.tap) == 2).await;
 
         // Someone removes our programs; no netlink event says so.
-        assert!(dp.detach(&vm.tap).unwrap());
+        assert!(dp.detach(&vm.tap).unwrap(), "ours were there");
         assert_eq!(hooks(&dp, &vm.tap), 0);
         until("a presence check heals it", || hooks(&dp, &vm.tap) == 2).await;
         until("the heal is counted", || w.metrics.heals() == 1).await;
@@ -308,7 +314,7 @@ fn the_presence_check_heals_a_tap_detached_behind_its_back_and_removes_strays() 
         // Ours on an interface outside the rule is removed by the check.
         let stray = format!("vs{id}");
         veth(&stray);
-        dp.attach(&stray).unwrap();
+        assert_eq!(dp.attach(&stray).unwrap(), [AttachOutcome::Attached; 2]);
         assert_eq!(hooks(&dp, &stray), 2);
         until("the stray attachment is removed", || {
             hooks(&dp, &stray) == 0
