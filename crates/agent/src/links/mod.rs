@@ -43,8 +43,7 @@ mod run;
 mod watcher;
 
 pub use matcher::Matcher;
-pub use message::{getlink_dump_request, parse_datagram, Frame, LinkEvent, Message};
+pub use message::LinkEvent;
 pub use metrics::{EventKind, Failure, LinkMetrics};
-pub use netlink::{dump_links, Dump, LinkEvents, Received};
 pub use run::run;
 pub use watcher::{AttachError, Attacher, Outcome, PresenceReport, Watcher};

@@ -189,7 +189,7 @@ impl<A: Attacher> Watcher<A> {
         }
     }
 
-    /// Attaches and records the result; `Ok(true)` when attached.
+    /// Attaches and records the result; `true` when attached.
     fn attach(&mut self, index: u32, name: &str) -> bool {
         match self.attacher.attach(name) {
             Ok(outcome) => {
