@@ -3,3 +3,4 @@
 
 pub mod config;
 pub mod http;
+pub mod links;

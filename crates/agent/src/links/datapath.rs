@@ -1,0 +1,70 @@
+//! The real [`Attacher`]: the loaded classifier (DESIGN §4.4; docs/datapath.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lachesis_abi::Direction;
+use lachesis_datapath::{AttachOutcome, Datapath};
+
+use super::matcher::Matcher;
+use super::watcher::{AttachError, Attacher, Outcome};
+
+/// A failed call on an interface that no longer exists is a vanished tap,
+/// whatever error the kernel chose to say it with; anything else failed.
+fn classify(name: &str, e: &lachesis_datapath::Error) -> AttachError {
+    if lachesis_datapath::ifindex(name).is_err() {
+        AttachError::Vanished
+    } else {
+        AttachError::Failed(e.to_string())
+    }
+}
+
+fn failed(e: &lachesis_datapath::Error) -> AttachError {
+    AttachError::Failed(e.to_string())
+}
+
+impl Attacher for Datapath {
+    fn attach(&self, name: &str) -> Result<Outcome, AttachError> {
+        match Datapath::attach(self, name) {
+            Ok(hooks) if hooks.contains(&AttachOutcome::Attached) => Ok(Outcome::Attached),
+            Ok(_) => Ok(Outcome::Replaced),
+            Err(e) => Err(classify(name, &e)),
+        }
+    }
+
+    fn detach(&self, name: &str) -> Result<bool, AttachError> {
+        Datapath::detach(self, name).map_err(|e| classify(name, &e))
+    }
+
+    fn interfaces(&self) -> Result<Vec<(u32, String)>, AttachError> {
+        lachesis_datapath::interfaces().map_err(|e| failed(&e))
+    }
+
+    fn attached(&self) -> Result<BTreeSet<String>, AttachError> {
+        // (tx, rx) seen per interface; only both count as attached.
+        let mut hooks: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+        for a in self.attachments().map_err(|e| failed(&e))? {
+            let Some(name) = a.ifname else { continue };
+            let seen = hooks.entry(name).or_default();
+            match a.direction {
+                Direction::Tx => seen.0 = true,
+                Direction::Rx => seen.1 = true,
+            }
+        }
+        Ok(hooks
+            .into_iter()
+            .filter(|(_, (tx, rx))| *tx && *rx)
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    fn remove_unmatched(&self, matcher: &Matcher) -> Result<Vec<String>, AttachError> {
+        let removed = self
+            .remove_unqualified(|name| matcher.matches(name))
+            .map_err(|e| failed(&e))?;
+        let names: BTreeSet<String> = removed
+            .into_iter()
+            .map(|a| a.ifname.unwrap_or_else(|| format!("ifindex {}", a.ifindex)))
+            .collect();
+        Ok(names.into_iter().collect())
+    }
+}

@@ -1,0 +1,300 @@
+//! The link watcher's decisions (pure: every kernel effect goes through the
+//! [`Attacher`] seam). DESIGN §4.4: attach/replace on matching names, forget
+//! vanished taps, detach from taps renamed away, and a periodic presence
+//! check so a missed event never becomes a silent undercount.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::matcher::Matcher;
+use super::message::LinkEvent;
+use super::metrics::{Failure, LinkMetrics};
+
+/// What an attach did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// At least one of the two programs was not there and was attached.
+    Attached,
+    /// Both were ours already and now run the new program (atomic swap).
+    Replaced,
+}
+
+/// Why an [`Attacher`] call did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachError {
+    /// The interface no longer exists (it vanished between the event and
+    /// the call — a VM migrated away): nothing to do, not a failure.
+    #[error("the interface vanished")]
+    Vanished,
+    /// The kernel refused; the message says what and where.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The kernel side of the watcher: the real `Datapath`, or a recording fake
+/// in tests. Calls are synchronous and short (a few system calls each).
+pub trait Attacher {
+    /// Attaches both programs to `name`, replacing ours if present.
+    fn attach(&self, name: &str) -> Result<Outcome, AttachError>;
+    /// Removes ours from `name`; `true` if anything was there.
+    fn detach(&self, name: &str) -> Result<bool, AttachError>;
+    /// The interfaces that exist now: (index, name).
+    fn interfaces(&self) -> Result<Vec<(u32, String)>, AttachError>;
+    /// Names of the interfaces that carry both of our programs.
+    fn attached(&self) -> Result<BTreeSet<String>, AttachError>;
+    /// Removes ours from every interface `matcher` rejects (and state left
+    /// by interfaces that are gone); the names it removed ours from.
+    fn remove_unmatched(&self, matcher: &Matcher) -> Result<Vec<String>, AttachError>;
+}
+
+impl<T: Attacher + ?Sized> Attacher for Arc<T> {
+    fn attach(&self, name: &str) -> Result<Outcome, AttachError> {
+        (**self).attach(name)
+    }
+    fn detach(&self, name: &str) -> Result<bool, AttachError> {
+        (**self).detach(name)
+    }
+    fn interfaces(&self) -> Result<Vec<(u32, String)>, AttachError> {
+        (**self).interfaces()
+    }
+    fn attached(&self) -> Result<BTreeSet<String>, AttachError> {
+        (**self).attached()
+    }
+    fn remove_unmatched(&self, matcher: &Matcher) -> Result<Vec<String>, AttachError> {
+        (**self).remove_unmatched(matcher)
+    }
+}
+
+/// What the watcher believes about one matching link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tracked {
+    name: String,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Both programs attached.
+    Attached,
+    /// The last attach failed; the next presence check retries.
+    Failed,
+}
+
+/// What one presence check did, for logs and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PresenceReport {
+    /// Matching interfaces found without our programs though no event said
+    /// so (missed event, removed behind our back), re-attached.
+    pub healed: Vec<String>,
+    /// Interfaces whose earlier attach had failed, attached now.
+    pub retried: Vec<String>,
+    /// Matching interfaces still without our programs (attach failed).
+    pub failed: Vec<String>,
+    /// Non-matching interfaces ours were removed from.
+    pub removed: Vec<String>,
+    /// The listing itself failed: nothing was checked.
+    pub skipped: bool,
+}
+
+/// The link watcher's state machine.
+#[derive(Debug)]
+pub struct Watcher<A> {
+    attacher: A,
+    matcher: Matcher,
+    /// Matching links by index. Non-matching links are not tracked: an
+    /// event that renames one into a matching name reads as a new link.
+    links: BTreeMap<u32, Tracked>,
+    metrics: LinkMetrics,
+}
+
+impl<A: Attacher> Watcher<A> {
+    /// A watcher that knows no link yet. Start it only once the trie is
+    /// populated (DESIGN §12): its first replay attaches every matching tap.
+    pub fn new(attacher: A, matcher: Matcher, metrics: LinkMetrics) -> Watcher<A> {
+        Watcher {
+            attacher,
+            matcher,
+            links: BTreeMap::new(),
+            metrics,
+        }
+    }
+
+    /// The seam (tests inspect their fake through it).
+    pub fn attacher(&self) -> &A {
+        &self.attacher
+    }
+
+    /// The metrics handles.
+    pub fn metrics(&self) -> &LinkMetrics {
+        &self.metrics
+    }
+
+    /// Applies one link event.
+    pub fn apply(&mut self, event: &LinkEvent) {
+        match event {
+            LinkEvent::Present { index, name } => self.present(*index, name),
+            LinkEvent::Gone { index } => {
+                // Deleted or moved away (live migration): the kernel took
+                // our programs with the interface. Nothing to undo, nothing
+                // to retry.
+                if let Some(t) = self.links.remove(index) {
+                    tracing::debug!(ifname = %t.name, ifindex = index, "tap gone; forgotten");
+                }
+            }
+        }
+        self.publish();
+    }
+
+    /// Applies a full listing (a replay dump): every listed link as
+    /// present, and every tracked link missing from it as gone.
+    pub fn replay(&mut self, links: &[(u32, String)]) {
+        let listed: BTreeSet<u32> = links.iter().map(|(i, _)| *i).collect();
+        self.links.retain(|i, _| listed.contains(i));
+        for (index, name) in links {
+            self.present(*index, name);
+        }
+        self.publish();
+    }
+
+    fn present(&mut self, index: u32, name: &str) {
+        let ours = self.matcher.matches(name);
+        match self.links.get_mut(&index) {
+            Some(t) if ours => {
+                // Renamed within the rule, or a state change (up/down,
+                // carrier): the attachment is on the index and survives.
+                // A failed one waits for the presence check.
+                name.clone_into(&mut t.name);
+            }
+            Some(_) => {
+                // Renamed to a name that is not ours.
+                self.links.remove(&index);
+                match self.attacher.detach(name) {
+                    Ok(_) | Err(AttachError::Vanished) => {
+                        tracing::info!(
+                            ifname = name,
+                            ifindex = index,
+                            "renamed out of the rule; detached"
+                        );
+                    }
+                    Err(AttachError::Failed(e)) => {
+                        self.metrics.failed(Failure::Detach);
+                        tracing::warn!(ifname = name, ifindex = index, error = %e, "detach failed; the presence check retries");
+                    }
+                }
+            }
+            None if ours => {
+                self.attach(index, name);
+            }
+            None => {}
+        }
+    }
+
+    /// Attaches and records the result; `true` when attached.
+    fn attach(&mut self, index: u32, name: &str) -> bool {
+        match self.attacher.attach(name) {
+            Ok(outcome) => {
+                tracing::info!(ifname = name, ifindex = index, ?outcome, "attached");
+                self.track(index, name, State::Attached);
+                true
+            }
+            Err(AttachError::Vanished) => {
+                self.links.remove(&index);
+                false
+            }
+            Err(AttachError::Failed(e)) => {
+                self.metrics.failed(Failure::Attach);
+                tracing::warn!(ifname = name, ifindex = index, error = %e, "attach failed; the presence check retries");
+                self.track(index, name, State::Failed);
+                false
+            }
+        }
+    }
+
+    fn track(&mut self, index: u32, name: &str, state: State) {
+        self.links.insert(
+            index,
+            Tracked {
+                name: name.to_owned(),
+                state,
+            },
+        );
+    }
+
+    /// Compares the interfaces that exist and match with those carrying
+    /// our programs, attaches any that lacks them, and removes ours from
+    /// interfaces that no longer match (DESIGN §4.4).
+    pub fn presence_check(&mut self) -> PresenceReport {
+        let mut report = PresenceReport::default();
+        let (existing, attached) = match self.listing() {
+            Ok(l) => l,
+            Err(e) => {
+                self.metrics.failed(Failure::PresenceCheck);
+                tracing::warn!(error = %e, "presence check could not list interfaces");
+                report.skipped = true;
+                return report;
+            }
+        };
+        let matching: BTreeMap<u32, &str> = existing
+            .iter()
+            .filter(|(_, n)| self.matcher.matches(n))
+            .map(|(i, n)| (*i, n.as_str()))
+            .collect();
+        // Links whose removal or rename out of the rule was missed.
+        self.links.retain(|i, _| matching.contains_key(i));
+        for (&index, &name) in &matching {
+            if attached.contains(name) {
+                self.track(index, name, State::Attached);
+                continue;
+            }
+            let known_failed = self
+                .links
+                .get(&index)
+                .is_some_and(|t| t.state == State::Failed);
+            if self.attach(index, name) {
+                if known_failed {
+                    report.retried.push(name.to_owned());
+                } else {
+                    self.metrics.healed();
+                    tracing::warn!(
+                        ifname = name,
+                        ifindex = index,
+                        "presence check healed a tap that had no programs"
+                    );
+                    report.healed.push(name.to_owned());
+                }
+            } else if self.links.contains_key(&index) {
+                report.failed.push(name.to_owned());
+            }
+        }
+        match self.attacher.remove_unmatched(&self.matcher) {
+            Ok(removed) => report.removed = removed,
+            Err(e) => {
+                self.metrics.failed(Failure::Detach);
+                tracing::warn!(error = %e, "removing ours from non-matching interfaces failed");
+            }
+        }
+        self.metrics.checked();
+        self.publish();
+        report
+    }
+
+    /// The interfaces that exist (index, name) and the names carrying our
+    /// programs.
+    #[allow(clippy::type_complexity)] // two listings, named where used
+    fn listing(&self) -> Result<(Vec<(u32, String)>, BTreeSet<String>), AttachError> {
+        Ok((self.attacher.interfaces()?, self.attacher.attached()?))
+    }
+
+    fn publish(&self) {
+        self.metrics.set_attached(
+            self.links
+                .values()
+                .filter(|t| t.state == State::Attached)
+                .count(),
+        );
+    }
+}
+
+#[cfg(test)]
+#[path = "watcher_tests.rs"]
+mod tests;
