@@ -804,7 +804,9 @@ mod tests {
             serde_json::from_value(subnet("s-orphan", "10.9.0.0/24")).unwrap();
         orphan.network_id = "no-such-net".into();
         s.subnets.insert("s-orphan".into(), orphan);
-        let err = s.create("subnets", subnet("s2", "10.1.0.0/33")).unwrap_err();
+        let err = s
+            .create("subnets", subnet("s2", "10.1.0.0/33"))
+            .unwrap_err();
         assert!(matches!(err, MutationError::Invalid { .. }), "{err:?}");
         assert!(s.networks.contains_key("n1"), "the store was emptied");
         assert!(s.subnets.contains_key("s1") && s.subnets.contains_key("s-orphan"));
