@@ -1,0 +1,137 @@
+//! The metadata seam: one sync, parsed and planned (DESIGN §5, §6, §7).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use lachesis_planner::{
+    parse_snapshot, plan_with_previous, ParseError, Plan, PlanOptions, Sources,
+};
+
+/// A project or a server: its id (what prunes compare) and its name (what
+/// the info series show).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Named {
+    /// Keystone project id or Nova server id.
+    pub id: String,
+    /// Its name (`""` when the API gave none).
+    pub name: String,
+}
+
+impl Named {
+    /// A pair from borrowed parts.
+    #[must_use]
+    pub fn new(id: &str, name: &str) -> Self {
+        Named {
+            id: id.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// One successful sync: the desired state and the lists the pass needs
+/// beyond it.
+#[derive(Debug, Clone)]
+pub struct Synced {
+    /// The plan of this snapshot (planned with the last committed plan, so a
+    /// failed Octavia list keeps the amphora attribution, docs/planner.md).
+    pub plan: Arc<Plan>,
+    /// The Keystone project list (always fetched: a sync without it fails).
+    pub projects: Vec<Named>,
+    /// The Nova server list; `None` when Nova failed or is not deployed —
+    /// unknown, never "no servers" (`plan.sources.servers` says which).
+    pub servers: Option<Vec<Named>>,
+    /// Entries or parts the parser dropped (malformed input).
+    pub skipped: usize,
+}
+
+impl Synced {
+    /// Which best-effort lists were fetched, failed or absent.
+    #[must_use]
+    pub fn sources(&self) -> Sources {
+        self.plan.sources
+    }
+}
+
+/// A sync that must not be used: nothing of it is applied.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Neutron or Keystone did not answer completely.
+    #[error("fetching the OpenStack lists")]
+    Fetch(#[source] lachesis_openstack::SyncError),
+    /// A list body was not the list response it should be.
+    #[error("parsing the OpenStack lists")]
+    Parse(#[source] ParseError),
+    /// The planning task stopped without a plan (it panicked).
+    #[error("planning the snapshot: {0}")]
+    Plan(String),
+}
+
+/// Where a pass gets the desired state from. Consumer-owned: the real one is
+/// [`OpenStackSource`]; tests script one.
+pub trait MetadataSource: Send + Sync {
+    /// Fetches a full snapshot and plans it. `previous` is the last committed
+    /// plan (the reconcile contract of docs/planner.md); nothing is retained
+    /// between calls.
+    fn sync(
+        &self,
+        previous: Option<Arc<Plan>>,
+        options: PlanOptions,
+    ) -> impl Future<Output = Result<Synced, SyncError>> + Send;
+}
+
+impl<T: MetadataSource> MetadataSource for Arc<T> {
+    fn sync(
+        &self,
+        previous: Option<Arc<Plan>>,
+        options: PlanOptions,
+    ) -> impl Future<Output = Result<Synced, SyncError>> + Send {
+        (**self).sync(previous, options)
+    }
+}
+
+/// The real source: the OpenStack client (one token across syncs), the
+/// parser and the planner.
+#[derive(Debug)]
+pub struct OpenStackSource {
+    client: lachesis_openstack::Client,
+}
+
+impl OpenStackSource {
+    /// Syncs with `client`.
+    #[must_use]
+    pub fn new(client: lachesis_openstack::Client) -> Self {
+        OpenStackSource { client }
+    }
+}
+
+impl MetadataSource for OpenStackSource {
+    async fn sync(
+        &self,
+        previous: Option<Arc<Plan>>,
+        options: PlanOptions,
+    ) -> Result<Synced, SyncError> {
+        let fetched = self.client.sync().await.map_err(SyncError::Fetch)?;
+        // Parsing and planning a large cloud takes a CPU for a while: off the
+        // async workers, which serve the scraper and HTTP meanwhile.
+        tokio::task::spawn_blocking(move || {
+            let (snapshot, report) = parse_snapshot(&fetched.bodies).map_err(SyncError::Parse)?;
+            let plan = plan_with_previous(&snapshot, &options, previous.as_deref());
+            let named = |id: &str, name: &str| Named::new(id, name);
+            Ok(Synced {
+                plan: Arc::new(plan),
+                projects: snapshot
+                    .projects
+                    .iter()
+                    .map(|p| named(&p.id, &p.name))
+                    .collect(),
+                servers: snapshot
+                    .servers
+                    .as_ref()
+                    .map(|list| list.iter().map(|s| named(&s.id, &s.name)).collect()),
+                skipped: report.skipped.len(),
+            })
+        })
+        .await
+        .map_err(|e| SyncError::Plan(e.to_string()))?
+    }
+}

@@ -1,0 +1,102 @@
+//! The real metadata source against the simulator on a loopback port the
+//! system picks: the lists come out as the topology holds them, a failed
+//! Nova is "unknown" (never "no servers"), a failed Neutron list fails the
+//! sync.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use lachesis_openstack::config::{resolve, SearchPaths, Selection};
+use lachesis_openstack::{ApiMetrics, Client};
+use lachesis_planner::{PlanOptions, SourceStatus};
+use lachesis_sim::{self as sim, Fault, SimHandle, Store, Topology};
+
+use super::super::{MetadataSource, Named, OpenStackSource, SyncError};
+
+fn topology() -> Topology {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
+    Topology::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn source() -> (SimHandle, OpenStackSource) {
+    let handle = sim::start(
+        Store::from_topology(&topology()).unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
+    // Configured as an operator would: the example clouds.yaml's `sim`
+    // entry, pointed at this simulator's port.
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let selection = Selection {
+        cloud: Some("sim".to_owned()),
+        clouds_file: Some(format!("{examples}/clouds.yaml").into()),
+    };
+    let mut cfg = resolve(&selection, &SearchPaths::in_dirs(&[]), &|_| None).unwrap();
+    cfg.auth_url = handle.auth_url();
+    cfg.timeout = Duration::from_secs(5);
+    let client = Client::new(cfg, ApiMetrics::default()).unwrap();
+    (handle, OpenStackSource::new(client))
+}
+
+fn fault(endpoint: &str) -> Fault {
+    Fault {
+        endpoint: endpoint.into(),
+        status: Some(500),
+        delay_ms: 0,
+        drop: false,
+        times: None,
+    }
+}
+
+#[tokio::test]
+async fn a_sync_is_planned_with_the_project_and_server_lists() {
+    let (_sim, source) = source().await;
+    let synced = source.sync(None, PlanOptions::default()).await.unwrap();
+    let t = topology();
+    let projects: BTreeSet<Named> = t
+        .projects
+        .iter()
+        .map(|p| Named::new(&p.id, &p.name))
+        .collect();
+    let servers: BTreeSet<Named> = t
+        .servers
+        .iter()
+        .map(|s| Named::new(&s.id, &s.name))
+        .collect();
+    assert_eq!(
+        synced.projects.iter().cloned().collect::<BTreeSet<_>>(),
+        projects
+    );
+    let got: BTreeSet<Named> = synced.servers.clone().unwrap().into_iter().collect();
+    assert_eq!(got, servers);
+    assert_eq!(synced.sources().servers, SourceStatus::Ok);
+    let bound: BTreeSet<&str> = synced
+        .plan
+        .bindings
+        .iter()
+        .map(|b| b.port.as_str())
+        .collect();
+    assert!(!bound.is_empty(), "the example topology binds VM ports");
+    assert!(bound
+        .iter()
+        .all(|port| t.ports.iter().any(|p| p.id == *port)));
+}
+
+#[tokio::test]
+async fn a_failed_nova_is_unknown_not_empty() {
+    let (sim, source) = source().await;
+    sim.with_store(|s| s.add_fault(fault("servers")));
+    let synced = source.sync(None, PlanOptions::default()).await.unwrap();
+    assert_eq!(synced.servers, None);
+    assert_eq!(synced.sources().servers, SourceStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_failed_neutron_list_fails_the_sync() {
+    let (sim, source) = source().await;
+    sim.with_store(|s| s.add_fault(fault("ports")));
+    let err = source.sync(None, PlanOptions::default()).await.unwrap_err();
+    assert!(matches!(err, SyncError::Fetch(_)), "{err:?}");
+}
