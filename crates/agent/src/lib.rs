@@ -1,6 +1,8 @@
 //! The Lachesis agent as a library: what the `lachesis` binary's daemon is
 //! built from, testable without the binary (DESIGN §12, §13).
 
+#![deny(missing_docs)]
+
 pub mod boot;
 pub mod config;
 pub mod http;
