@@ -89,7 +89,7 @@ fn ledger_exporter(dir: &std::path::Path) -> Exporter {
     };
     ledger.apply_drain(&[(key, reading)], 0).unwrap();
     let paths = state::StatePaths::new(dir.join("state.json"));
-    state::flush(&ledger, &paths, serde_json::json!({})).unwrap();
+    state::flush(&ledger, &paths).unwrap();
     Exporter::new(ledger)
 }
 

@@ -1,4 +1,6 @@
 //! Reading `flows` and `stats` (DESIGN §4.6): batched, read-don't-clear.
+//! Deleting is `lookup_delete`'s: an entry is only ever removed together
+//! with its last reading.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
@@ -21,10 +23,11 @@ pub struct DrainBuffer {
     keys: Vec<FlowKey>,
     /// `count × cpus` slots; `FlowCounters` is 32 bytes, already the kernel's
     /// 8-byte per-CPU stride, so the buffer is typed and aligned.
-    values: Vec<FlowCounters>,
-    /// The last drain's entries, per-CPU slots folded (sum counters, max stamps).
+    pub(crate) values: Vec<FlowCounters>,
+    /// The last drain's entries (or a lookup-and-delete's final readings),
+    /// per-CPU slots folded (sum counters, max stamps).
     pub entries: Vec<(FlowKey, FlowCounters)>,
-    /// Batch calls made by the last drain (the syscall count).
+    /// Syscalls made by the last drain or lookup-and-delete.
     pub calls: u32,
 }
 
@@ -36,7 +39,8 @@ impl DrainBuffer {
     }
 }
 
-fn fold_cpus(slots: &[FlowCounters]) -> FlowCounters {
+/// Folds one entry's per-CPU slots: bytes and packets summed, stamps maxed.
+pub(crate) fn fold_cpus(slots: &[FlowCounters]) -> FlowCounters {
     let mut total = slots[0];
     for slot in &slots[1..] {
         total.fold(slot);

@@ -2,8 +2,9 @@
 //! size and pin `flows`, write the metadata maps, attach to taps, drain.
 //!
 //! This is the only crate that talks `bpf()`. Kernel requirements: BPF with
-//! BTF, TC (clsact) and per-CPU hash batch lookups (5.6+); TCX attach needs
-//! 6.6+ and is probed at run time, falling back to cls_bpf.
+//! BTF, TC (clsact), per-CPU hash batch lookups (5.6+) and lookup-and-delete
+//! on per-CPU hash maps (5.14+); TCX attach needs 6.6+ and is probed at run
+//! time, falling back to cls_bpf.
 
 #![deny(missing_docs)]
 
@@ -14,6 +15,7 @@ mod btf_layout;
 mod drain;
 mod error;
 mod libbpf_log;
+mod lookup_delete;
 mod maps;
 mod object;
 mod sizing;
@@ -32,6 +34,7 @@ pub use attach::{
 };
 pub use drain::{DrainBuffer, RetiredFlows};
 pub use error::{Error, Result};
+pub use lookup_delete::FailedDelete;
 pub use object::{DatapathConfig, FlowsPin};
 pub use sizing::{
     flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
@@ -190,8 +193,24 @@ impl Datapath {
         drain::read_stats(&self.stats)
     }
 
-    /// Deletes one `flows` entry (only after its bytes were read: pressure
-    /// relief, ghost sweep, unresolved eviction). `false` if absent.
+    /// Deletes the `flows` entries of `keys`, each read and removed in one
+    /// kernel command (lookup-and-delete, Linux 5.14+), and leaves their
+    /// final readings in `buf.entries`: nothing an entry counts between the
+    /// last drain and its deletion goes unread (DESIGN §9). Keys without an
+    /// entry yield nothing; keys the kernel refused are returned (their
+    /// entries are untouched). Every kernel flow delete goes through here:
+    /// pressure relief, the ghost sweep, unresolved eviction.
+    pub fn lookup_and_delete_flows(
+        &self,
+        keys: &[FlowKey],
+        buf: &mut DrainBuffer,
+    ) -> Vec<FailedDelete> {
+        lookup_delete::lookup_and_delete(self.flows.as_fd(), self.possible_cpus, keys, buf)
+    }
+
+    /// Deletes one `flows` entry without reading it: whatever it counted
+    /// since the last drain is lost. Tests only; the agent deletes with
+    /// [`Datapath::lookup_and_delete_flows`]. `false` if absent.
     pub fn delete_flow(&self, key: &FlowKey) -> Result<bool> {
         maps::delete_flow(&self.flows, key)
     }

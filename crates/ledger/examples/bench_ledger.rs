@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
 use lachesis_ledger::state::{self, FlushPhase, StatePaths};
-use lachesis_ledger::{Exporter, Format, Ledger, UnresolvedLimits};
+use lachesis_ledger::{CommittedPlan, Exporter, Format, Ledger, UnresolvedLimits};
 
 struct Counting;
 
@@ -245,25 +245,19 @@ struct Rendered {
     series: usize,
     bytes: usize,
     ledger: Arc<Ledger>,
+    source: Arc<SwapSource>,
 }
 
 /// Render time and allocations of a 50 000-row ledger built from `rows`.
 fn render_bench(rows: &[FlowKey], vms: usize) -> Rendered {
     let attr = attribution(vms);
-    let ledger = Arc::new(Ledger::new(
-        UnresolvedLimits::default(),
-        Arc::new(SwapSource::new(attr)),
-    ));
+    let source = Arc::new(SwapSource::new(attr));
+    let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source.clone()));
     ledger.apply_drain(&readings(rows, 1), 0).unwrap();
     assert_eq!(ledger.sizes().rows, rows.len());
     // Billing renders what the last flush made durable.
     let dir = tempfile::tempdir().unwrap();
-    state::flush(
-        &ledger,
-        &StatePaths::new(dir.path().join("state.json")),
-        serde_json::Value::Null,
-    )
-    .unwrap();
+    state::flush(&ledger, &StatePaths::new(dir.path().join("state.json"))).unwrap();
     let exporter = Exporter::new(ledger.clone());
     let mut out = String::new();
     let mut times = Samples::default();
@@ -285,11 +279,63 @@ fn render_bench(rows: &[FlowKey], vms: usize) -> Rendered {
         series: out.lines().filter(|l| !l.starts_with('#')).count(),
         bytes: out.len(),
         ledger,
+        source,
     }
 }
 
 fn row(name: &str, (wall, cpu): (f64, f64), note: &str) {
     println!("{name:<44} {wall:>9.2} ms {cpu:>9.2} ms  {note}");
+}
+
+/// The flush with the agent's committed plan in the file (one binding per
+/// port, encoded once at commit and shared by every flush), and what the old
+/// API cost on top per flush: the caller's clone of the plan tree, then its
+/// encoding. Returns both timings and the plan's bytes in the file.
+fn plan_bench(
+    typical: &Rendered,
+    paths: &StatePaths,
+    without: usize,
+) -> ((f64, f64), (f64, f64), usize) {
+    let plan: serde_json::Value = typical
+        .source
+        .current()
+        .bindings
+        .iter()
+        .map(|(mac, b)| {
+            serde_json::json!({"mac": mac.to_string(), "tenant": b.tenant_id,
+                "server": b.server_id, "port": b.port_id})
+        })
+        .collect();
+    let mut with_plan = (*typical.source.current()).clone();
+    with_plan.plan = CommittedPlan::encode(&plan).unwrap();
+    typical.source.store(with_plan);
+    let mut flush_plan = Samples::default();
+    let mut plan_bytes = 0;
+    for _ in 0..RUNS {
+        plan_bytes = flush_plan
+            .time(|| state::flush(&typical.ledger, paths).unwrap())
+            .bytes
+            - without;
+    }
+    let mut clone_encode = Samples::default();
+    for _ in 0..RUNS {
+        clone_encode.time(|| serde_json::to_vec(&plan.clone()).unwrap().len());
+    }
+    (flush_plan.medians(), clone_encode.medians(), plan_bytes)
+}
+
+fn print_plan(flush_plan: (f64, f64), plan_bytes: usize, clone_encode: (f64, f64)) {
+    row(
+        "state flush, 50 000 rows + committed plan",
+        flush_plan,
+        "plan shared, written as encoded",
+    );
+    println!("{:<44} {:>12}", "  plan bytes", plan_bytes);
+    row(
+        "  plan clone + encode (old API, per flush)",
+        clone_encode,
+        "no longer paid",
+    );
 }
 
 fn main() {
@@ -322,8 +368,7 @@ fn main() {
     let (mut lock, mut size) = (Vec::new(), 0);
     let mut phases: Vec<Vec<f64>> = vec![Vec::new(); FlushPhase::ALL.len()];
     for _ in 0..RUNS {
-        let r =
-            flush.time(|| state::flush(&typical.ledger, &paths, serde_json::Value::Null).unwrap());
+        let r = flush.time(|| state::flush(&typical.ledger, &paths).unwrap());
         lock.push(ms(r.lock_held()));
         for (acc, d) in phases.iter_mut().zip(r.phases) {
             acc.push(ms(d));
@@ -331,8 +376,11 @@ fn main() {
         size = r.bytes;
     }
 
+    let (flush_plan, clone_encode, plan_bytes) = plan_bench(&typical, &paths, size);
+
     let drain = drain.medians();
     let flush = flush.medians();
+
     let lock = median(lock);
     println!(
         "ledger benchmark: medians of {RUNS} runs, release build, load average {} at the end",
@@ -390,8 +438,9 @@ fn main() {
         );
     }
     println!("{:<44} {:>12}", "  state file bytes", size);
+    print_plan(flush_plan, plan_bytes, clone_encode);
     println!(
-        "{{\"apply_drain_65536_ms\": {:.3}, \"render_50000_ms\": {:.3}, \"flush_50000_ms\": {:.3}, \"flush_lock_50000_ms\": {lock:.3}, \"render_allocs_steady\": {}, \"render_50000_worst_ms\": {:.3}}}",
-        drain.0, typical.time.0, flush.0, typical.allocs, worst.time.0
+        "{{\"apply_drain_65536_ms\": {:.3}, \"render_50000_ms\": {:.3}, \"flush_50000_ms\": {:.3}, \"flush_lock_50000_ms\": {lock:.3}, \"render_allocs_steady\": {}, \"render_50000_worst_ms\": {:.3}, \"flush_50000_plan_ms\": {:.3}, \"plan_clone_encode_ms\": {:.3}}}",
+        drain.0, typical.time.0, flush.0, typical.allocs, worst.time.0, flush_plan.0, clone_encode.0
     );
 }

@@ -2,10 +2,13 @@
 //! never knows the cloud: the agent implements these traits over the planner's
 //! bindings and router-MAC map (DESIGN §6.3, §6.4).
 
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
 use std::sync::Arc;
 
 use lachesis_abi::Mac;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 /// The attribution of one bound VM MAC, borrowed from the current bindings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +40,92 @@ pub trait Attribution {
     fn tenant_name(&self, tenant_id: &str) -> Option<&str>;
     /// Display name of a server, for `lachesis_server_info`.
     fn server_name(&self, server_id: &str) -> Option<&str>;
+    /// The committed plan this attribution was derived from. A flush takes
+    /// it from the same snapshot as the attribution, under the ledger lock,
+    /// so the state file never pairs settled rows with an older plan.
+    fn plan(&self) -> &CommittedPlan;
+}
+
+/// The agent's last committed plan as the state file stores it (DESIGN
+/// §11): encoded once when the plan is committed, then shared, so a flush
+/// neither clones nor re-encodes it. The ledger never looks inside.
+#[derive(Clone)]
+pub struct CommittedPlan(Arc<RawValue>);
+
+impl CommittedPlan {
+    /// No plan (JSON `null`): what a first boot has.
+    #[must_use]
+    pub fn none() -> CommittedPlan {
+        static NULL: std::sync::OnceLock<Arc<RawValue>> = std::sync::OnceLock::new();
+        CommittedPlan(
+            NULL.get_or_init(|| {
+                Arc::from(RawValue::from_string("null".to_owned()).expect("null is JSON"))
+            })
+            .clone(),
+        )
+    }
+
+    /// Encodes `plan` once.
+    pub fn encode<T: Serialize + ?Sized>(plan: &T) -> Result<CommittedPlan, serde_json::Error> {
+        Ok(CommittedPlan(Arc::from(serde_json::value::to_raw_value(
+            plan,
+        )?)))
+    }
+
+    /// Adopts already encoded JSON text (checked to be one JSON value).
+    pub fn from_json(text: String) -> Result<CommittedPlan, serde_json::Error> {
+        Ok(CommittedPlan(Arc::from(RawValue::from_string(text)?)))
+    }
+
+    /// The JSON text.
+    #[must_use]
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Decodes the plan into the agent's own type.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.json())
+    }
+
+    /// Whether there is no plan (`null`).
+    #[must_use]
+    pub fn is_none(&self) -> bool {
+        self.json() == "null"
+    }
+}
+
+impl Default for CommittedPlan {
+    fn default() -> Self {
+        CommittedPlan::none()
+    }
+}
+
+impl PartialEq for CommittedPlan {
+    fn eq(&self, other: &Self) -> bool {
+        self.json() == other.json()
+    }
+}
+
+impl Eq for CommittedPlan {}
+
+impl Debug for CommittedPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CommittedPlan({} bytes of JSON)", self.json().len())
+    }
+}
+
+impl Serialize for CommittedPlan {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CommittedPlan {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        Ok(CommittedPlan(Arc::from(raw)))
+    }
 }
 
 /// Where the exporter gets the attribution in force at scrape time. Called

@@ -20,6 +20,11 @@ pub struct Baseline {
     /// from a format that did not record it).
     #[serde(with = "u64_string")]
     pub stamp: u64,
+    /// That reading was the entry's last: the entry no longer exists
+    /// (lookup-and-delete, a retired map). Nothing is left to delete, and a
+    /// later reading of the same key is a new entry.
+    #[serde(default)]
+    pub gone: bool,
 }
 
 impl Baseline {
@@ -29,9 +34,25 @@ impl Baseline {
         Baseline {
             last: Counts::new(reading.bytes, reading.packets),
             stamp: reading.created_ns,
+            gone: false,
         }
     }
 }
+
+/// Which full drain last showed an entry: bookkeeping of this process, not
+/// state. Two books that differ only in it are equal, and the state file
+/// leaves it out. A row or waiting row not shown by the latest full drain
+/// has no kernel entry left, so evicting it releases nothing for deletion.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DrainMark(pub(crate) u64);
+
+impl PartialEq for DrainMark {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for DrainMark {}
 
 /// Which branch of the rule a reading took (for tests and anomaly counting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,69 +66,38 @@ pub enum DeltaCase {
     NewEntry,
     /// Stamps equal, counters did not go back: plain difference.
     SameEntry,
-    /// Stamps equal and a counter went back across the top of u64: modular difference.
-    Wrapped,
-    /// Stamps equal and a counter went back without a plausible wrap: nothing
-    /// is added (never double count) and the reading becomes the baseline.
-    Regressed,
+    /// Stamps equal and a counter went back: an older reading of the entry
+    /// applied after a newer one (a retried drain). Nothing is added and the
+    /// baseline stays the newer reading; 64-bit counters do not wrap in
+    /// practice, so this is never read as a reset.
+    Stale,
 }
 
 impl DeltaCase {
-    /// Whether this case is an anomaly worth a health counter.
+    /// Whether the reading becomes the new baseline: every case but
+    /// [`DeltaCase::Stale`], whose baseline is newer than the reading.
     #[must_use]
-    pub fn anomaly_label(self) -> Option<&'static str> {
-        match self {
-            DeltaCase::Wrapped => Some("wrap"),
-            DeltaCase::Regressed => Some("regression"),
-            _ => None,
-        }
-    }
-}
-
-/// Half the u64 range: a real wrap needs the old value in the upper half and
-/// the new one in the lower half.
-const HALF: u64 = 1 << 63;
-
-fn same_entry(last: u64, current: u64) -> (u64, DeltaCase) {
-    if current >= last {
-        (current - last, DeltaCase::SameEntry)
-    } else if last >= HALF && current < HALF {
-        (current.wrapping_sub(last), DeltaCase::Wrapped)
-    } else {
-        (0, DeltaCase::Regressed)
-    }
-}
-
-fn worst(a: DeltaCase, b: DeltaCase) -> DeltaCase {
-    let rank = |c| match c {
-        DeltaCase::Regressed => 2,
-        DeltaCase::Wrapped => 1,
-        _ => 0,
-    };
-    if rank(b) > rank(a) {
-        b
-    } else {
-        a
+    pub fn adopts_reading(self) -> bool {
+        self != DeltaCase::Stale
     }
 }
 
 /// New bytes and packets in `reading` relative to `baseline`, and the case taken.
-/// The caller stores [`Baseline::of`]`(reading)` afterwards in every case.
+/// The caller stores [`Baseline::of`]`(reading)` afterwards unless the case
+/// is [`DeltaCase::Stale`] ([`DeltaCase::adopts_reading`]).
 #[must_use]
 pub fn delta(baseline: Option<&Baseline>, reading: &FlowCounters) -> (Counts, DeltaCase) {
+    let whole = Counts::new(reading.bytes, reading.packets);
     let Some(base) = baseline else {
-        return (
-            Counts::new(reading.bytes, reading.packets),
-            DeltaCase::FirstSight,
-        );
+        return (whole, DeltaCase::FirstSight);
     };
+    let went_back = reading.bytes < base.last.bytes || reading.packets < base.last.packets;
     if base.stamp == 0 {
         // Either counter going back proves a different entry: the whole
         // reading is new for both, never a difference for one and a restart
         // for the other (which would drop the larger counter's bytes).
-        let restarted = reading.bytes < base.last.bytes || reading.packets < base.last.packets;
-        let add = if restarted {
-            Counts::new(reading.bytes, reading.packets)
+        let add = if went_back {
+            whole
         } else {
             Counts::new(
                 reading.bytes - base.last.bytes,
@@ -117,14 +107,18 @@ pub fn delta(baseline: Option<&Baseline>, reading: &FlowCounters) -> (Counts, De
         return (add, DeltaCase::AdoptStamp);
     }
     if base.stamp != reading.created_ns {
-        return (
-            Counts::new(reading.bytes, reading.packets),
-            DeltaCase::NewEntry,
-        );
+        return (whole, DeltaCase::NewEntry);
     }
-    let (bytes, cb) = same_entry(base.last.bytes, reading.bytes);
-    let (packets, cp) = same_entry(base.last.packets, reading.packets);
-    (Counts::new(bytes, packets), worst(cb, cp))
+    if went_back {
+        return (Counts::default(), DeltaCase::Stale);
+    }
+    (
+        Counts::new(
+            reading.bytes - base.last.bytes,
+            reading.packets - base.last.packets,
+        ),
+        DeltaCase::SameEntry,
+    )
 }
 
 #[cfg(test)]
@@ -144,6 +138,7 @@ mod tests {
         Baseline {
             last: Counts::new(bytes, packets),
             stamp,
+            gone: false,
         }
     }
 
@@ -221,29 +216,39 @@ mod tests {
                 DeltaCase::SameEntry,
             ),
             (
-                "same stamp, wrapped bytes",
+                "same stamp, older reading: stale, nothing added",
+                Some(base(5000, 50, 5)),
+                reading(2000, 20, 5),
+                Counts::new(0, 0),
+                DeltaCase::Stale,
+            ),
+            (
+                "same stamp, only packets went back: stale as a whole",
+                Some(base(1000, 10, 5)),
+                reading(1100, 9, 5),
+                Counts::new(0, 0),
+                DeltaCase::Stale,
+            ),
+            (
+                "same stamp, near the top of u64 going back: stale, never a wrap",
                 Some(base(u64::MAX - 9, 10, 5)),
                 reading(20, 11, 5),
-                Counts::new(30, 1),
-                DeltaCase::Wrapped,
-            ),
-            (
-                "same stamp, regression is not a wrap",
-                Some(base(1000, 10, 5)),
-                reading(900, 11, 5),
-                Counts::new(0, 1),
-                DeltaCase::Regressed,
-            ),
-            (
-                "same stamp, regression in the upper half",
-                Some(base(HALF + 100, 10, 5)),
-                reading(HALF + 50, 10, 5),
                 Counts::new(0, 0),
-                DeltaCase::Regressed,
+                DeltaCase::Stale,
             ),
         ];
         for (name, b, r, want, case) in cases {
             assert_eq!(delta(b.as_ref(), r), (*want, *case), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_a_stale_reading_keeps_the_baseline() {
+        let b = base(5000, 50, 5);
+        let (_, stale) = delta(Some(&b), &reading(2000, 20, 5));
+        assert!(!stale.adopts_reading());
+        for r in [reading(6000, 60, 5), reading(1, 1, 6), reading(5000, 50, 5)] {
+            assert!(delta(Some(&b), &r).1.adopts_reading());
         }
     }
 

@@ -12,12 +12,16 @@ pub struct Health {
     pub evictions_ttl: u64,
     /// Unresolved rows evicted on capacity.
     pub evictions_capacity: u64,
-    /// Counter wraps seen.
-    pub anomalies_wrap: u64,
-    /// Counter regressions seen.
-    pub anomalies_regression: u64,
+    /// Stale readings ignored (same entry, a counter lower than applied).
+    pub anomalies_stale: u64,
     /// Undecodable keys skipped.
     pub anomalies_invalid_key: u64,
+    /// Keys with a non-zero pad byte refused.
+    pub anomalies_nonzero_pad: u64,
+    /// Kernel entries released for deletion that were gone before their
+    /// final reading reached the ledger (§11): their bytes since their last
+    /// reading are lost.
+    pub lost_final_readings: u64,
     /// Rows settled by eviction.
     pub settled_evict: u64,
     /// Rows settled by rebase.
@@ -39,9 +43,9 @@ pub struct Health {
 impl Health {
     pub(crate) fn anomaly(&mut self, kind: AnomalyKind) {
         match kind {
-            AnomalyKind::Wrap => self.anomalies_wrap += 1,
-            AnomalyKind::Regression => self.anomalies_regression += 1,
+            AnomalyKind::Stale => self.anomalies_stale += 1,
             AnomalyKind::InvalidKey => self.anomalies_invalid_key += 1,
+            AnomalyKind::NonzeroPad => self.anomalies_nonzero_pad += 1,
         }
     }
 

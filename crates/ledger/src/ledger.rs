@@ -7,7 +7,8 @@ use lachesis_abi::{FlowCounters, FlowKey};
 use rustc_hash::FxHashSet;
 
 use crate::attribution::{Attribution, AttributionSource};
-use crate::book::{Book, DrainReport};
+use crate::book::{Book, DrainReport, ReadKind};
+use crate::delta::DrainMark;
 use crate::export::aggregate::{aggregate, Tiers};
 use crate::health::Health;
 use crate::interner::{InternerConflict, InternerFull, TenantInterner};
@@ -40,14 +41,49 @@ pub(crate) struct Inner {
     /// [`DrainError::SettleNotDurable`]).
     pub settles: u64,
     pub durable_settles: u64,
-    /// Drains applied, and how many of them the last successful flush
-    /// covered. While they differ, settles are refused (see
-    /// [`SettleError::DrainsNotDurable`]).
+    /// Readings applied (drains, final readings), and how many of them the
+    /// last successful flush covered. While they differ, settles are
+    /// refused (see [`SettleError::DrainsNotDurable`]).
     pub drains: u64,
     pub durable_drains: u64,
+    /// The settle protocol (§7, §9): drain → flush → settles → flush. A
+    /// full drain since the last settle batch was flushed (or since the
+    /// restore) ...
+    pub drained_for_settle: bool,
+    /// ... or a batch still open (settled, not yet flushed) lets a settle in.
+    pub batch_open: bool,
+    /// `now_ns` of the newest reading applied (full drain or final): a
+    /// full drain read before it is outdated.
+    pub newest_read_ns: Option<u64>,
+    /// Boot (§4.4, §12): retired `flows` maps still to drain before the
+    /// live one, and the reading count after the last retired drain (which
+    /// must be flushed before the live drain).
+    pub retired_left: usize,
+    pub retired_at: u64,
+    /// A live full drain happened since the restore.
+    pub live_drained: bool,
 }
 
-/// What a flush copies under the lock.
+impl Inner {
+    /// Readings wait while a settle or prune is not in the state file.
+    fn refuse_readings(&self) -> Result<(), DrainError> {
+        if self.settles == self.durable_settles {
+            return Ok(());
+        }
+        Err(DrainError::SettleNotDurable {
+            unflushed: self.settles - self.durable_settles,
+        })
+    }
+
+    /// Queues kernel deletes for release by the next successful flush.
+    fn queue_deletes(&mut self, keys: Vec<FlowKey>) {
+        self.deletes.extend(keys);
+    }
+}
+
+/// What a flush copies under the lock: the book, and the attribution in
+/// force with the plan it came from (one snapshot, so the file pairs rows
+/// with the plan they were settled to).
 pub(crate) struct FlushCopy {
     pub book: Book,
     pub attr: Arc<dyn Attribution + Send + Sync>,
@@ -65,18 +101,26 @@ pub(crate) struct FlushMarks {
 /// A settle the ledger will not apply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettleError {
-    /// Drains since the last flush are not in the state file. Settling on
+    /// Readings since the last flush are not in the state file. Settling on
     /// top of them would let a crash before the next flush restore rows
     /// whose baseline predates the settle point: the bytes in between would
     /// then be billed under the new attribution.
     #[error(
         "settle refused: {unflushed} drain(s) not yet in the state file; \
-         expected a successful state::flush right before the settle"
+         expected drain → state::flush → settles → state::flush"
     )]
     DrainsNotDurable {
-        /// Drains applied since the last successful flush.
+        /// Drains and final readings applied since the last successful flush.
         unflushed: u64,
     },
+    /// No full drain since the last settle batch was flushed (or since the
+    /// restore): bytes the kernel counted under the old attribution since
+    /// the last read would follow the port to its new owner.
+    #[error(
+        "settle refused: no full drain since the last settle batch or the restore; \
+         expected drain → state::flush → settles → state::flush"
+    )]
+    NotDrained,
 }
 
 /// A drain the ledger will not apply.
@@ -94,6 +138,32 @@ pub enum DrainError {
         /// Settles and prunes applied since the last successful flush.
         unflushed: u64,
     },
+    /// Retired `flows` maps announced at boot ([`Ledger::expect_retired`])
+    /// are not all drained: the live map read first would make their
+    /// entries read as new ones, counted a second time.
+    #[error(
+        "live drain refused: {left} retired flows map(s) not yet drained; \
+         expected apply_retired for each, then state::flush, before the live drain"
+    )]
+    RetiredNotDrained {
+        /// Retired maps still to drain.
+        left: usize,
+    },
+    /// The retired maps' last drains are not in the state file yet: after
+    /// a crash the retired map would be read again against baselines a
+    /// live drain had moved past.
+    #[error(
+        "live drain refused: the retired maps' drain is not yet in the state file; \
+         expected state::flush (then remove the retired maps) before the live drain"
+    )]
+    RetiredNotDurable,
+    /// A retired map drained after the live one: its entries would read as
+    /// new ones and be counted a second time.
+    #[error(
+        "retired drain refused: the live flows map was already drained since the restore; \
+         expected the retired maps first (DESIGN §12)"
+    )]
+    RetiredAfterLive,
 }
 
 /// Sizes for the health gauges.
@@ -146,6 +216,12 @@ impl Ledger {
                 durable_settles: 0,
                 drains: 0,
                 durable_drains: 0,
+                drained_for_settle: false,
+                batch_open: false,
+                newest_read_ns: None,
+                retired_left: 0,
+                retired_at: 0,
+                live_drained: false,
             }),
             flush_metrics: FlushMetrics::default(),
             flush_serial: Mutex::new(()),
@@ -164,37 +240,131 @@ impl Ledger {
         self.lock().limits = limits;
     }
 
-    /// Applies one full-map drain (§4.3, §4.6): resolves waiting rows whose
-    /// MAC is now bound, adds each reading's new bytes, and evicts unresolved
-    /// rows past their TTL or over capacity. The kernel entries of evicted
-    /// rows are handed out by the next successful flush
-    /// ([`crate::state::FlushReport::delete`]), not here.
+    /// Applies one full-map drain of the live `flows` map (§4.3, §4.6):
+    /// resolves waiting rows whose MAC is now bound, adds each reading's new
+    /// bytes, and evicts unresolved rows past their TTL or over capacity.
+    /// The kernel entries of evicted rows are handed out by the next
+    /// successful flush ([`crate::state::FlushReport::delete`]), not here.
     ///
-    /// Refused while a settle or prune is not yet flushed: the agent's order
-    /// is settle → flush → drain (docs/ledger.md).
+    /// `now_ns` is the caller's monotonic clock when the map was read. A
+    /// drain read before the newest reading applied (a refused drain
+    /// retried) only updates entries the ledger still tracks under the same
+    /// stamp; the rest of it, and its absences, newer reads accounted for
+    /// (or the next drain will).
+    ///
+    /// Refused while a settle or prune is not yet flushed, and at boot
+    /// until the retired maps are drained and flushed (docs/ledger.md).
     pub fn apply_drain(
         &self,
         readings: &[(FlowKey, FlowCounters)],
         now_ns: u64,
     ) -> Result<DrainReport, DrainError> {
+        self.read(readings, now_ns, |inner| {
+            if inner.retired_left > 0 {
+                return Err(DrainError::RetiredNotDrained {
+                    left: inner.retired_left,
+                });
+            }
+            if inner.durable_drains < inner.retired_at {
+                return Err(DrainError::RetiredNotDurable);
+            }
+            let outdated = inner.newest_read_ns.is_some_and(|newest| now_ns < newest);
+            if outdated {
+                return Ok(ReadKind::Outdated);
+            }
+            inner.drained_for_settle = true;
+            inner.live_drained = true;
+            Ok(ReadKind::Full)
+        })
+    }
+
+    /// Applies the final readings of kernel entries that no longer exist:
+    /// what the datapath's lookup-and-delete returned for the keys a flush
+    /// released (§9: ghost sweep, unresolved eviction, pressure relief).
+    /// Each is diffed like any reading; the bytes of an entry whose row was
+    /// evicted go to `unknown` (its binding is gone). The next flush makes
+    /// them durable: until then a crash loses them (counted, §11).
+    pub fn apply_final(
+        &self,
+        readings: &[(FlowKey, FlowCounters)],
+        now_ns: u64,
+    ) -> Result<DrainReport, DrainError> {
+        self.read(readings, now_ns, |_| Ok(ReadKind::Final))
+    }
+
+    /// Boot (§4.4, §12), right after the restore: `count` retired `flows`
+    /// maps (from the datapath's load) are to be drained with
+    /// [`Ledger::apply_retired`] and flushed before any live drain.
+    pub fn expect_retired(&self, count: usize) {
+        self.lock().retired_left = count;
+    }
+
+    /// The last drain of a retired `flows` map, against the restored
+    /// baselines: every entry in it is final (the map is removed after the
+    /// flush that follows). Refused once the live map has been drained.
+    pub fn apply_retired(
+        &self,
+        readings: &[(FlowKey, FlowCounters)],
+        now_ns: u64,
+    ) -> Result<DrainReport, DrainError> {
+        self.read(readings, now_ns, |inner| {
+            if inner.live_drained {
+                return Err(DrainError::RetiredAfterLive);
+            }
+            inner.retired_left = inner.retired_left.saturating_sub(1);
+            // This drain (counted next) must be flushed before the live one.
+            inner.retired_at = inner.drains + 1;
+            Ok(ReadKind::Final)
+        })
+    }
+
+    /// Pressure relief (§9): the kernel entries of `keys` are to be deleted
+    /// (their rows stay). Like every kernel delete, they are released by the
+    /// next successful flush; delete them with lookup-and-delete and hand
+    /// the final readings to [`Ledger::apply_final`].
+    pub fn relieve(&self, keys: &[FlowKey]) {
         let mut g = self.lock();
         let inner = &mut *g;
-        if inner.settles != inner.durable_settles {
-            return Err(DrainError::SettleNotDurable {
-                unflushed: inner.settles - inner.durable_settles,
-            });
-        }
+        let released = inner.book.relieve(keys);
+        inner.queue_deletes(released);
+    }
+
+    /// Applies readings under the lock once no settle waits for its flush
+    /// and `admit` — the ordering rule of this kind of read, which also
+    /// records what the read changes in it — has said which kind they are.
+    fn read(
+        &self,
+        readings: &[(FlowKey, FlowCounters)],
+        now_ns: u64,
+        admit: impl FnOnce(&mut Inner) -> Result<ReadKind, DrainError>,
+    ) -> Result<DrainReport, DrainError> {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        inner.refuse_readings()?;
+        let kind = admit(inner)?;
+        Ok(self.apply(inner, readings, kind, now_ns))
+    }
+
+    fn apply(
+        &self,
+        inner: &mut Inner,
+        readings: &[(FlowKey, FlowCounters)],
+        kind: ReadKind,
+        now_ns: u64,
+    ) -> DrainReport {
         let attr = self.source.load();
-        let (report, evicted) = inner.book.apply_drain(
+        let (report, evicted) = inner.book.apply_readings(
             attr.as_ref(),
             readings,
+            kind,
             now_ns,
             inner.limits,
             &mut inner.health,
         );
-        inner.deletes.extend(evicted);
+        inner.queue_deletes(evicted);
         inner.drains += 1;
-        Ok(report)
+        inner.newest_read_ns = Some(inner.newest_read_ns.map_or(now_ns, |n| n.max(now_ns)));
+        report
     }
 
     /// Moves waiting rows whose MAC became bound (e.g. right after a reconcile).
@@ -211,11 +381,10 @@ impl Ledger {
     pub fn evict_unresolved(&self, now_ns: u64) -> usize {
         let mut g = self.lock();
         let inner = &mut *g;
-        let evicted = inner
+        let (n, deletes) = inner
             .book
             .evict_unresolved(inner.limits, now_ns, &mut inner.health);
-        let n = evicted.len();
-        inner.deletes.extend(evicted);
+        inner.queue_deletes(deletes);
         n
     }
 
@@ -225,10 +394,10 @@ impl Ledger {
     /// scrape or drain sees either the old attribution with unsettled rows or
     /// the new one with settled rows, never a mix.
     ///
-    /// Both sides of a settle must be durable: it is refused (and `swap` not
-    /// run) while a drain is not yet flushed, and drains are refused after
-    /// it until the next flush. The agent's order is flush → settle(s) →
-    /// flush → drain (docs/ledger.md).
+    /// The protocol is drain → flush → settles → flush (§7, §9): refused
+    /// (and `swap` not run) while a reading is not yet flushed, or when no
+    /// full drain preceded this settle batch; drains are refused after it
+    /// until the next flush (docs/ledger.md).
     pub fn settle(
         &self,
         mode: SettleMode,
@@ -241,13 +410,19 @@ impl Ledger {
                 unflushed: inner.drains - inner.durable_drains,
             });
         }
+        if !inner.batch_open && !inner.drained_for_settle {
+            return Err(SettleError::NotDrained);
+        }
         let old = self.source.load();
+        let mut evicted = Vec::new();
         let report = inner
             .book
-            .settle(old.as_ref(), mode, &mut inner.health, &mut inner.deletes);
+            .settle(old.as_ref(), mode, &mut inner.health, &mut evicted);
+        inner.queue_deletes(evicted);
         // Even a settle that moved nothing swapped the attribution: the
         // state file must carry it before bytes are drained under it.
         inner.settles += 1;
+        inner.batch_open = true;
         swap();
         Ok(report)
     }
@@ -324,11 +499,31 @@ impl Ledger {
         let tiers = aggregate(&book, self.source.load().as_ref());
         let mut g = self.lock();
         book.interner.merge_live(&g.book.interner)?;
+        // Evictions the file holds whose entries may not be deleted yet:
+        // released again by the next flush (deleting an entry twice loses
+        // nothing, its final reading is applied either way).
+        let mut again: Vec<FlowKey> = book
+            .tombstones
+            .iter()
+            .filter(|(_, t)| !t.base.gone)
+            .map(|(k, _)| *k)
+            .collect();
+        again.sort_unstable();
+        // No full drain of this process has shown any entry yet: until one
+        // does, an eviction releases nothing (what the file's rows point at
+        // may be gone, e.g. deleted just before a crash).
+        book.last_full = DrainMark(1);
         g.book = book;
         g.durable = Arc::new(tiers);
-        g.deletes.clear();
+        g.deletes = again;
         g.durable_settles = g.settles;
         g.durable_drains = g.drains;
+        g.drained_for_settle = false;
+        g.batch_open = false;
+        g.newest_read_ns = None;
+        g.retired_left = 0;
+        g.retired_at = 0;
+        g.live_drained = false;
         Ok(())
     }
 
@@ -365,12 +560,23 @@ impl Ledger {
         g.durable = Arc::new(tiers);
         g.durable_settles = g.durable_settles.max(copy.settles);
         g.durable_drains = g.durable_drains.max(copy.drains);
+        if g.batch_open && g.durable_settles == g.settles {
+            // The batch is in the file: the next one needs a drain of its own.
+            g.batch_open = false;
+            g.drained_for_settle = false;
+        }
         let copy_deletes = copy.deletes;
         // Flushes are serialised and deletes only ever appended, so the
-        // copy's deletes are still the prefix (a restore in between empties
+        // copy's deletes are still the prefix (a restore in between replaces
         // the list: nothing of the old one may be released then).
         let n = copy_deletes.min(g.deletes.len());
-        g.deletes.drain(..n).collect()
+        let mut out: Vec<FlowKey> = g.deletes.drain(..n).collect();
+        // Only entries still awaiting their final reading: one already read
+        // (and deleted) or gone must not take a newer entry of its key with it.
+        out.sort_unstable();
+        out.dedup();
+        out.retain(|k| g.book.tombstones.get(k).is_some_and(|t| !t.base.gone));
+        out
     }
 
     /// Current health counters.

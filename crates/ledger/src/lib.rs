@@ -1,31 +1,29 @@
 //! The billing ledger of Lachesis: cumulative rows fed by kernel drains,
 //! the unresolved buffer, settle/absorbers, the Prometheus export and the
-//! state file (DESIGN §3, §4.3, §9, §10, §11; docs/ledger.md).
+//! state file (DESIGN §3, §4.3, §7, §9, §10, §11, §12; docs/ledger.md).
 //!
-//! The ledger never talks to the kernel or to the cloud APIs: drains arrive as
-//! folded readings, attribution comes through the [`AttributionSource`] it
-//! owns (loaded inside its lock), and kernel
-//! entries to delete are handed back by the flush that makes their eviction
-//! durable ([`state::FlushReport::delete`]).
+//! The ledger never talks to the kernel or to the cloud APIs: readings
+//! arrive folded, attribution comes through the [`AttributionSource`] it
+//! owns (loaded inside its lock, with the committed plan a flush writes
+//! beside it), and the kernel entries to delete are handed back by the
+//! flush that makes their release durable ([`state::FlushReport::delete`]).
+//! Its ordering rules are enforced: a caller that breaks them gets a
+//! [`DrainError`] or a [`SettleError`], never a silent misbill.
 //!
-//! How the agent wires it (with the in-memory attribution of [`memory`]):
+//! The whole protocol an agent follows, with the in-memory attribution of
+//! [`memory`] and a stand-in kernel (the datapath's drains and
+//! lookup-and-delete return exactly these readings):
 //!
 //! ```
+//! use std::collections::BTreeMap;
 //! use std::sync::Arc;
 //! use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
 //! use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
-//! use lachesis_ledger::{state, Exporter, Format, Ledger, Selector, SettleMode, UnresolvedLimits};
+//! use lachesis_ledger::{
+//!     state, CommittedPlan, Exporter, Format, Ledger, Selector, SettleMode, UnresolvedLimits,
+//! };
 //!
-//! let vm = Mac([2, 0, 0, 0, 0, 1]);
-//! let router = Mac([2, 0, 0, 0, 0, 0xfe]);
-//! let mut attr = MemoryAttribution::default();
-//! attr.bindings.insert(vm, OwnedBinding::new("project-a", "server-1", "port-1"));
-//! attr.routers.insert(router, "public".to_owned());
-//! let source = Arc::new(SwapSource::new(attr));
-//! let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source.clone()));
-//! let exporter = Exporter::new(ledger.clone());
-//!
-//! // Scraper task: one full-map drain every interval; delete what it reports.
+//! let (vm, router) = (Mac([2, 0, 0, 0, 0, 1]), Mac([2, 0, 0, 0, 0, 0xfe]));
 //! let key = FlowKey {
 //!     src_mac: vm.0,
 //!     dst_mac: router.0,
@@ -35,36 +33,101 @@
 //!     l4: L4Class::Tcp.code(),
 //!     pad: 0,
 //! };
-//! let reading = FlowCounters { bytes: 1500, packets: 1, last_seen_ns: 9, created_ns: 7 };
-//! let report = ledger.apply_drain(&[(key, reading)], 0).unwrap();
-//! assert_eq!(report.evicted, 0);
-//!
-//! // Reconciler: the port moved to another project. The ledger settles under
-//! // the attribution the source still serves; the swap runs inside the same
-//! // critical section.
-//! let mut new = (*source.current()).clone();
-//! new.bindings.insert(vm, OwnedBinding::new("project-b", "server-1", "port-1"));
-//! // Both sides of a settle are flushed: the drains before it, and the
-//! // settle itself before the next drain (the ledger refuses otherwise).
+//! // The agent's attribution, and the plan it was derived from (encoded once).
+//! let plan = |project: &str| {
+//!     let mut a = MemoryAttribution::default();
+//!     a.bindings.insert(vm, OwnedBinding::new(project, "server-1", "port-1"));
+//!     a.routers.insert(router, "public".to_owned());
+//!     a.plan = CommittedPlan::encode(&format!("bindings of {project}")).unwrap();
+//!     a
+//! };
+//! // The kernel's `flows` map: the entry counts on between our reads.
+//! let mut kernel = BTreeMap::new();
+//! let count = |kernel: &mut BTreeMap<FlowKey, FlowCounters>, bytes: u64| {
+//!     let e = kernel.entry(key).or_insert(FlowCounters { created_ns: 7, ..Default::default() });
+//!     e.bytes += bytes;
+//!     e.packets += 1;
+//! };
+//! let read = |kernel: &BTreeMap<FlowKey, FlowCounters>| -> Vec<(FlowKey, FlowCounters)> {
+//!     kernel.iter().map(|(k, v)| (*k, *v)).collect()
+//! };
 //! let dir = tempfile::tempdir().unwrap();
 //! let paths = state::StatePaths::new(dir.path().join("state.json"));
-//! state::flush(&ledger, &paths, serde_json::json!({"plan": "old"})).unwrap();
-//! ledger.settle(SettleMode::Rebase(Selector::VmMac(vm)), || source.store(new)).unwrap();
-//! let flushed = state::flush(&ledger, &paths, serde_json::json!({"plan": "opaque"})).unwrap();
-//! // Kernel entries to delete, right after the next full drain.
-//! assert!(flushed.delete.is_empty());
 //!
-//! // HTTP: render in the negotiated format (billing shows the last flush).
+//! // A previous life of the agent left a state file (project-a's plan).
+//! let source = Arc::new(SwapSource::new(plan("project-a")));
+//! let earlier = Ledger::new(UnresolvedLimits::default(), source.clone());
+//! count(&mut kernel, 1000);
+//! earlier.apply_drain(&read(&kernel), 1).unwrap();
+//! state::flush(&earlier, &paths).unwrap();
+//! count(&mut kernel, 500); // counted while the agent restarts
+//!
+//! // Boot (§12): restore under the file's plan → drain (the retired map,
+//! // if any, first) → flush → settle to the fresh plan → flush.
+//! let loaded = state::load(&paths).unwrap();
+//! let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source.clone()));
+//! ledger.restore_interner(&loaded.book.interner).unwrap(); // before step 2 interns
+//! let file_plan = ledger.restore_loaded(loaded, 2).unwrap();
+//! assert_eq!(file_plan, plan("project-a").plan); // the source serves this one
+//! ledger.expect_retired(0); // the datapath's load returned no retired map
+//! ledger.apply_drain(&read(&kernel), 3).unwrap();
+//! state::flush(&ledger, &paths).unwrap();
+//! let fresh = plan("project-b"); // the port moved while the agent was down
+//! ledger
+//!     .settle(SettleMode::Rebase(Selector::VmMac(vm)), || source.store(fresh.clone()))
+//!     .unwrap();
+//! state::flush(&ledger, &paths).unwrap();
+//!
+//! // A reconcile pass with a settle batch: drain → flush → settles → flush.
+//! count(&mut kernel, 200);
+//! ledger.apply_drain(&read(&kernel), 4).unwrap();
+//! state::flush(&ledger, &paths).unwrap();
+//! let mut regatewayed = fresh.clone();
+//! regatewayed.routers.insert(router, "public-2".to_owned());
+//! regatewayed.plan = CommittedPlan::encode("regatewayed").unwrap();
+//! ledger
+//!     .settle(SettleMode::Rebase(Selector::RouterPeer(router)), || {
+//!         source.store(regatewayed.clone());
+//!     })
+//!     .unwrap();
+//! state::flush(&ledger, &paths).unwrap();
+//!
+//! // A ghost sweep: final drain → flush → evict (the binding dropped in the
+//! // same critical section) → flush → lookup-and-delete what that flush
+//! // released → apply the final readings → flush.
+//! count(&mut kernel, 300);
+//! ledger.apply_drain(&read(&kernel), 5).unwrap();
+//! state::flush(&ledger, &paths).unwrap();
+//! let mut swept = regatewayed.clone();
+//! swept.bindings.remove(&vm);
+//! ledger
+//!     .settle(SettleMode::Evict { vm_mac: vm }, || source.store(swept.clone()))
+//!     .unwrap();
+//! let released = state::flush(&ledger, &paths).unwrap().delete;
+//! assert_eq!(released, vec![key]);
+//! count(&mut kernel, 40); // still counting until its deletion
+//! let finals: Vec<_> = released.iter().filter_map(|k| kernel.remove_entry(k)).collect();
+//! ledger.apply_final(&finals, 6).unwrap();
+//!
+//! // The periodic flush: every interval and at shutdown.
+//! state::flush(&ledger, &paths).unwrap();
+//!
+//! // HTTP: billing shows the last flush. Project A kept its 1 500 bytes,
+//! // B its 500; the 40 counted after the sweep's drain, with no binding left,
+//! // went to `unknown`; nothing was lost.
 //! let mut body = String::new();
-//! exporter.render(Format::PrometheusText, &mut body).unwrap();
-//! assert!(body.contains(
-//!     "lachesis_tenant_bytes_total{tenant_id=\"project-a\",zone=\"external\",external_network=\"public\",direction=\"tx\"} 1500"
-//! ));
-//!
-//! // Flusher: every 60 s and at shutdown; boot loads it back before the first drain.
-//! let restored = Ledger::new(UnresolvedLimits::default(), source.clone());
-//! let plan = restored.restore_loaded(state::load(&paths).unwrap(), 0).unwrap();
-//! assert_eq!(plan["plan"], "opaque");
+//! Exporter::new(ledger.clone()).render(Format::PrometheusText, &mut body).unwrap();
+//! let series = |tenant: &str, net: &str| {
+//!     format!(
+//!         "lachesis_tenant_bytes_total{{tenant_id=\"{tenant}\",zone=\"external\",\
+//!          external_network=\"{net}\",direction=\"tx\"}}"
+//!     )
+//! };
+//! assert!(body.contains(&format!("{} 1500\n", series("project-a", "public"))));
+//! assert!(body.contains(&format!("{} 200\n", series("project-b", "public"))));
+//! assert!(body.contains(&format!("{} 300\n", series("project-b", "public-2"))));
+//! assert!(body.contains(&format!("{} 40\n", series("unknown", "none"))));
+//! assert_eq!(ledger.health().lost_final_readings, 0);
 //! ```
 
 mod absorbers;
@@ -87,7 +150,8 @@ pub use absorbers::{
     TotalBucket,
 };
 pub use attribution::{
-    external_network, Attribution, AttributionSource, BindingLabels, NONE, UNKNOWN_TENANT,
+    external_network, Attribution, AttributionSource, BindingLabels, CommittedPlan, NONE,
+    UNKNOWN_TENANT,
 };
 pub use book::{AnomalyKind, Book, DrainReport, Row};
 pub use counts::Counts;

@@ -7,7 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use lachesis_abi::Mac;
 
-use crate::attribution::{Attribution, AttributionSource, BindingLabels};
+use crate::attribution::{Attribution, AttributionSource, BindingLabels, CommittedPlan};
 
 /// One binding, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +53,8 @@ pub struct MemoryAttribution {
     pub tenant_names: HashMap<String, String>,
     /// Server id → name.
     pub server_names: HashMap<String, String>,
+    /// The committed plan these bindings come from (what a flush writes).
+    pub plan: CommittedPlan,
 }
 
 impl Attribution for MemoryAttribution {
@@ -85,6 +87,10 @@ impl Attribution for MemoryAttribution {
 
     fn server_name(&self, server_id: &str) -> Option<&str> {
         self.server_names.get(server_id).map(String::as_str)
+    }
+
+    fn plan(&self) -> &CommittedPlan {
+        &self.plan
     }
 }
 

@@ -16,7 +16,6 @@ use crate::book::Book;
 use crate::counts::Counts;
 use crate::flow::decode;
 use crate::health::Health;
-use crate::unresolved::Tombstone;
 
 /// Which rows a rebase touches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,7 +279,7 @@ impl Book {
                 continue;
             };
             let total = row.total;
-            let base = row.base;
+            let (base, seen) = (row.base, row.seen);
             match mode {
                 SettleMode::Rebase(_) => row.total = Counts::default(),
                 SettleMode::Evict { .. } => {
@@ -288,8 +287,9 @@ impl Book {
                     // The kernel entry is deleted once this eviction is
                     // flushed; should it survive, its next reading continues
                     // from here.
-                    self.tombstones.insert(key, Tombstone { base });
-                    deletes.push(key);
+                    if self.tombstone(key, base, seen) {
+                        deletes.push(key);
+                    }
                 }
             }
             report.rows += 1;

@@ -6,7 +6,7 @@ use lachesis_abi::FlowKey;
 use rustc_hash::FxHashMap;
 
 use crate::counts::Counts;
-use crate::delta::Baseline;
+use crate::delta::{Baseline, DrainMark};
 
 /// One waiting row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,11 +20,20 @@ pub struct Pending {
     pub first_seen_ns: u64,
     /// When the row last gained bytes (the LRU order).
     pub last_active_ns: u64,
+    /// The full drain that last showed the entry.
+    pub(crate) seen: DrainMark,
 }
 
-/// Baseline of a kernel entry the ledger asked the caller to delete. Kept
-/// until a full drain proves the entry gone, so a delete that failed or raced
-/// never lets the same bytes be counted again as a "first sight".
+/// Baseline of a kernel entry released for deletion (an evicted row's, an
+/// evicted unresolved row's, a relieved flow's). Kept until a full drain
+/// shows the entry gone, so that a delete that failed, raced or was retried
+/// never lets the same bytes be counted again as a "first sight", and a
+/// retried older drain that still shows the entry reads as stale.
+///
+/// Once the entry's final reading is applied, `base.gone` is set: when a
+/// full drain then shows the entry gone, nothing was lost. Gone without it,
+/// the bytes it counted since `base` are lost (an agent crash between the
+/// delete and the flush, DESIGN §11) and counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tombstone {
     /// The entry's last reading.
@@ -118,6 +127,7 @@ mod tests {
             base: Baseline::default(),
             first_seen_ns: first,
             last_active_ns: active,
+            seen: DrainMark::default(),
         }
     }
 

@@ -1,4 +1,6 @@
-//! Scrapes render while drains, settles and flushes run on other threads.
+//! Scrapes render while drains, settles and flushes run on other threads
+//! (the settler drains before each settle batch, as the protocol demands,
+//! racing the drainer: readings arrive out of order).
 //! Scrapes show the durable view, so every flush must copy a whole state and
 //! publish it whole: drains add 1, 10, 100 and 1000 bytes to four flows, so
 //! any total that is not a multiple of 1111 is a drain copied half-applied;
@@ -9,7 +11,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -42,21 +44,29 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
         let (ledger, dir) = (ledger.clone(), dir.clone());
         move || {
             let p = StatePaths::new(dir.path().join("state.json"));
-            state::flush(&ledger, &p, serde_json::Value::Null).unwrap();
+            state::flush(&ledger, &p).unwrap();
         }
     };
 
+    // The kernel: round `i` has counted `unit * i` bytes on each flow.
+    let kernel = Arc::new(AtomicU64::new(0));
+    let read_kernel = move |i: u64| -> Vec<_> {
+        keys.iter()
+            .zip([1, 10, 100, 1000])
+            .map(|(k, unit)| (*k, reading(unit * i, i, 7)))
+            .collect()
+    };
+
     let drainer = {
-        let ledger = ledger.clone();
+        let (ledger, kernel) = (ledger.clone(), kernel.clone());
         thread::spawn(move || {
             for i in 1..=DRAINS {
-                let readings: Vec<_> = keys
-                    .iter()
-                    .zip([1, 10, 100, 1000])
-                    .map(|(k, unit)| (*k, reading(unit * i, i, 7)))
-                    .collect();
+                kernel.store(i, Ordering::SeqCst);
+                let readings = read_kernel(i);
                 // Refused while a settle waits for its flush: retry the
-                // same full-map reading, as the scraper task would.
+                // same full-map reading, as the scraper task would (by then
+                // the settler may have applied a newer one: this one is
+                // then outdated, and stale where it is older).
                 while let Err(DrainError::SettleNotDurable { .. }) =
                     ledger.apply_drain(&readings, i)
                 {
@@ -78,9 +88,12 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
     let settler = spawn_settler(
         ledger.clone(),
         source.clone(),
-        done.clone(),
-        settles.clone(),
+        (done.clone(), settles.clone()),
         flush.clone(),
+        move || {
+            let i = kernel.load(Ordering::SeqCst);
+            (read_kernel(i), i)
+        },
     );
 
     let scraper_threads: Vec<_> = (0..2)
@@ -154,14 +167,16 @@ fn scrape_until(exporter: &Exporter, done: &AtomicBool, scrape_count: &AtomicUsi
     }
 }
 
-/// Flips mac(1)'s tenant and router 100's network back and forth, settling
-/// and flushing each time, until `done`.
+type Reading = Vec<(lachesis_abi::FlowKey, lachesis_abi::FlowCounters)>;
+
+/// Flips mac(1)'s tenant and router 100's network back and forth, one
+/// settle batch each (drain, flush, settle, flush), until `done`.
 fn spawn_settler(
     ledger: Arc<Ledger>,
     source: Arc<SwapSource>,
-    done: Arc<AtomicBool>,
-    settles: Arc<AtomicUsize>,
+    (done, settles): (Arc<AtomicBool>, Arc<AtomicUsize>),
     flush: impl Fn() + Send + 'static,
+    read_kernel: impl Fn() -> (Reading, u64) + Send + 'static,
 ) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let mut flip = false;
@@ -173,9 +188,10 @@ fn spawn_settler(
                 mac(1),
                 OwnedBinding::new(if flip { "t-c" } else { "t-a" }, "s-1", "p-1"),
             );
-            settle_after_flush(
+            settle_batch(
                 &ledger,
                 &flush,
+                &read_kernel,
                 SettleMode::Rebase(Selector::VmMac(mac(1))),
                 || {
                     source.store(next.clone());
@@ -187,30 +203,46 @@ fn spawn_settler(
                 mac(100),
                 if flip { "public-2" } else { "public" }.to_owned(),
             );
-            settle_after_flush(
+            settle_batch(
                 &ledger,
                 &flush,
+                &read_kernel,
                 SettleMode::Rebase(Selector::RouterPeer(mac(100))),
                 || {
                     source.store(next.clone());
                 },
             );
-            // The agent's order: flush, settle, flush, then drains resume.
-            flush();
             settles.fetch_add(2, Ordering::Relaxed);
             thread::sleep(std::time::Duration::from_micros(200));
         }
     })
 }
 
-/// Flushes, then settles; a drain that slipped in between makes the ledger
-/// refuse, and the pair is tried again.
-fn settle_after_flush(ledger: &Ledger, flush: &impl Fn(), mode: SettleMode, swap: impl Fn()) {
+/// Drains, flushes, settles, flushes. A drain that slipped in between makes
+/// the ledger refuse the settle, and so does a periodic flush that closed
+/// nothing; the batch is tried again from its drain.
+fn settle_batch(
+    ledger: &Ledger,
+    flush: &impl Fn(),
+    read_kernel: &impl Fn() -> (Reading, u64),
+    mode: SettleMode,
+    swap: impl Fn(),
+) {
     loop {
+        let (readings, now) = read_kernel();
+        match ledger.apply_drain(&readings, now) {
+            Ok(_) | Err(DrainError::SettleNotDurable { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
         flush();
         match ledger.settle(mode, &swap) {
-            Ok(_) => return,
-            Err(SettleError::DrainsNotDurable { .. }) => thread::yield_now(),
+            Ok(_) => {
+                flush();
+                return;
+            }
+            Err(SettleError::DrainsNotDurable { .. } | SettleError::NotDrained) => {
+                thread::yield_now();
+            }
         }
     }
 }

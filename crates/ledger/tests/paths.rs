@@ -51,8 +51,9 @@ fn drains_follow_the_delta_rule_through_to_the_export() {
         (reading(1500, 12, 5), 1500), // same stamp: +500
         (reading(1500, 12, 5), 1500), // idle
         (reading(300, 2, 9), 1800),   // new stamp (entry recreated): +300
-        (reading(200, 2, 9), 1800),   // regression under one stamp: +0
-        (reading(260, 3, 9), 1860),   // continues from the regressed baseline
+        (reading(200, 2, 9), 1800),   // older reading of that entry: stale, +0
+        (reading(260, 3, 9), 1800),   // still below the newest (bytes): stale
+        (reading(350, 4, 9), 1850),   // continues from the newest, not the stale
     ];
     for (i, (r, want)) in steps.iter().enumerate() {
         l.apply_drain(&attr, &[(k, *r)], i as u64 * SEC);
@@ -62,7 +63,7 @@ fn drains_follow_the_delta_rule_through_to_the_export() {
             "step {i}"
         );
     }
-    assert_eq!(l.health().anomalies_regression, 1);
+    assert_eq!(l.health().anomalies_stale, 2);
 }
 
 #[test]
@@ -462,7 +463,7 @@ fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
     let dir = tempfile::tempdir().unwrap();
     let flush = || {
         let p = lachesis_ledger::state::StatePaths::new(dir.path().join("state.json"));
-        lachesis_ledger::state::flush(&l, &p, serde_json::Value::Null).unwrap();
+        lachesis_ledger::state::flush(&l, &p).unwrap();
     };
     let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
     l.apply_drain(&[(k, reading(1000, 10, 5))], 0).unwrap();
@@ -569,5 +570,68 @@ fn evicting_one_of_two_macs_of_a_port_keeps_the_port_series() {
     assert_eq!(
         value(&s, "lachesis_server_bytes_total", &server),
         Some(1500)
+    );
+}
+
+/// §9 pressure relief: the row stays, the entry is released for deletion
+/// by the next flush, and its final reading (it kept counting after the
+/// drain that chose it) is applied; its next entry is a new one.
+#[test]
+fn pressure_relief_keeps_the_row_and_reads_the_entry_to_its_last_byte() {
+    let attr = world();
+    let l = ledger();
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let never_drained = key(mac(2), mac(1), Rx, SameTenant, Udp);
+    l.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
+    l.ledger.relieve(&[k, never_drained]);
+    assert!(l.take_released().is_empty(), "released only by a flush");
+    l.commit();
+    assert_eq!(l.take_released(), vec![k], "nothing it does not track");
+    l.apply_final(&attr, &[(k, reading(1300, 13, 5))], SEC);
+    assert_eq!(l.sizes().rows, 1);
+    l.apply_drain(&attr, &[(k, reading(50, 1, 9))], 2 * SEC);
+    assert_eq!(
+        tenant_bytes(&l, &attr, "t-a", "same_tenant", "none", "tx"),
+        Some(1350)
+    );
+    assert_eq!(l.health().lost_final_readings, 0);
+}
+
+/// §4.4, §12: a retired map's entries continue from the restored baselines
+/// only if it is drained (and that drain flushed) before the live map, whose
+/// entries of the same keys are new ones. The ledger holds the order.
+#[test]
+fn the_retired_map_is_drained_and_flushed_before_the_live_one() {
+    use lachesis_ledger::DrainError;
+    let attr = world();
+    let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let before = ledger();
+    before.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
+    before.commit();
+    let l = ledger();
+    l.use_attr(&attr);
+    l.restore_loaded(lachesis_ledger::state::load(&before.paths()).unwrap(), SEC)
+        .unwrap();
+    l.expect_retired(1);
+    let live = [(k, reading(30, 1, 9))];
+    let retired = [(k, reading(1200, 12, 5))];
+    assert_eq!(
+        l.ledger.apply_drain(&live, SEC),
+        Err(DrainError::RetiredNotDrained { left: 1 })
+    );
+    l.ledger.apply_retired(&retired, SEC).unwrap();
+    assert_eq!(
+        l.ledger.apply_drain(&live, SEC),
+        Err(DrainError::RetiredNotDurable)
+    );
+    l.commit();
+    l.ledger.apply_drain(&live, 2 * SEC).unwrap();
+    assert_eq!(
+        l.ledger.apply_retired(&retired, 2 * SEC),
+        Err(DrainError::RetiredAfterLive)
+    );
+    assert_eq!(
+        tenant_bytes(&l, &attr, "t-a", "same_tenant", "none", "tx"),
+        Some(1230)
     );
 }

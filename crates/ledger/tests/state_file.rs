@@ -11,7 +11,8 @@ use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
 use lachesis_ledger::state::{self, FlushPhase, LoadSource, StateError, StatePaths, SCHEMA};
 use lachesis_ledger::{
-    Book, DrainError, InternerConflict, Selector, SettleError, SettleMode, UnresolvedLimits,
+    Book, CommittedPlan, DrainError, InternerConflict, Selector, SettleError, SettleMode,
+    UnresolvedLimits,
 };
 use serde_json::json;
 
@@ -69,6 +70,19 @@ fn paths(dir: &Path) -> StatePaths {
     StatePaths::new(dir.join("state.json"))
 }
 
+/// `plan` encoded as the agent commits it.
+fn committed(plan: &serde_json::Value) -> CommittedPlan {
+    CommittedPlan::encode(plan).unwrap()
+}
+
+/// Flushes `l` to `p` with the source serving `world()` committed as `plan`.
+fn flush_with_plan(l: &Rig, p: &StatePaths, plan: &serde_json::Value) {
+    let mut attr = world();
+    attr.plan = committed(plan);
+    l.use_attr(&attr);
+    state::flush(l, p).unwrap();
+}
+
 #[test]
 fn round_trip_is_exact_including_2_pow_63_counters() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,7 +102,10 @@ fn round_trip_is_exact_including_2_pow_63_counters() {
             >= 4
     );
     let plan = json!({"bindings": [{"mac": "02:00:00:00:00:01"}], "n": 1});
-    let report = state::flush(&l, &p, plan.clone()).unwrap();
+    let mut attr = world();
+    attr.plan = committed(&plan);
+    l.use_attr(&attr);
+    let report = state::flush(&l, &p).unwrap();
     assert!(report.bytes > 0);
     assert!(report.lock_held() <= report.total());
 
@@ -104,13 +121,13 @@ fn round_trip_is_exact_including_2_pow_63_counters() {
 
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Current);
-    assert_eq!(loaded.plan, plan);
+    assert_eq!(loaded.plan.decode::<serde_json::Value>().unwrap(), plan);
     assert_eq!(loaded.book, normalized(before.clone()));
     let row = loaded.book.rows[&key(mac(1), mac(100), Tx, External, Tcp)];
     assert_eq!(row.base.last.bytes, BIG);
 
     // A second flush of the same state is byte-identical (sorted output).
-    state::flush(&l, &p, plan).unwrap();
+    state::flush(&l, &p).unwrap();
     assert_eq!(fs::read_to_string(&p.current).unwrap(), text);
     assert_eq!(
         fs::read_to_string(&p.backup).unwrap(),
@@ -127,7 +144,7 @@ fn restart_from_the_file_continues_without_loss_or_double_count() {
     let k = key(mac(1), mac(100), Tx, External, Tcp);
     let before = Rig::default();
     before.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
-    state::flush(&before, &p, json!(null)).unwrap();
+    state::flush(&before, &p).unwrap();
     // The kernel keeps counting while the agent restarts.
     let after = Rig::default();
     after.restore_loaded(state::load(&p).unwrap(), 0).unwrap();
@@ -152,19 +169,19 @@ fn crash_between_temp_write_and_rename_keeps_the_current_file() {
     let dir = tempfile::tempdir().unwrap();
     let p = paths(dir.path());
     let l = busy();
-    state::flush(&l, &p, json!({"gen": 1})).unwrap();
+    flush_with_plan(&l, &p, &json!({"gen": 1}));
     let good = fs::read(&p.current).unwrap();
     // The next flush died after writing half its temp file.
-    let next = state::encode(&l.snapshot(), json!({"gen": 2})).unwrap();
+    let next = state::encode(&l.snapshot(), &committed(&json!({"gen": 2}))).unwrap();
     fs::write(p.temp.with_extension("tmp.1.0"), &next[..next.len() / 2]).unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Current);
-    assert_eq!(loaded.plan, json!({"gen": 1}));
+    assert_eq!(loaded.plan, committed(&json!({"gen": 1})));
     assert!(loaded.quarantined.is_empty());
     assert_eq!(fs::read(&p.current).unwrap(), good);
     // The leftover temp file does not stop the next flush.
-    state::flush(&l, &p, json!({"gen": 3})).unwrap();
-    assert_eq!(state::load(&p).unwrap().plan, json!({"gen": 3}));
+    flush_with_plan(&l, &p, &json!({"gen": 3}));
+    assert_eq!(state::load(&p).unwrap().plan, committed(&json!({"gen": 3})));
 }
 
 #[test]
@@ -172,17 +189,17 @@ fn crash_between_rotate_and_rename_falls_back_to_bak() {
     let dir = tempfile::tempdir().unwrap();
     let p = paths(dir.path());
     let l = busy();
-    state::flush(&l, &p, json!({"gen": 1})).unwrap();
+    flush_with_plan(&l, &p, &json!({"gen": 1}));
     // Rotated, not yet renamed: no current file, a complete temp file.
     fs::rename(&p.current, &p.backup).unwrap();
     fs::write(
         p.temp.with_extension("tmp.1.0"),
-        state::encode(&l.snapshot(), json!({"gen": 2})).unwrap(),
+        state::encode(&l.snapshot(), &committed(&json!({"gen": 2}))).unwrap(),
     )
     .unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Backup);
-    assert_eq!(loaded.plan, json!({"gen": 1}));
+    assert_eq!(loaded.plan, committed(&json!({"gen": 1})));
     let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(fresh.health().load_fallback_backup, 1);
@@ -193,12 +210,12 @@ fn corrupt_current_with_good_bak_is_quarantined_and_bak_used() {
     let dir = tempfile::tempdir().unwrap();
     let p = paths(dir.path());
     let l = busy();
-    state::flush(&l, &p, json!({"gen": 1})).unwrap();
-    state::flush(&l, &p, json!({"gen": 2})).unwrap();
+    flush_with_plan(&l, &p, &json!({"gen": 1}));
+    flush_with_plan(&l, &p, &json!({"gen": 2}));
     fs::write(&p.current, b"{\"schema\": 2, \"rows\": [tru").unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.source, LoadSource::Backup);
-    assert_eq!(loaded.plan, json!({"gen": 1}));
+    assert_eq!(loaded.plan, committed(&json!({"gen": 1})));
     assert_eq!(loaded.quarantined.len(), 1);
     let q = &loaded.quarantined[0];
     assert_eq!(q.from, p.current);
@@ -306,7 +323,10 @@ fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
     .unwrap();
     let loaded = state::load(&p).unwrap();
     assert_eq!(loaded.schema, Some(1));
-    assert_eq!(loaded.plan["note"], json!("opaque to the ledger"));
+    assert_eq!(
+        loaded.plan.decode::<serde_json::Value>().unwrap()["note"],
+        json!("opaque to the ledger")
+    );
     let k = key(mac(1), mac(100), Tx, External, Tcp);
     assert_eq!(
         loaded.book.rows[&k].base.stamp, 0,
@@ -344,8 +364,61 @@ fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
         Some(33)
     );
     // Written back as the current schema.
-    state::flush(&l, &p, json!(null)).unwrap();
+    state::flush(&l, &p).unwrap();
     assert_eq!(state::load(&p).unwrap().schema, Some(SCHEMA));
+}
+
+/// Schema 2 had no `gone` flags: its tombstones' entries may still be in
+/// the kernel. They load awaiting their final reading, are released again
+/// by the first flush after the boot drain that still shows them, and their
+/// final reading is applied like any other.
+#[test]
+fn schema_2_fixture_loads_and_its_tombstones_are_released_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = paths(dir.path());
+    fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/state-v2.json"),
+        &file.current,
+    )
+    .unwrap();
+    let loaded = state::load(&file).unwrap();
+    assert_eq!(loaded.schema, Some(2));
+    let ghost = key(mac(9), mac(100), Tx, Miss, Udp);
+    assert!(!loaded.book.tombstones[&ghost].base.gone);
+    let attr = world();
+    let l = Rig::default();
+    l.use_attr(&attr);
+    l.restore_loaded(loaded, 0).unwrap();
+    let k = key(mac(1), mac(100), Tx, External, Tcp);
+    // Boot drain: both entries are still there, the evicted one grown by 50.
+    l.apply_drain(
+        &attr,
+        &[(k, reading(5100, 51, 42)), (ghost, reading(450, 5, 77))],
+        SEC,
+    );
+    l.commit();
+    assert_eq!(l.take_released(), vec![ghost]);
+    l.apply_final(&attr, &[(ghost, reading(460, 6, 77))], 2 * SEC);
+    // What it counted after its eviction waited unresolved, then its TTL ends.
+    l.apply_drain(&attr, &[(k, reading(5100, 51, 42))], 100 * SEC);
+    l.commit();
+    assert!(
+        l.take_released().is_empty(),
+        "a gone entry is not deleted again"
+    );
+    let s = parse(&render(&l, &attr));
+    let unknown = [
+        ("tenant_id", "unknown"),
+        ("zone", "miss"),
+        ("external_network", "none"),
+        ("direction", "tx"),
+    ];
+    assert_eq!(
+        value(&s, "lachesis_tenant_bytes_total", &unknown),
+        Some(460)
+    );
+    assert_eq!(l.health().lost_final_readings, 0);
+    assert_eq!(state::load(&l.paths()).unwrap().schema, Some(SCHEMA));
 }
 
 #[test]
@@ -362,7 +435,7 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
     };
     // `busy` flushed after its settle (to the rig's own file).
     let before = copies(&parse(&scrape(&l, &world()))).unwrap();
-    match state::flush(&l, &p, json!(null)) {
+    match state::flush(&l, &p) {
         Err(StateError::Flush { phase, .. }) => assert_eq!(phase, "write"),
         other => panic!("expected a write failure, got {other:?}"),
     }
@@ -380,7 +453,7 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
 }
 
 #[test]
-fn evicting_a_schema_1_row_leaves_a_tombstone_its_surviving_entry_continues_from() {
+fn an_evicted_schema_1_row_s_surviving_entry_continues_from_its_tombstone() {
     let dir = tempfile::tempdir().unwrap();
     let p = paths(dir.path());
     fs::copy(
@@ -393,10 +466,12 @@ fn evicting_a_schema_1_row_leaves_a_tombstone_its_surviving_entry_continues_from
     let a0 = world();
     let mut a1 = a0.clone();
     a1.bindings.remove(&mac(1)); // port deleted while the agent was down
-    l.settle(&a0, SettleMode::Evict { vm_mac: mac(1) }, || {});
-    // The kernel delete failed or raced: the entry (stamp unknown to the
-    // file) is still there and grew by 100.
+                                 // The boot drain: the stamp-0 row adopts its entry's stamp.
     let k = key(mac(1), mac(100), Tx, External, Tcp);
+    l.apply_drain(&a0, &[(k, reading(5000, 50, 9))], 1);
+    l.settle(&a0, SettleMode::Evict { vm_mac: mac(1) }, || {});
+    // The kernel delete failed or raced: the entry is still there and grew
+    // by 100.
     l.apply_drain(&a1, &[(k, reading(5100, 51, 9))], 1_000_000_000);
     let held: u64 = common::family(&parse(&render(&l, &a1)), "lachesis_bytes_total")
         .values()
@@ -434,7 +509,7 @@ fn overlapping_flushes_neither_fail_nor_leave_a_torn_or_missing_file() {
         for _ in 0..2 {
             s.spawn(|| {
                 for _ in 0..15 {
-                    if state::flush(&l, &p, json!(null)).is_err() {
+                    if state::flush(&l, &p).is_err() {
                         failed.fetch_add(1, Relaxed);
                     }
                     // After our own successful flush a complete current
@@ -481,7 +556,7 @@ fn host_reboot_never_lowers_a_series_a_scrape_saw() {
     let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
     let l = Rig::default();
     l.apply_drain(&a, &[(k, reading(1000, 10, 5))], 0);
-    state::flush(&l, &file, json!(null)).unwrap();
+    state::flush(&l, &file).unwrap();
     l.apply_drain(&a, &[(k, reading(1500, 15, 5))], SEC);
     let seen = tenant_tx(&parse(&scrape(&l, &a)), "t-a", "same_tenant");
     assert_eq!(seen, Some(1000), "export runs ahead of the file");
@@ -517,7 +592,7 @@ fn crash_after_an_unresolved_eviction_loses_nothing() {
     let k = key(mac(9), mac(100), Tx, Miss, Udp);
     let l = Rig::new(lim);
     l.apply_drain(&a, &[(k, reading(300, 3, 7))], 0);
-    state::flush(&l, &file, json!(null)).unwrap();
+    state::flush(&l, &file).unwrap();
     let rep = l.apply_drain(&a, &[(k, reading(500, 5, 7))], 2 * SEC);
     assert_eq!(rep.evicted, 1);
     let seen = tenant_tx(&parse(&scrape(&l, &a)), "unknown", "miss");
@@ -539,10 +614,11 @@ fn crash_after_an_unresolved_eviction_loses_nothing() {
 
 /// Agent crash (kernel alive) after a rebase, before the flush that must
 /// follow it. The flush the ledger demanded before the settle holds the
-/// baseline of the settle point, so the boot's reconcile (settle under the
-/// restored plan, flush) bills every byte to the tenant it belonged to.
+/// baseline of the settle point; boot restores under the file's plan,
+/// drains under it, flushes and only then settles to the fresh plan: the
+/// bytes counted while the agent was down stay with the old project (§12).
 #[test]
-fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
+fn crash_between_a_rebase_and_its_flush_bills_the_old_project_until_the_boot_settle() {
     let dir = tempfile::tempdir().unwrap();
     let file = paths(dir.path());
     let a0 = world();
@@ -553,7 +629,7 @@ fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
     let rebase = SettleMode::Rebase(Selector::VmMac(mac(1)));
     let l = Rig::default();
     l.apply_drain(&a0, &[(k, reading(1000, 10, 5))], 0);
-    state::flush(&l, &file, json!("a0")).unwrap();
+    state::flush(&l, &file).unwrap();
     l.apply_drain(&a0, &[(k, reading(1500, 15, 5))], SEC);
     let seen = tenant_tx(&parse(&scrape(&l, &a0)), "t-a", "same_tenant");
     // Settling on top of an unflushed drain is refused, swap not run.
@@ -563,7 +639,7 @@ fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
         Err(SettleError::DrainsNotDurable { unflushed: 1 })
     ));
     assert!(!swapped);
-    state::flush(&l, &file, json!("a0")).unwrap();
+    state::flush(&l, &file).unwrap();
     let src = l.source.clone();
     l.ledger.settle(rebase, || src.store(a1.clone())).unwrap();
     // Draining on top of the unflushed settle is refused too.
@@ -571,8 +647,8 @@ fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
         l.ledger.apply_drain(&[(k, reading(1700, 17, 5))], 2 * SEC),
         Err(DrainError::SettleNotDurable { unflushed: 1 })
     ));
-    // Crash here. Boot: restore under the file's plan (a0), reconcile to
-    // the fresh one (a1) through a settle, flush, drain.
+    // Crash here. Boot: restore under the file's plan (a0), drain, flush,
+    // settle to the fresh one (a1), flush.
     let rebooted = Rig::default();
     rebooted.use_attr(&a0);
     rebooted
@@ -580,15 +656,16 @@ fn crash_between_a_rebase_and_its_flush_bills_each_tenant_its_bytes() {
         .unwrap();
     let after_restore = tenant_tx(&parse(&scrape(&rebooted, &a0)), "t-a", "same_tenant");
     assert!(after_restore >= seen, "{after_restore:?} < {seen:?}");
+    rebooted.apply_drain(&a0, &[(k, reading(1700, 17, 5))], 3 * SEC);
     rebooted.settle(&a0, rebase, || {});
-    rebooted.apply_drain(&a1, &[(k, reading(1700, 17, 5))], 3 * SEC);
+    rebooted.apply_drain(&a1, &[(k, reading(1900, 19, 5))], 4 * SEC);
     let s = parse(&render(&rebooted, &a1));
     assert_eq!(
         (
             tenant_tx(&s, "t-a", "same_tenant"),
             tenant_tx(&s, "t-b", "same_tenant")
         ),
-        (Some(1500), Some(200))
+        (Some(1700), Some(200))
     );
 }
 

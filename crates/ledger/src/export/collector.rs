@@ -279,10 +279,11 @@ fn encode_health(
         &f::ANOMALIES,
         &[
             ("invalid_key", h.anomalies_invalid_key),
-            ("regression", h.anomalies_regression),
-            ("wrap", h.anomalies_wrap),
+            ("nonzero_pad", h.anomalies_nonzero_pad),
+            ("stale", h.anomalies_stale),
         ],
     )?;
+    counter(enc, &f::LOST_FINAL_READINGS, h.lost_final_readings)?;
     labelled(
         enc,
         &f::SETTLED,

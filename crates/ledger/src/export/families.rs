@@ -211,6 +211,13 @@ fam!(
     "Readings that took an unusual branch of the delta rule."
 );
 fam!(
+    LOST_FINAL_READINGS,
+    "lachesis_ledger_lost_final_readings_total",
+    Counter,
+    &[],
+    "Kernel entries deleted before their final reading reached the state file."
+);
+fam!(
     SETTLED,
     "lachesis_ledger_settled_rows_total",
     Counter,
@@ -280,6 +287,7 @@ pub const ALL: &[Family] = &[
     RESOLUTIONS,
     EVICTIONS,
     ANOMALIES,
+    LOST_FINAL_READINGS,
     SETTLED,
     PRUNED,
     PRUNES_DEFERRED,

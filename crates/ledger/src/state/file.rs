@@ -14,11 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::metrics::{FlushPhase, LoadFallback};
 use super::rows::write_rows;
 use super::schema::{FileDto, Probe, SCHEMA};
+use crate::attribution::CommittedPlan;
 use crate::book::Book;
 use crate::export::aggregate::aggregate;
 use crate::interner::InternerConflict;
@@ -129,7 +128,8 @@ impl FlushReport {
 }
 
 /// Encodes a book and plan to the file's bytes (exposed for tests and tools).
-pub fn encode(book: &Book, plan: Value) -> Result<Vec<u8>, serde_json::Error> {
+pub fn encode(book: &Book, plan: &CommittedPlan) -> Result<Vec<u8>, serde_json::Error> {
+    let plan = plan.clone();
     let dto = FileDto::from_book(book, plan);
     let mut out = Vec::with_capacity(256 * (book.rows.len() + 16));
     serde_json::to_writer(&mut out, &dto)?;
@@ -209,8 +209,10 @@ impl Phases<'_> {
     }
 }
 
-/// Flushes the ledger (and the agent's opaque `plan`) to `paths` atomically.
-pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushReport, StateError> {
+/// Flushes the ledger to `paths` atomically, with the committed plan of
+/// the attribution in force when the book is copied (taken in the same
+/// critical section: a plan captured earlier could predate a settle).
+pub fn flush(ledger: &Ledger, paths: &StatePaths) -> Result<FlushReport, StateError> {
     let mut ph = Phases {
         ledger,
         path: &paths.current,
@@ -224,10 +226,10 @@ pub fn flush(ledger: &Ledger, paths: &StatePaths, plan: Value) -> Result<FlushRe
         .flush_serial
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    // The only lock-held phase: a clone of plain data.
+    // The only lock-held phase: a clone of plain data and two `Arc`s.
     let copy = ph.run(FlushPhase::Copy, || Ok(ledger.copy_for_flush()))?;
     let bytes = ph.run(FlushPhase::Serialize, || {
-        encode(&copy.book, plan).map_err(io::Error::other)
+        encode(&copy.book, copy.attr.plan()).map_err(io::Error::other)
     })?;
     // The exported view is computed from the very copy written, outside the
     // lock, and published only once the file holding it is in place.
@@ -283,8 +285,9 @@ pub enum LoadSource {
 pub struct Loaded {
     /// The ledger state to restore.
     pub book: Book,
-    /// The agent's last committed plan (`null` when absent).
-    pub plan: Value,
+    /// The agent's last committed plan ([`CommittedPlan::none`] when absent):
+    /// boot restores the ledger under it before reconciling to a fresh one.
+    pub plan: CommittedPlan,
     /// Which file it came from.
     pub source: LoadSource,
     /// The schema of that file.
@@ -307,7 +310,7 @@ pub struct Quarantined {
 enum ReadOutcome {
     Missing,
     Unreadable(String),
-    Ok(Box<Book>, Value, u32),
+    Ok(Box<Book>, CommittedPlan, u32),
 }
 
 fn read_one(path: &Path) -> Result<ReadOutcome, StateError> {
@@ -402,7 +405,7 @@ pub fn load(paths: &StatePaths) -> Result<Loaded, StateError> {
     }
     Ok(Loaded {
         book: Book::default(),
-        plan: Value::Null,
+        plan: CommittedPlan::none(),
         source: LoadSource::Empty,
         schema: None,
         quarantined,
@@ -411,18 +414,35 @@ pub fn load(paths: &StatePaths) -> Result<Loaded, StateError> {
 
 impl Ledger {
     /// Restores a loaded state and records how the load went in the health
-    /// counters (fallbacks, quarantines).
+    /// counters (fallbacks, quarantines). Returns the file's committed plan:
+    /// the source must serve its attribution until the boot has drained,
+    /// flushed and settled to the fresh plan (§12).
+    ///
+    /// A load from `.bak` is logged at error level: that file is one flush
+    /// older than what scrapes showed, so billing series go down (§11).
     ///
     /// # Errors
     /// [`InternerConflict`] when a tenant id handed out before the restore
     /// means another project in the file; nothing is restored then.
-    pub fn restore_loaded(&self, loaded: Loaded, now_ns: u64) -> Result<Value, InternerConflict> {
+    pub fn restore_loaded(
+        &self,
+        loaded: Loaded,
+        now_ns: u64,
+    ) -> Result<CommittedPlan, InternerConflict> {
         let fallback = match loaded.source {
             LoadSource::Backup => Some(LoadFallback::Backup),
             LoadSource::Empty if !loaded.quarantined.is_empty() => Some(LoadFallback::Empty),
             LoadSource::Current | LoadSource::Empty => None,
         };
         let quarantined = loaded.quarantined.len() as u64;
+        if fallback == Some(LoadFallback::Backup) {
+            tracing::error!(
+                quarantined = ?loaded.quarantined,
+                "state restored from the .bak file, one flush older than what scrapes \
+                 showed: billing series go down by up to one flush interval \
+                 (lachesis_state_load_fallbacks_total{{reason=\"backup\"}})"
+            );
+        }
         self.with_health(|h| {
             match fallback {
                 Some(LoadFallback::Backup) => h.load_fallback_backup += 1,

@@ -63,6 +63,9 @@ pub(crate) fn write_rows(out: &mut Vec<u8>, book: &Book) {
         push_counts(out, r.base.last);
         out.extend_from_slice(b",\"stamp\":");
         push_u64_str(out, r.base.stamp);
+        if r.base.gone {
+            out.extend_from_slice(b",\"gone\":true");
+        }
         out.push(b'}');
     }
     out.push(b']');
@@ -92,7 +95,9 @@ mod tests {
             base: Baseline {
                 last: Counts::new(7, 0),
                 stamp: 123_456_789_012,
+                gone: true,
             },
+            ..Row::default()
         };
         book.rows.insert(key, row);
         let mut out = Vec::new();
@@ -103,8 +108,8 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(FlowKey::from(&rows[0].key), key);
         assert_eq!(
-            (rows[0].total, rows[0].last, rows[0].stamp),
-            (row.total, row.base.last, row.base.stamp)
+            (rows[0].total, rows[0].last, rows[0].stamp, rows[0].gone),
+            (row.total, row.base.last, row.base.stamp, row.base.gone)
         );
     }
 }

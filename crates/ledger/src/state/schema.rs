@@ -5,26 +5,30 @@
 //! - 1: rows without entry stamps (they restore with stamp 0, which §4.3
 //!   handles), no port-level absorbers, no unresolved buffer or tombstones.
 //! - 2: stamps, port and port-proto absorbers, unresolved buffer, tombstones.
+//! - 3: a baseline (row, waiting row, tombstone) says whether its entry is
+//!   gone, its final reading applied (`gone`, written only when true;
+//!   default `false`: a schema-2 tombstone's entry may still be in the
+//!   kernel, and is released for deletion again).
 
 use std::sync::Arc;
 
 use lachesis_abi::FlowKey;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::fields::{DirectionField, L4Field, MacField, ZoneField};
 use super::u64_string;
 use crate::absorbers::{
     Absorbers, Label, PortBucket, PortProtoBucket, ServerBucket, TenantBucket, TotalBucket,
 };
+use crate::attribution::CommittedPlan;
 use crate::book::{Book, Row};
 use crate::counts::Counts;
-use crate::delta::Baseline;
+use crate::delta::{Baseline, DrainMark};
 use crate::interner::{InvalidInterner, TenantInterner};
 use crate::unresolved::{Pending, Tombstone};
 
 /// The schema this build writes, and the newest it reads.
-pub const SCHEMA: u32 = 2;
+pub const SCHEMA: u32 = 3;
 
 /// Only the version, read first so a newer file is refused before anything
 /// else about it can fail.
@@ -71,6 +75,11 @@ impl From<&KeyDto> for FlowKey {
     }
 }
 
+#[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde's `skip_serializing_if` requires
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RowDto {
     pub(super) key: KeyDto,
@@ -78,6 +87,8 @@ pub(super) struct RowDto {
     pub(super) last: Counts,
     #[serde(with = "u64_string", default)]
     pub(super) stamp: u64,
+    #[serde(default)]
+    pub(super) gone: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -87,6 +98,8 @@ struct PendingDto {
     last: Counts,
     #[serde(with = "u64_string")]
     stamp: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    gone: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -95,6 +108,8 @@ struct TombstoneDto {
     last: Counts,
     #[serde(with = "u64_string")]
     stamp: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    gone: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -354,7 +369,7 @@ pub(crate) struct FileDto {
     tenants: InternerDto,
     /// The agent's last committed plan, opaque here.
     #[serde(default)]
-    plan: Value,
+    plan: CommittedPlan,
 }
 
 fn sorted<T, K: Ord>(mut v: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
@@ -365,7 +380,7 @@ fn sorted<T, K: Ord>(mut v: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
 impl FileDto {
     /// Builds the file from a book copy. Sorted so two flushes of the same
     /// state are byte-identical (diffable, testable).
-    pub(crate) fn from_book(book: &Book, plan: Value) -> FileDto {
+    pub(crate) fn from_book(book: &Book, plan: CommittedPlan) -> FileDto {
         FileDto {
             schema: SCHEMA,
             rows: Vec::new(),
@@ -376,6 +391,7 @@ impl FileDto {
                     acc: p.acc,
                     last: p.base.last,
                     stamp: p.base.stamp,
+                    gone: p.base.gone,
                 })
                 .collect(),
             tombstones: sorted(book.tombstones.iter().collect::<Vec<_>>(), |(k, _)| **k)
@@ -384,6 +400,7 @@ impl FileDto {
                     key: k.into(),
                     last: t.base.last,
                     stamp: t.base.stamp,
+                    gone: t.base.gone,
                 })
                 .collect(),
             absorbers: AbsorbersDto::from_absorbers(&book.absorbers),
@@ -408,7 +425,7 @@ impl FileDto {
     }
 
     /// Converts into a book and the plan section.
-    pub(crate) fn into_book(self) -> Result<(Book, Value), InvalidInterner> {
+    pub(crate) fn into_book(self) -> Result<(Book, CommittedPlan), InvalidInterner> {
         let mut book = Book::default();
         for r in self.rows {
             book.rows.insert(
@@ -418,7 +435,9 @@ impl FileDto {
                     base: Baseline {
                         last: r.last,
                         stamp: r.stamp,
+                        gone: r.gone,
                     },
+                    seen: DrainMark::default(),
                 },
             );
         }
@@ -430,9 +449,11 @@ impl FileDto {
                     base: Baseline {
                         last: p.last,
                         stamp: p.stamp,
+                        gone: p.gone,
                     },
                     first_seen_ns: 0,
                     last_active_ns: 0,
+                    seen: DrainMark::default(),
                 },
             );
         }
@@ -443,6 +464,7 @@ impl FileDto {
                     base: Baseline {
                         last: t.last,
                         stamp: t.stamp,
+                        gone: t.gone,
                     },
                 },
             );

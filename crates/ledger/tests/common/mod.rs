@@ -65,6 +65,10 @@ use lachesis_ledger::{
     UnresolvedLimits,
 };
 
+/// The kernel map as the last full drain read it: what a settle's drain
+/// reads again when nothing counted since.
+type Readings = Vec<(FlowKey, FlowCounters)>;
+
 /// Label pairs of one sample, in exposition order.
 pub type Labels = Vec<(String, String)>;
 /// Sample name → labels → value text.
@@ -106,16 +110,18 @@ pub fn parse(text: &str) -> Samples {
 /// A ledger, the swappable source it attributes through and a state file of
 /// its own. Its methods take the attribution a step runs under and store it
 /// in the source first, so a test reads as "this happens under that
-/// attribution". Settles and prunes are flushed right away, as the agent
-/// must (docs/ledger.md, call order); the kernel deletes those flushes
-/// release accumulate in `released`. Everything else goes to the ledger
-/// through `Deref`.
+/// attribution". Settles follow the protocol (drain, flush, settle, flush:
+/// the drain reads again what the last drain read, the kernel having
+/// counted nothing since) and prunes are flushed right away (docs/ledger.md);
+/// the kernel deletes those flushes release accumulate in `released`.
+/// Everything else goes to the ledger through `Deref`.
 #[derive(Debug, Clone)]
 pub struct Rig {
     pub ledger: Arc<Ledger>,
     pub source: Arc<SwapSource>,
     dir: Arc<tempfile::TempDir>,
     released: Arc<Mutex<Vec<FlowKey>>>,
+    last_drain: Arc<Mutex<(Readings, u64)>>,
 }
 
 impl std::ops::Deref for Rig {
@@ -139,7 +145,13 @@ impl Rig {
             source,
             dir: Arc::new(tempfile::tempdir().unwrap()),
             released: Arc::default(),
+            last_drain: Arc::default(),
         }
+    }
+
+    /// The rig's state file.
+    pub fn paths(&self) -> StatePaths {
+        StatePaths::new(self.dir.path().join("state.json"))
     }
 
     pub fn use_attr(&self, attr: &MemoryAttribution) {
@@ -149,8 +161,7 @@ impl Rig {
     /// Flushes to the rig's own state file: the durable view catches up and
     /// the deletes this flush covers are released (kept in `released`).
     pub fn commit(&self) {
-        let paths = StatePaths::new(self.dir.path().join("state.json"));
-        let report = state::flush(&self.ledger, &paths, serde_json::Value::Null).unwrap();
+        let report = state::flush(&self.ledger, &self.paths()).unwrap();
         self.released.lock().unwrap().extend(report.delete);
     }
 
@@ -166,14 +177,30 @@ impl Rig {
         now_ns: u64,
     ) -> DrainReport {
         self.use_attr(attr);
-        self.ledger
+        let report = self
+            .ledger
             .apply_drain(readings, now_ns)
-            .expect("drain accepted")
+            .expect("drain accepted");
+        *self.last_drain.lock().unwrap() = (readings.to_vec(), now_ns);
+        report
     }
 
-    /// Flushes, settles under `old` and flushes again (the agent's order);
-    /// the source keeps `old` unless `swap`
-    /// changes it (the next step stores its own attribution anyway).
+    /// Final readings (what a lookup-and-delete returned) under `attr`.
+    pub fn apply_final(
+        &self,
+        attr: &MemoryAttribution,
+        readings: &[(FlowKey, FlowCounters)],
+        now_ns: u64,
+    ) -> DrainReport {
+        self.use_attr(attr);
+        self.ledger
+            .apply_final(readings, now_ns)
+            .expect("final readings accepted")
+    }
+
+    /// Drains (the kernel as last read), flushes, settles under `old` and
+    /// flushes again (the agent's order); the source keeps `old` unless
+    /// `swap` changes it (the next step stores its own attribution anyway).
     pub fn settle(
         &self,
         old: &MemoryAttribution,
@@ -181,6 +208,10 @@ impl Rig {
         swap: impl FnOnce(),
     ) -> SettleReport {
         self.use_attr(old);
+        let (readings, now) = self.last_drain.lock().unwrap().clone();
+        self.ledger
+            .apply_drain(&readings, now)
+            .expect("drain accepted");
         self.commit();
         let report = self.ledger.settle(mode, swap).expect("settle accepted");
         self.commit();
