@@ -4,7 +4,8 @@
 use std::io::IsTerminal as _;
 
 use anyhow::Context as _;
-use clap::{Args, ValueEnum};
+use clap::Args;
+use lachesis_agent::config::{LogFormat, LogLevel};
 use tracing_subscriber::EnvFilter;
 
 /// The global logging flags (accepted before or after the subcommand).
@@ -21,46 +22,12 @@ pub struct LogArgs {
     pub log_format: LogFormat,
 }
 
-/// Levels of `--log-level`, most severe first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogLevel {
-    Off,
-    Error,
-    Warn,
-    Info,
-    Debug,
-    Trace,
-}
-
-impl LogLevel {
-    /// The level's name, as `log.level` and `RUST_LOG` spell it.
-    pub fn directive(self) -> &'static str {
-        match self {
-            LogLevel::Off => "off",
-            LogLevel::Error => "error",
-            LogLevel::Warn => "warn",
-            LogLevel::Info => "info",
-            LogLevel::Debug => "debug",
-            LogLevel::Trace => "trace",
-        }
-    }
-}
-
-/// Formats of `--log-format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// `TIME LEVEL TARGET: message key=value…`
-    Text,
-    /// One JSON object per line (`timestamp`, `level`, `fields`, `target`).
-    Json,
-}
-
 /// The filter directives: the flag, else `RUST_LOG`, else `info`.
 fn directives(level: Option<LogLevel>, rust_log: Option<String>) -> String {
     match (level, rust_log.filter(|s| !s.trim().is_empty())) {
-        (Some(level), _) => level.directive().to_owned(),
+        (Some(level), _) => level.as_str().to_owned(),
         (None, Some(env)) => env,
-        (None, None) => LogLevel::Info.directive().to_owned(),
+        (None, None) => LogLevel::Info.as_str().to_owned(),
     }
 }
 

@@ -71,7 +71,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Sim(ref args) => return sim_cmd::run(args),
         Command::Agent(ref args) if args.check_config => {
             let mut args = args.clone();
-            args.log_level = cli.log.log_level.map(|l| l.directive().to_owned());
+            args.log_level = cli.log.log_level.map(|l| l.as_str().to_owned());
             return Ok(lachesis_agent::config::check_config(&args));
         }
         Command::Agent(_) => "agent",

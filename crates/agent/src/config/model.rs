@@ -257,8 +257,9 @@ pub struct LogSettings {
     pub format: LogFormat,
 }
 
-/// Log levels, most to least severe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Log levels, most to least severe (`log.level`, and every subcommand's
+/// `--log-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum LogLevel {
     /// Failures only.
     Error,
@@ -295,8 +296,8 @@ impl LogLevel {
     }
 }
 
-/// Log line formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Log line formats (`log.format`, and every subcommand's `--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     /// Human-readable `key=value` lines.
     Text,
