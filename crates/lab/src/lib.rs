@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+pub mod catalogue;
 pub mod frame;
 pub mod netns;
 

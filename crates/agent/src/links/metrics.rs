@@ -200,76 +200,23 @@ impl LinkMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lachesis_lab::catalogue::{self, Family};
     use std::collections::BTreeMap;
 
-    /// Rows of docs/metrics.md: name → (type, labels, owner).
-    fn catalogue() -> BTreeMap<String, (String, Vec<String>, String)> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
-        let text = std::fs::read_to_string(path).expect("docs/metrics.md is readable");
-        text.lines()
-            .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
-            .filter(|c| c.len() >= 6 && c[1].starts_with("`lachesis_"))
-            .map(|c| {
-                let labels = c[3]
-                    .split(',')
-                    .map(|l| l.trim().trim_matches('`').to_owned())
-                    .filter(|l| !l.is_empty() && l != "—")
-                    .collect();
-                (
-                    c[1].trim_matches('`').to_owned(),
-                    (c[2].to_owned(), labels, c[4].to_owned()),
-                )
-            })
-            .collect()
-    }
-
-    /// Rendered families: sample name → (type, label names of its samples).
-    fn rendered() -> BTreeMap<String, (String, Vec<String>)> {
+    /// The watcher's families as rendered (OpenMetrics).
+    fn rendered() -> BTreeMap<String, Family> {
         let mut registry = Registry::default();
         let _m = LinkMetrics::new(&mut registry);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        let mut out = BTreeMap::new();
-        for line in text.lines() {
-            if let Some(t) = line.strip_prefix("# TYPE ") {
-                let (name, kind) = t.split_once(' ').unwrap();
-                let sample = if kind == "counter" {
-                    format!("{name}_total")
-                } else {
-                    name.to_owned()
-                };
-                let labels = text
-                    .lines()
-                    .find(|l| {
-                        l.starts_with(&format!("{sample}{{"))
-                            || l.starts_with(&format!("{sample} "))
-                    })
-                    .and_then(|l| l.split_once('{'))
-                    .map(|(_, rest)| {
-                        rest.split(',')
-                            .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_owned()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.insert(sample, (kind.to_owned(), labels));
-            }
-        }
-        out
+        catalogue::rendered(&text, "agent")
     }
 
     #[test]
     fn every_family_is_documented_exactly() {
-        let docs = catalogue();
         let rendered = rendered();
         assert_eq!(rendered.len(), 5, "{rendered:?}");
-        for (name, (kind, labels)) in rendered {
-            let (doc_kind, doc_labels, owner) = docs
-                .get(&name)
-                .unwrap_or_else(|| panic!("{name} is registered but missing from docs/metrics.md"));
-            assert_eq!(doc_kind, &kind, "{name}: documented type");
-            assert_eq!(doc_labels, &labels, "{name}: documented labels");
-            assert_eq!(owner, "agent", "{name}: owner");
-        }
+        catalogue::assert_documented(&rendered);
     }
 
     #[test]
