@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
-use lachesis_ledger::state::{self, FlushPhase, StatePaths};
+use lachesis_ledger::state::{FlushPhase, StateFile, StatePaths};
 use lachesis_ledger::{CommittedPlan, Exporter, Format, Ledger, UnresolvedLimits};
 
 struct Counting;
@@ -257,8 +257,11 @@ fn render_bench(rows: &[FlowKey], vms: usize) -> Rendered {
     assert_eq!(ledger.sizes().rows, rows.len());
     // Billing renders what the last flush made durable.
     let dir = tempfile::tempdir().unwrap();
-    state::flush(&ledger, &StatePaths::new(dir.path().join("state.json"))).unwrap();
-    let exporter = Exporter::new(ledger.clone());
+    let file = Arc::new(StateFile::new(StatePaths::new(
+        dir.path().join("state.json"),
+    )));
+    file.flush(&ledger).unwrap();
+    let exporter = Exporter::new(ledger.clone(), file);
     let mut out = String::new();
     let mut times = Samples::default();
     let mut allocs = Vec::new();
@@ -293,7 +296,7 @@ fn row(name: &str, (wall, cpu): (f64, f64), note: &str) {
 /// encoding. Returns both timings and the plan's bytes in the file.
 fn plan_bench(
     typical: &Rendered,
-    paths: &StatePaths,
+    file: &StateFile,
     without: usize,
 ) -> ((f64, f64), (f64, f64), usize) {
     let plan: serde_json::Value = typical
@@ -313,7 +316,7 @@ fn plan_bench(
     let mut plan_bytes = 0;
     for _ in 0..RUNS {
         plan_bytes = flush_plan
-            .time(|| state::flush(&typical.ledger, paths).unwrap())
+            .time(|| file.flush(&typical.ledger).unwrap())
             .bytes
             - without;
     }
@@ -363,12 +366,12 @@ fn main() {
     let typical = render_bench(&keys_typical(50_000), 50_000 / TYPICAL_PER_VM);
 
     let dir = tempfile::tempdir().unwrap();
-    let paths = StatePaths::new(dir.path().join("state.json"));
+    let file = StateFile::new(StatePaths::new(dir.path().join("state.json")));
     let mut flush = Samples::default();
     let (mut lock, mut size) = (Vec::new(), 0);
     let mut phases: Vec<Vec<f64>> = vec![Vec::new(); FlushPhase::ALL.len()];
     for _ in 0..RUNS {
-        let r = flush.time(|| state::flush(&typical.ledger, &paths).unwrap());
+        let r = flush.time(|| file.flush(&typical.ledger).unwrap());
         lock.push(ms(r.lock_held()));
         for (acc, d) in phases.iter_mut().zip(r.phases) {
             acc.push(ms(d));
@@ -376,7 +379,7 @@ fn main() {
         size = r.bytes;
     }
 
-    let (flush_plan, clone_encode, plan_bytes) = plan_bench(&typical, &paths, size);
+    let (flush_plan, clone_encode, plan_bytes) = plan_bench(&typical, &file, size);
 
     let drain = drain.medians();
     let flush = flush.medians();

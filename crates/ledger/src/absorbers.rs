@@ -119,8 +119,11 @@ pub struct Absorbers {
     pub unknown: FxHashMap<FlowKey, Counts>,
 }
 
+/// The absorber tiers, in [`Absorbers::bucket_counts`] order.
+pub const TIERS: [&str; 6] = ["port", "port_proto", "server", "tenant", "total", "unknown"];
+
 impl Absorbers {
-    /// Number of buckets per tier, in [`crate::export::families::ABSORBER_TIERS`] order.
+    /// Number of buckets per tier, in [`TIERS`] order.
     #[must_use]
     pub fn bucket_counts(&self) -> [usize; 6] {
         [

@@ -10,7 +10,7 @@ use crate::attribution::Attribution;
 use crate::counts::Counts;
 use crate::delta::{delta, Baseline, DrainMark};
 use crate::flow::decode;
-use crate::health::Health;
+use crate::health::{AnomalyKind, Health};
 use crate::interner::TenantInterner;
 use crate::unresolved::{select_evictions, Pending, Tombstone, UnresolvedLimits};
 
@@ -424,15 +424,4 @@ impl Book {
         self.absorbers.unknown.values().for_each(|v| c.add(*v));
         c
     }
-}
-
-/// Classes of `lachesis_ledger_delta_anomalies_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnomalyKind {
-    /// An older reading of an entry applied after a newer one (§4.3): ignored.
-    Stale,
-    /// A key with an unknown zone/direction/L4 code.
-    InvalidKey,
-    /// A key whose pad byte is not zero: refused at the door.
-    NonzeroPad,
 }

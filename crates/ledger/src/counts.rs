@@ -1,19 +1,13 @@
 //! A (bytes, packets) pair, the unit every row and bucket accumulates.
 
-use serde::{Deserialize, Serialize};
-
-use crate::state::u64_string;
-
 /// Cumulative bytes and packets. Additions saturate: a billing counter that
 /// wrapped to a small number would read as a decrease, which is worse than a
 /// counter pinned at `u64::MAX` (18 EB, never reached in practice).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     /// L2 bytes (`skb->len`).
-    #[serde(with = "u64_string")]
     pub bytes: u64,
     /// skb count.
-    #[serde(with = "u64_string")]
     pub packets: u64,
 }
 

@@ -6,24 +6,20 @@
 //! entry's `created_ns` stamp.
 
 use lachesis_abi::FlowCounters;
-use serde::{Deserialize, Serialize};
 
 use crate::counts::Counts;
-use crate::state::u64_string;
 
 /// What the ledger last read from one kernel entry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Baseline {
     /// Raw cumulative counters of the last reading.
     pub last: Counts,
     /// `created_ns` of the entry that reading came from; 0 = unknown (restored
     /// from a format that did not record it).
-    #[serde(with = "u64_string")]
     pub stamp: u64,
     /// That reading was the entry's last: the entry no longer exists
     /// (lookup-and-delete, a retired map). Nothing is left to delete, and a
     /// later reading of the same key is a new entry.
-    #[serde(default)]
     pub gone: bool,
 }
 

@@ -1,7 +1,17 @@
 //! Health counters the ledger owns (rendered by its collector, DESIGN §10).
 
-use crate::book::AnomalyKind;
 use crate::unresolved::EvictReason;
+
+/// Classes of `lachesis_ledger_delta_anomalies_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnomalyKind {
+    /// An older reading of an entry applied after a newer one (§4.3): ignored.
+    Stale,
+    /// A key with an unknown zone/direction/L4 code.
+    InvalidKey,
+    /// A key whose pad byte is not zero: refused at the door.
+    NonzeroPad,
+}
 
 /// Monotone counters, mutated under the ledger lock.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,12 +42,6 @@ pub struct Health {
     pub pruned_tenant: u64,
     /// Prunes postponed because the owner still had live series.
     pub prunes_deferred: u64,
-    /// State loads that fell back to `.bak`.
-    pub load_fallback_backup: u64,
-    /// State loads that started empty after quarantining unreadable files.
-    pub load_fallback_empty: u64,
-    /// Files moved to quarantine.
-    pub load_quarantined: u64,
 }
 
 impl Health {

@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 /// Id 0 means "every tenant" (global trie rows) and is never handed out.
 pub const GLOBAL_TENANT_ID: u32 = 0;
 
@@ -46,7 +44,7 @@ pub struct InternerConflict {
 
 /// Bidirectional project ↔ id map. Ids are never reused: a released id may
 /// still sit in a kernel key, and u32 is far beyond any cloud's project count.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantInterner {
     by_project: BTreeMap<String, u32>,
     next: u32,

@@ -9,11 +9,10 @@ use rustc_hash::FxHashSet;
 use crate::attribution::{Attribution, AttributionSource};
 use crate::book::{Book, DrainReport, ReadKind};
 use crate::delta::DrainMark;
-use crate::export::aggregate::{aggregate, Tiers};
 use crate::health::Health;
 use crate::interner::{InternerConflict, InternerFull, TenantInterner};
-use crate::settle::{PruneError, PruneReport, SettleMode, SettleReport};
-use crate::state::metrics::FlushMetrics;
+use crate::settle::{self, PruneError, PruneReport, SettleMode, SettleReport};
+use crate::tiers::{aggregate, Tiers};
 use crate::unresolved::UnresolvedLimits;
 
 /// One tier's prune in the book (server or tenant lifecycle, §7).
@@ -75,6 +74,14 @@ impl Inner {
         })
     }
 
+    fn sizes(&self) -> LedgerSizes {
+        LedgerSizes {
+            rows: self.book.rows.len(),
+            unresolved: self.book.unresolved.len(),
+            absorber_buckets: self.book.absorbers.bucket_counts(),
+        }
+    }
+
     /// Queues kernel deletes for release by the next successful flush.
     fn queue_deletes(&mut self, keys: Vec<FlowKey>) {
         self.deletes.extend(keys);
@@ -107,7 +114,7 @@ pub enum SettleError {
     /// then be billed under the new attribution.
     #[error(
         "settle refused: {unflushed} drain(s) not yet in the state file; \
-         expected drain → state::flush → settles → state::flush"
+         expected drain → flush → settles → flush"
     )]
     DrainsNotDurable {
         /// Drains and final readings applied since the last successful flush.
@@ -118,7 +125,7 @@ pub enum SettleError {
     /// the last read would follow the port to its new owner.
     #[error(
         "settle refused: no full drain since the last settle batch or the restore; \
-         expected drain → state::flush → settles → state::flush"
+         expected drain → flush → settles → flush"
     )]
     NotDrained,
 }
@@ -132,7 +139,7 @@ pub enum DrainError {
     /// new attribution or lower a continuing series.
     #[error(
         "drain refused: {unflushed} settle/prune operation(s) not yet in the state file; \
-         expected a successful state::flush after the last settle"
+         expected a successful flush of the state file after the last settle"
     )]
     SettleNotDurable {
         /// Settles and prunes applied since the last successful flush.
@@ -143,7 +150,7 @@ pub enum DrainError {
     /// entries read as new ones, counted a second time.
     #[error(
         "live drain refused: {left} retired flows map(s) not yet drained; \
-         expected apply_retired for each, then state::flush, before the live drain"
+         expected apply_retired for each, then a flush, before the live drain"
     )]
     RetiredNotDrained {
         /// Retired maps still to drain.
@@ -154,7 +161,7 @@ pub enum DrainError {
     /// live drain had moved past.
     #[error(
         "live drain refused: the retired maps' drain is not yet in the state file; \
-         expected state::flush (then remove the retired maps) before the live drain"
+         expected a flush (then remove the retired maps) before the live drain"
     )]
     RetiredNotDurable,
     /// A retired map drained after the live one: its entries would read as
@@ -173,7 +180,7 @@ pub struct LedgerSizes {
     pub rows: usize,
     /// Unresolved buffer depth.
     pub unresolved: usize,
-    /// Absorber buckets per tier (see [`crate::export::families::ABSORBER_TIERS`]).
+    /// Absorber buckets per tier, in [`crate::absorbers::TIERS`] order.
     pub absorber_buckets: [usize; 6],
 }
 
@@ -185,9 +192,6 @@ pub struct LedgerSizes {
 pub struct Ledger {
     inner: Mutex<Inner>,
     pub(crate) source: Arc<dyn AttributionSource>,
-    pub(crate) flush_metrics: FlushMetrics,
-    /// Held for a whole flush, so flushes never interleave (§11).
-    pub(crate) flush_serial: Mutex<()>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -223,8 +227,6 @@ impl Ledger {
                 retired_at: 0,
                 live_drained: false,
             }),
-            flush_metrics: FlushMetrics::default(),
-            flush_serial: Mutex::new(()),
         }
     }
 
@@ -244,7 +246,7 @@ impl Ledger {
     /// resolves waiting rows whose MAC is now bound, adds each reading's new
     /// bytes, and evicts unresolved rows past their TTL or over capacity.
     /// The kernel entries of evicted rows are handed out by the next
-    /// successful flush ([`crate::state::FlushReport::delete`]), not here.
+    /// successful flush of the state file, not here.
     ///
     /// `now_ns` is the caller's monotonic clock when the map was read. A
     /// drain read before the newest reading applied (a refused drain
@@ -415,9 +417,13 @@ impl Ledger {
         }
         let old = self.source.load();
         let mut evicted = Vec::new();
-        let report = inner
-            .book
-            .settle(old.as_ref(), mode, &mut inner.health, &mut evicted);
+        let report = settle::settle(
+            &mut inner.book,
+            old.as_ref(),
+            mode,
+            &mut inner.health,
+            &mut evicted,
+        );
         inner.queue_deletes(evicted);
         // Even a settle that moved nothing swapped the attribution: the
         // state file must carry it before bytes are drained under it.
@@ -433,7 +439,7 @@ impl Ledger {
         &self,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
-        self.prune(alive, Book::prune_servers)
+        self.prune(alive, settle::prune_servers)
     }
 
     /// Ends the tenant-settled buckets of projects absent from the Keystone
@@ -442,7 +448,7 @@ impl Ledger {
         &self,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
-        self.prune(alive, Book::prune_tenants)
+        self.prune(alive, settle::prune_tenants)
     }
 
     /// Runs one tier's prune under the lock with the current attribution; a
@@ -585,18 +591,22 @@ impl Ledger {
         self.lock().health
     }
 
-    pub(crate) fn with_health(&self, f: impl FnOnce(&mut Health)) {
-        f(&mut self.lock().health);
+    /// What a scrape renders, taken under the lock in one go: the durable
+    /// billing view (shared, computed by the last flush), the live sizes and
+    /// the health counters.
+    pub(crate) fn scrape_view(&self) -> (Arc<Tiers>, LedgerSizes, Health) {
+        let g = self.lock();
+        (g.durable.clone(), g.sizes(), g.health)
+    }
+
+    /// The attribution in force now (names for the info families).
+    pub(crate) fn attribution(&self) -> Arc<dyn Attribution + Send + Sync> {
+        self.source.load()
     }
 
     /// Row, pending and bucket counts.
     #[must_use]
     pub fn sizes(&self) -> LedgerSizes {
-        let g = self.lock();
-        LedgerSizes {
-            rows: g.book.rows.len(),
-            unresolved: g.book.unresolved.len(),
-            absorber_buckets: g.book.absorbers.bucket_counts(),
-        }
+        self.lock().sizes()
     }
 }

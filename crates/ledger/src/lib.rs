@@ -7,6 +7,12 @@
 //! owns (loaded inside its lock, with the committed plan a flush writes
 //! beside it), and the kernel entries to delete are handed back by the
 //! flush that makes their release durable ([`state::FlushReport::delete`]).
+//!
+//! Layers (docs/ledger.md): the core — rows and the delta rule, the
+//! unresolved buffer, settle and absorbers, the billing tiers, the [`Ledger`]
+//! handle — knows nothing of how it is persisted or rendered; [`state`]
+//! (the file) and [`export`] (Prometheus) are built on it, and the export
+//! also renders the state file's health.
 //! Its ordering rules are enforced: a caller that breaks them gets a
 //! [`DrainError`] or a [`SettleError`], never a silent misbill.
 //!
@@ -20,8 +26,9 @@
 //! use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
 //! use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
 //! use lachesis_ledger::{
-//!     state, CommittedPlan, Exporter, Format, Ledger, Selector, SettleMode, UnresolvedLimits,
+//!     CommittedPlan, Exporter, Format, Ledger, Selector, SettleMode, UnresolvedLimits,
 //! };
+//! use lachesis_ledger::state::{StateFile, StatePaths};
 //!
 //! let (vm, router) = (Mac([2, 0, 0, 0, 0, 1]), Mac([2, 0, 0, 0, 0, 0xfe]));
 //! let key = FlowKey {
@@ -52,36 +59,36 @@
 //!     kernel.iter().map(|(k, v)| (*k, *v)).collect()
 //! };
 //! let dir = tempfile::tempdir().unwrap();
-//! let paths = state::StatePaths::new(dir.path().join("state.json"));
+//! let file = Arc::new(StateFile::new(StatePaths::new(dir.path().join("state.json"))));
 //!
 //! // A previous life of the agent left a state file (project-a's plan).
 //! let source = Arc::new(SwapSource::new(plan("project-a")));
 //! let earlier = Ledger::new(UnresolvedLimits::default(), source.clone());
 //! count(&mut kernel, 1000);
 //! earlier.apply_drain(&read(&kernel), 1).unwrap();
-//! state::flush(&earlier, &paths).unwrap();
+//! file.flush(&earlier).unwrap();
 //! count(&mut kernel, 500); // counted while the agent restarts
 //!
 //! // Boot (§12): restore under the file's plan → drain (the retired map,
 //! // if any, first) → flush → settle to the fresh plan → flush.
-//! let loaded = state::load(&paths).unwrap();
+//! let loaded = file.load().unwrap();
 //! let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source.clone()));
 //! ledger.restore_interner(&loaded.book.interner).unwrap(); // before step 2 interns
-//! let file_plan = ledger.restore_loaded(loaded, 2).unwrap();
+//! let file_plan = file.restore(&ledger, loaded, 2).unwrap();
 //! assert_eq!(file_plan, plan("project-a").plan); // the source serves this one
 //! ledger.expect_retired(0); // the datapath's load returned no retired map
 //! ledger.apply_drain(&read(&kernel), 3).unwrap();
-//! state::flush(&ledger, &paths).unwrap();
+//! file.flush(&ledger).unwrap();
 //! let fresh = plan("project-b"); // the port moved while the agent was down
 //! ledger
 //!     .settle(SettleMode::Rebase(Selector::VmMac(vm)), || source.store(fresh.clone()))
 //!     .unwrap();
-//! state::flush(&ledger, &paths).unwrap();
+//! file.flush(&ledger).unwrap();
 //!
 //! // A reconcile pass with a settle batch: drain → flush → settles → flush.
 //! count(&mut kernel, 200);
 //! ledger.apply_drain(&read(&kernel), 4).unwrap();
-//! state::flush(&ledger, &paths).unwrap();
+//! file.flush(&ledger).unwrap();
 //! let mut regatewayed = fresh.clone();
 //! regatewayed.routers.insert(router, "public-2".to_owned());
 //! regatewayed.plan = CommittedPlan::encode("regatewayed").unwrap();
@@ -90,33 +97,33 @@
 //!         source.store(regatewayed.clone());
 //!     })
 //!     .unwrap();
-//! state::flush(&ledger, &paths).unwrap();
+//! file.flush(&ledger).unwrap();
 //!
 //! // A ghost sweep: final drain → flush → evict (the binding dropped in the
 //! // same critical section) → flush → lookup-and-delete what that flush
 //! // released → apply the final readings → flush.
 //! count(&mut kernel, 300);
 //! ledger.apply_drain(&read(&kernel), 5).unwrap();
-//! state::flush(&ledger, &paths).unwrap();
+//! file.flush(&ledger).unwrap();
 //! let mut swept = regatewayed.clone();
 //! swept.bindings.remove(&vm);
 //! ledger
 //!     .settle(SettleMode::Evict { vm_mac: vm }, || source.store(swept.clone()))
 //!     .unwrap();
-//! let released = state::flush(&ledger, &paths).unwrap().delete;
+//! let released = file.flush(&ledger).unwrap().delete;
 //! assert_eq!(released, vec![key]);
 //! count(&mut kernel, 40); // still counting until its deletion
 //! let finals: Vec<_> = released.iter().filter_map(|k| kernel.remove_entry(k)).collect();
 //! ledger.apply_final(&finals, 6).unwrap();
 //!
 //! // The periodic flush: every interval and at shutdown.
-//! state::flush(&ledger, &paths).unwrap();
+//! file.flush(&ledger).unwrap();
 //!
 //! // HTTP: billing shows the last flush. Project A kept its 1 500 bytes,
 //! // B its 500; the 40 counted after the sweep's drain, with no binding left,
 //! // went to `unknown`; nothing was lost.
 //! let mut body = String::new();
-//! Exporter::new(ledger.clone()).render(Format::PrometheusText, &mut body).unwrap();
+//! Exporter::new(ledger.clone(), file.clone()).render(Format::PrometheusText, &mut body).unwrap();
 //! let series = |tenant: &str, net: &str| {
 //!     format!(
 //!         "lachesis_tenant_bytes_total{{tenant_id=\"{tenant}\",zone=\"external\",\
@@ -143,6 +150,7 @@ mod ledger;
 pub mod memory;
 mod settle;
 pub mod state;
+mod tiers;
 mod unresolved;
 
 pub use absorbers::{
@@ -153,11 +161,11 @@ pub use attribution::{
     external_network, Attribution, AttributionSource, BindingLabels, CommittedPlan, NONE,
     UNKNOWN_TENANT,
 };
-pub use book::{AnomalyKind, Book, DrainReport, Row};
+pub use book::{Book, DrainReport, Row};
 pub use counts::Counts;
 pub use delta::{delta, Baseline, DeltaCase};
 pub use export::{Exporter, Format, LedgerCollector};
-pub use health::Health;
+pub use health::{AnomalyKind, Health};
 pub use interner::{
     InternerConflict, InternerFull, InvalidInterner, TenantInterner, GLOBAL_TENANT_ID,
 };

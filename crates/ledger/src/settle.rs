@@ -241,162 +241,160 @@ fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac) {
     }
 }
 
-impl Book {
-    /// Folds the selected rows under the attribution `attr` (the one in force
-    /// *before* the change). Rows whose MAC has no binding are exported under
-    /// the `unknown` tenant, so their bytes fold into `unknown`.
-    pub(crate) fn settle(
-        &mut self,
-        attr: &dyn Attribution,
-        mode: SettleMode,
-        health: &mut Health,
-        deletes: &mut Vec<FlowKey>,
-    ) -> SettleReport {
-        let sel = match mode {
-            SettleMode::Evict { vm_mac } => Selector::VmMac(vm_mac),
-            SettleMode::Rebase(sel) => sel,
+/// Folds the selected rows under the attribution `attr` (the one in force
+/// *before* the change). Rows whose MAC has no binding are exported under
+/// the `unknown` tenant, so their bytes fold into `unknown`.
+pub(crate) fn settle(
+    book: &mut Book,
+    attr: &dyn Attribution,
+    mode: SettleMode,
+    health: &mut Health,
+    deletes: &mut Vec<FlowKey>,
+) -> SettleReport {
+    let sel = match mode {
+        SettleMode::Evict { vm_mac } => Selector::VmMac(vm_mac),
+        SettleMode::Rebase(sel) => sel,
+    };
+    let keys: Vec<FlowKey> = book
+        .rows
+        .keys()
+        .filter(|k| selected(k, sel))
+        .copied()
+        .collect();
+    let sibling = match mode {
+        SettleMode::Evict { vm_mac } => attr.binding(vm_mac).and_then(|b| {
+            heir(
+                &book.absorbers,
+                attr,
+                (b.server_id, b.port_id, b.tenant_id),
+                vm_mac,
+            )
+        }),
+        SettleMode::Rebase(_) => None,
+    };
+    let mut report = SettleReport::default();
+    for key in keys {
+        let Some(row) = book.rows.get_mut(&key) else {
+            continue;
         };
-        let keys: Vec<FlowKey> = self
-            .rows
-            .keys()
-            .filter(|k| selected(k, sel))
-            .copied()
-            .collect();
-        let sibling = match mode {
-            SettleMode::Evict { vm_mac } => attr.binding(vm_mac).and_then(|b| {
-                heir(
-                    &self.absorbers,
-                    attr,
-                    (b.server_id, b.port_id, b.tenant_id),
-                    vm_mac,
-                )
-            }),
-            SettleMode::Rebase(_) => None,
-        };
-        let mut report = SettleReport::default();
-        for key in keys {
-            let Some(row) = self.rows.get_mut(&key) else {
-                continue;
-            };
-            let total = row.total;
-            let (base, seen) = (row.base, row.seen);
-            match mode {
-                SettleMode::Rebase(_) => row.total = Counts::default(),
-                SettleMode::Evict { .. } => {
-                    self.rows.remove(&key);
-                    // The kernel entry is deleted once this eviction is
-                    // flushed; should it survive, its next reading continues
-                    // from here.
-                    if self.tombstone(key, base, seen) {
-                        deletes.push(key);
-                    }
-                }
-            }
-            report.rows += 1;
-            report.moved.add(total);
-            fold_row(&mut self.absorbers, attr, mode, sibling, &key, total);
-        }
-        if let SettleMode::Evict { vm_mac } = mode {
-            end_port_buckets(&mut self.absorbers, attr, vm_mac);
-        }
+        let total = row.total;
+        let (base, seen) = (row.base, row.seen);
         match mode {
-            SettleMode::Evict { .. } => health.settled_evict += report.rows as u64,
-            SettleMode::Rebase(_) => health.settled_rebase += report.rows as u64,
-        }
-        report
-    }
-
-    /// Servers and tenants that still have live rows or port-settled buckets
-    /// under `attr`.
-    fn referenced(&self, attr: &dyn Attribution) -> (FxHashSet<String>, FxHashSet<String>) {
-        let mut servers = FxHashSet::default();
-        let mut tenants = FxHashSet::default();
-        for key in self.rows.keys() {
-            if let Some(b) = decode(key).and_then(|d| attr.binding(d.vm_mac)) {
-                if !servers.contains(b.server_id) {
-                    servers.insert(b.server_id.to_owned());
-                }
-                if !tenants.contains(b.tenant_id) {
-                    tenants.insert(b.tenant_id.to_owned());
+            SettleMode::Rebase(_) => row.total = Counts::default(),
+            SettleMode::Evict { .. } => {
+                book.rows.remove(&key);
+                // The kernel entry is deleted once this eviction is
+                // flushed; should it survive, its next reading continues
+                // from here.
+                if book.tombstone(key, base, seen) {
+                    deletes.push(key);
                 }
             }
         }
-        for b in self.absorbers.port.keys() {
-            servers.insert(b.server_id.to_string());
-            tenants.insert(b.tenant_id.to_string());
-        }
-        (servers, tenants)
+        report.rows += 1;
+        report.moved.add(total);
+        fold_row(&mut book.absorbers, attr, mode, sibling, &key, total);
     }
+    if let SettleMode::Evict { vm_mac } = mode {
+        end_port_buckets(&mut book.absorbers, attr, vm_mac);
+    }
+    match mode {
+        SettleMode::Evict { .. } => health.settled_evict += report.rows as u64,
+        SettleMode::Rebase(_) => health.settled_rebase += report.rows as u64,
+    }
+    report
+}
 
-    /// Server tier lifecycle: buckets of servers absent from a successful,
-    /// non-empty Nova list fold into tenant-settled (the tenant series keeps
-    /// its value; the server series ends).
-    pub(crate) fn prune_servers(
-        &mut self,
-        attr: &dyn Attribution,
-        alive: &FxHashSet<&str>,
-        health: &mut Health,
-    ) -> Result<PruneReport, PruneError> {
-        if alive.is_empty() {
-            return Err(PruneError::EmptyAliveList {
-                tier: "server",
-                what: "server",
-            });
+/// Servers and tenants that still have live rows or port-settled buckets
+/// under `attr`.
+fn referenced(book: &Book, attr: &dyn Attribution) -> (FxHashSet<String>, FxHashSet<String>) {
+    let mut servers = FxHashSet::default();
+    let mut tenants = FxHashSet::default();
+    for key in book.rows.keys() {
+        if let Some(b) = decode(key).and_then(|d| attr.binding(d.vm_mac)) {
+            if !servers.contains(b.server_id) {
+                servers.insert(b.server_id.to_owned());
+            }
+            if !tenants.contains(b.tenant_id) {
+                tenants.insert(b.tenant_id.to_owned());
+            }
         }
-        let (referenced, _) = self.referenced(attr);
-        let report = prune_tier(
-            &mut self.absorbers.server,
-            &mut self.absorbers.tenant,
-            |b| (!alive.contains(&*b.server_id)).then_some(&*b.server_id),
-            &referenced,
-            |b| TenantBucket {
-                tenant_id: b.tenant_id,
-                zone: b.zone,
-                external_network: b.external_network,
-                direction: b.direction,
-            },
-        );
-        health.pruned_server += report.folded as u64;
-        health.prunes_deferred += report.deferred as u64;
-        Ok(report)
     }
+    for b in book.absorbers.port.keys() {
+        servers.insert(b.server_id.to_string());
+        tenants.insert(b.tenant_id.to_string());
+    }
+    (servers, tenants)
+}
 
-    /// Tenant tier lifecycle: buckets of projects absent from the Keystone
-    /// list fold into total-settled. `unknown` is terminal and never pruned.
-    pub(crate) fn prune_tenants(
-        &mut self,
-        attr: &dyn Attribution,
-        alive: &FxHashSet<&str>,
-        health: &mut Health,
-    ) -> Result<PruneReport, PruneError> {
-        if alive.is_empty() {
-            return Err(PruneError::EmptyAliveList {
-                tier: "tenant",
-                what: "project",
-            });
-        }
-        let (_, mut referenced) = self.referenced(attr);
-        for b in self.absorbers.server.keys() {
-            referenced.insert(b.tenant_id.to_string());
-        }
-        let report = prune_tier(
-            &mut self.absorbers.tenant,
-            &mut self.absorbers.total,
-            |b| {
-                (&*b.tenant_id != UNKNOWN_TENANT && !alive.contains(&*b.tenant_id))
-                    .then_some(&*b.tenant_id)
-            },
-            &referenced,
-            |b| TotalBucket {
-                zone: b.zone,
-                external_network: b.external_network,
-                direction: b.direction,
-            },
-        );
-        health.pruned_tenant += report.folded as u64;
-        health.prunes_deferred += report.deferred as u64;
-        Ok(report)
+/// Server tier lifecycle: buckets of servers absent from a successful,
+/// non-empty Nova list fold into tenant-settled (the tenant series keeps
+/// its value; the server series ends).
+pub(crate) fn prune_servers(
+    book: &mut Book,
+    attr: &dyn Attribution,
+    alive: &FxHashSet<&str>,
+    health: &mut Health,
+) -> Result<PruneReport, PruneError> {
+    if alive.is_empty() {
+        return Err(PruneError::EmptyAliveList {
+            tier: "server",
+            what: "server",
+        });
     }
+    let (referenced, _) = referenced(book, attr);
+    let report = prune_tier(
+        &mut book.absorbers.server,
+        &mut book.absorbers.tenant,
+        |b| (!alive.contains(&*b.server_id)).then_some(&*b.server_id),
+        &referenced,
+        |b| TenantBucket {
+            tenant_id: b.tenant_id,
+            zone: b.zone,
+            external_network: b.external_network,
+            direction: b.direction,
+        },
+    );
+    health.pruned_server += report.folded as u64;
+    health.prunes_deferred += report.deferred as u64;
+    Ok(report)
+}
+
+/// Tenant tier lifecycle: buckets of projects absent from the Keystone
+/// list fold into total-settled. `unknown` is terminal and never pruned.
+pub(crate) fn prune_tenants(
+    book: &mut Book,
+    attr: &dyn Attribution,
+    alive: &FxHashSet<&str>,
+    health: &mut Health,
+) -> Result<PruneReport, PruneError> {
+    if alive.is_empty() {
+        return Err(PruneError::EmptyAliveList {
+            tier: "tenant",
+            what: "project",
+        });
+    }
+    let (_, mut referenced) = referenced(book, attr);
+    for b in book.absorbers.server.keys() {
+        referenced.insert(b.tenant_id.to_string());
+    }
+    let report = prune_tier(
+        &mut book.absorbers.tenant,
+        &mut book.absorbers.total,
+        |b| {
+            (&*b.tenant_id != UNKNOWN_TENANT && !alive.contains(&*b.tenant_id))
+                .then_some(&*b.tenant_id)
+        },
+        &referenced,
+        |b| TotalBucket {
+            zone: b.zone,
+            external_network: b.external_network,
+            direction: b.direction,
+        },
+    );
+    health.pruned_tenant += report.folded as u64;
+    health.prunes_deferred += report.deferred as u64;
+    Ok(report)
 }
 
 /// Ends the buckets of one tier whose owner is gone (`gone_owner` names it),

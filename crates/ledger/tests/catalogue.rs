@@ -50,7 +50,7 @@ fn catalogue() -> BTreeMap<String, Doc> {
 fn rendered() -> Vec<(String, String)> {
     let rig = Rig::default();
     rig.use_attr(&world());
-    let exporter = Exporter::new(rig.ledger.clone());
+    let exporter = Exporter::new(rig.ledger.clone(), rig.state.clone());
     let mut out = String::new();
     exporter.render(Format::OpenMetrics, &mut out).unwrap();
     out.lines()

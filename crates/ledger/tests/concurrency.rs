@@ -18,7 +18,7 @@ use std::thread;
 use common::{family, key, mac, parse, reading, world, Labels};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::{OwnedBinding, SwapSource};
-use lachesis_ledger::state::{self, StatePaths};
+use lachesis_ledger::state::{StateFile, StatePaths};
 use lachesis_ledger::{
     DrainError, Exporter, Format, Ledger, Selector, SettleError, SettleMode, UnresolvedLimits,
 };
@@ -39,12 +39,14 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
         key(mac(3), mac(1), Rx, OtherTenant, Icmp),
     ];
 
-    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let file = Arc::new(StateFile::new(StatePaths::new(
+        dir.path().join("state.json"),
+    )));
     let flush = {
-        let (ledger, dir) = (ledger.clone(), dir.clone());
+        let (ledger, file) = (ledger.clone(), file.clone());
         move || {
-            let p = StatePaths::new(dir.path().join("state.json"));
-            state::flush(&ledger, &p).unwrap();
+            file.flush(&ledger).unwrap();
         }
     };
 
@@ -98,7 +100,7 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
 
     let scraper_threads: Vec<_> = (0..2)
         .map(|_| {
-            let exporter = Exporter::new(ledger.clone());
+            let exporter = Exporter::new(ledger.clone(), file.clone());
             let (done, scrape_count) = (done.clone(), scrape_count.clone());
             thread::spawn(move || scrape_until(&exporter, &done, &scrape_count))
         })
@@ -122,7 +124,7 @@ fn scrapes_never_see_a_drain_or_a_fold_half_applied() {
         s.join().unwrap();
     }
     let mut out = String::new();
-    Exporter::new(ledger)
+    Exporter::new(ledger, file)
         .render(Format::PrometheusText, &mut out)
         .unwrap();
     let total: u64 = family(&parse(&out), "lachesis_bytes_total").values().sum();

@@ -47,7 +47,7 @@ fn known() -> Exporter {
     );
     l.use_attr(&attr);
     l.commit();
-    Exporter::new(l.ledger.clone())
+    Exporter::new(l.ledger.clone(), l.state.clone())
 }
 
 const BILLING_OPENMETRICS: &str = include_str!("fixtures/known.openmetrics");

@@ -30,11 +30,12 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use common::{family, mac, parse, scrape, Rig, Samples};
 use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding};
-use lachesis_ledger::state::{self, StatePaths};
+use lachesis_ledger::state::{StateFile, StatePaths};
 use lachesis_ledger::{
     Book, CommittedPlan, DrainError, Selector, SettleMode, UnresolvedLimits, NONE, UNKNOWN_TENANT,
 };
@@ -291,7 +292,9 @@ fn pair(c: &FlowCounters) -> Pair {
 struct Crash;
 
 struct Model {
-    dir: tempfile::TempDir,
+    dir: Arc<tempfile::TempDir>,
+    /// The state file: it outlives every life of the agent.
+    file: Arc<StateFile>,
     rig: Rig,
     /// The attribution the agent's source serves.
     attr: MemoryAttribution,
@@ -395,11 +398,16 @@ fn at(crash_at: Option<u8>, stage: u8) -> Result<(), Crash> {
 
 impl Model {
     fn new() -> Model {
-        let rig = Rig::new(LIMITS);
+        let dir = Arc::new(tempfile::tempdir().unwrap());
+        let file = Arc::new(StateFile::new(StatePaths::new(
+            dir.path().join("state.json"),
+        )));
+        let rig = Rig::with_state(LIMITS, file.clone(), dir.clone());
         let attr = initial_attr();
         rig.use_attr(&attr);
         Model {
-            dir: tempfile::tempdir().unwrap(),
+            dir,
+            file,
             rig,
             target: attr.clone(),
             attr,
@@ -422,10 +430,6 @@ impl Model {
             released: Vec::new(),
             kept: None,
         }
-    }
-
-    fn paths(&self) -> StatePaths {
-        StatePaths::new(self.dir.path().join("state.json"))
     }
 
     fn readings(map: &BTreeMap<FlowKey, FlowCounters>) -> Readings {
@@ -515,7 +519,7 @@ impl Model {
     /// The agent's flush; the deletes it releases are the agent's to do.
     fn flush(&mut self) {
         self.durable_book = self.rig.snapshot();
-        let report = state::flush(&self.rig.ledger, &self.paths()).unwrap();
+        let report = self.file.flush(&self.rig.ledger).unwrap();
         self.released.extend(report.delete);
         self.durable = self.fed.clone();
         self.deleted_unflushed.clear();
@@ -707,9 +711,9 @@ impl Model {
 
     /// A new process restores the file under the plan it holds.
     fn restore(&mut self) {
-        let loaded = state::load(&self.paths()).unwrap();
+        let loaded = self.file.load().unwrap();
         let plan_attr = from_plan(&loaded.plan);
-        let fresh = Rig::new(LIMITS);
+        let fresh = Rig::with_state(LIMITS, self.file.clone(), self.dir.clone());
         fresh.use_attr(&plan_attr);
         fresh.restore_interner(&loaded.book.interner).unwrap();
         fresh.restore_loaded(loaded, self.now).unwrap();

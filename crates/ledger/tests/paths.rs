@@ -8,6 +8,7 @@ use std::sync::Arc;
 use common::{key, mac, parse, reading, render, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
+use lachesis_ledger::state::{StateFile, StatePaths};
 use lachesis_ledger::{PruneError, Selector, SettleMode, UnresolvedLimits};
 
 const SEC: u64 = 1_000_000_000;
@@ -461,9 +462,11 @@ fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
         source.clone(),
     ));
     let dir = tempfile::tempdir().unwrap();
+    let file = Arc::new(StateFile::new(StatePaths::new(
+        dir.path().join("state.json"),
+    )));
     let flush = || {
-        let p = lachesis_ledger::state::StatePaths::new(dir.path().join("state.json"));
-        lachesis_ledger::state::flush(&l, &p).unwrap();
+        file.flush(&l).unwrap();
     };
     let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
     l.apply_drain(&[(k, reading(1000, 10, 5))], 0).unwrap();
@@ -486,7 +489,7 @@ fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
         .insert(mac(1), OwnedBinding::new("t-c", "s-9", "p-9"));
     source.store(a2);
     let mut text = String::new();
-    lachesis_ledger::Exporter::new(l.clone())
+    lachesis_ledger::Exporter::new(l.clone(), file.clone())
         .render(lachesis_ledger::Format::OpenMetrics, &mut text)
         .unwrap();
     assert!(!text.contains("t-c"), "new owner billed old bytes:\n{text}");

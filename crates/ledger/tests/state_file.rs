@@ -5,14 +5,17 @@ mod common;
 
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 use common::{key, mac, parse, reading, render, scrape, value, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
-use lachesis_ledger::state::{self, FlushPhase, LoadSource, StateError, StatePaths, SCHEMA};
+use lachesis_ledger::state::{
+    self, FlushPhase, LoadFallback, LoadSource, StateError, StateFile, StatePaths, SCHEMA,
+};
 use lachesis_ledger::{
-    Book, CommittedPlan, DrainError, InternerConflict, Selector, SettleError, SettleMode,
-    UnresolvedLimits,
+    Book, CommittedPlan, DrainError, Exporter, Format, InternerConflict, Ledger, Selector,
+    SettleError, SettleMode, UnresolvedLimits,
 };
 use serde_json::json;
 
@@ -70,6 +73,11 @@ fn paths(dir: &Path) -> StatePaths {
     StatePaths::new(dir.join("state.json"))
 }
 
+/// Flushes `l` to `p` through a state file of its own.
+fn flush_to(l: &Ledger, p: &StatePaths) -> Result<state::FlushReport, StateError> {
+    StateFile::new(p.clone()).flush(l)
+}
+
 /// `plan` encoded as the agent commits it.
 fn committed(plan: &serde_json::Value) -> CommittedPlan {
     CommittedPlan::encode(plan).unwrap()
@@ -80,7 +88,7 @@ fn flush_with_plan(l: &Rig, p: &StatePaths, plan: &serde_json::Value) {
     let mut attr = world();
     attr.plan = committed(plan);
     l.use_attr(&attr);
-    state::flush(l, p).unwrap();
+    flush_to(l, p).unwrap();
 }
 
 #[test]
@@ -105,7 +113,7 @@ fn round_trip_is_exact_including_2_pow_63_counters() {
     let mut attr = world();
     attr.plan = committed(&plan);
     l.use_attr(&attr);
-    let report = state::flush(&l, &p).unwrap();
+    let report = flush_to(&l, &p).unwrap();
     assert!(report.bytes > 0);
     assert!(report.lock_held() <= report.total());
 
@@ -127,7 +135,7 @@ fn round_trip_is_exact_including_2_pow_63_counters() {
     assert_eq!(row.base.last.bytes, BIG);
 
     // A second flush of the same state is byte-identical (sorted output).
-    state::flush(&l, &p).unwrap();
+    flush_to(&l, &p).unwrap();
     assert_eq!(fs::read_to_string(&p.current).unwrap(), text);
     assert_eq!(
         fs::read_to_string(&p.backup).unwrap(),
@@ -144,7 +152,7 @@ fn restart_from_the_file_continues_without_loss_or_double_count() {
     let k = key(mac(1), mac(100), Tx, External, Tcp);
     let before = Rig::default();
     before.apply_drain(&attr, &[(k, reading(1000, 10, 5))], 0);
-    state::flush(&before, &p).unwrap();
+    flush_to(&before, &p).unwrap();
     // The kernel keeps counting while the agent restarts.
     let after = Rig::default();
     after.restore_loaded(state::load(&p).unwrap(), 0).unwrap();
@@ -202,7 +210,7 @@ fn crash_between_rotate_and_rename_falls_back_to_bak() {
     assert_eq!(loaded.plan, committed(&json!({"gen": 1})));
     let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0).unwrap();
-    assert_eq!(fresh.health().load_fallback_backup, 1);
+    assert_eq!(fresh.state.load_stats().fallbacks(LoadFallback::Backup), 1);
 }
 
 #[test]
@@ -227,8 +235,8 @@ fn corrupt_current_with_good_bak_is_quarantined_and_bak_used() {
     let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0).unwrap();
     assert_eq!(normalized(fresh.snapshot()), normalized(l.snapshot()));
-    let h = fresh.health();
-    assert_eq!((h.load_fallback_backup, h.load_quarantined), (1, 1));
+    let h = fresh.state.load_stats();
+    assert_eq!((h.fallbacks(LoadFallback::Backup), h.quarantined()), (1, 1));
 }
 
 #[test]
@@ -260,8 +268,8 @@ fn both_corrupt_quarantines_both_and_starts_empty() {
     assert!(dir.path().join("state.json.bak.quarantine").exists());
     let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0).unwrap();
-    let h = fresh.health();
-    assert_eq!((h.load_fallback_empty, h.load_quarantined), (1, 2));
+    let h = fresh.state.load_stats();
+    assert_eq!((h.fallbacks(LoadFallback::Empty), h.quarantined()), (1, 2));
 }
 
 #[test]
@@ -271,7 +279,7 @@ fn missing_files_start_empty_without_a_fallback() {
     assert_eq!(loaded.source, LoadSource::Empty);
     let fresh = Rig::default();
     fresh.restore_loaded(loaded, 0).unwrap();
-    assert_eq!(fresh.health().load_fallback_empty, 0);
+    assert_eq!(fresh.state.load_stats().fallbacks(LoadFallback::Empty), 0);
 }
 
 #[test]
@@ -364,7 +372,7 @@ fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
         Some(33)
     );
     // Written back as the current schema.
-    state::flush(&l, &p).unwrap();
+    flush_to(&l, &p).unwrap();
     assert_eq!(state::load(&p).unwrap().schema, Some(SCHEMA));
 }
 
@@ -433,13 +441,18 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
             &[("phase", "copy")],
         )
     };
-    // `busy` flushed after its settle (to the rig's own file).
-    let before = copies(&parse(&scrape(&l, &world()))).unwrap();
-    match state::flush(&l, &p) {
+    // `busy` flushed after its settle, to the rig's own file.
+    assert!(copies(&parse(&scrape(&l, &world()))).unwrap() > 0);
+    let file = Arc::new(StateFile::new(p));
+    match file.flush(&l) {
         Err(StateError::Flush { phase, .. }) => assert_eq!(phase, "write"),
         other => panic!("expected a write failure, got {other:?}"),
     }
-    let s = parse(&scrape(&l, &world()));
+    let mut text = String::new();
+    Exporter::new(l.ledger.clone(), file)
+        .render(Format::OpenMetrics, &mut text)
+        .unwrap();
+    let s = parse(&text);
     assert_eq!(
         value(
             &s,
@@ -448,7 +461,7 @@ fn failed_flush_is_counted_and_leaves_the_old_file() {
         ),
         Some(1)
     );
-    assert_eq!(copies(&s), Some(before + 1));
+    assert_eq!(copies(&s), Some(1), "the failed flush timed its copy");
     assert_eq!(FlushPhase::ALL.len(), 7);
 }
 
@@ -465,8 +478,9 @@ fn an_evicted_schema_1_row_s_surviving_entry_continues_from_its_tombstone() {
     l.restore_loaded(state::load(&p).unwrap(), 0).unwrap();
     let a0 = world();
     let mut a1 = a0.clone();
-    a1.bindings.remove(&mac(1)); // port deleted while the agent was down
-                                 // The boot drain: the stamp-0 row adopts its entry's stamp.
+    // The port was deleted while the agent was down.
+    a1.bindings.remove(&mac(1));
+    // The boot drain: the stamp-0 row adopts its entry's stamp.
     let k = key(mac(1), mac(100), Tx, External, Tcp);
     l.apply_drain(&a0, &[(k, reading(5000, 50, 9))], 1);
     l.settle(&a0, SettleMode::Evict { vm_mac: mac(1) }, || {});
@@ -504,12 +518,13 @@ fn overlapping_flushes_neither_fail_nor_leave_a_torn_or_missing_file() {
         })
         .collect();
     l.apply_drain(&world(), &readings, 0);
+    let file = StateFile::new(p.clone());
     let (failed, bad) = (AtomicUsize::new(0), AtomicUsize::new(0));
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
                 for _ in 0..15 {
-                    if state::flush(&l, &p).is_err() {
+                    if file.flush(&l).is_err() {
                         failed.fetch_add(1, Relaxed);
                     }
                     // After our own successful flush a complete current
@@ -556,7 +571,7 @@ fn host_reboot_never_lowers_a_series_a_scrape_saw() {
     let k = key(mac(1), mac(2), Tx, SameTenant, Tcp);
     let l = Rig::default();
     l.apply_drain(&a, &[(k, reading(1000, 10, 5))], 0);
-    state::flush(&l, &file).unwrap();
+    flush_to(&l, &file).unwrap();
     l.apply_drain(&a, &[(k, reading(1500, 15, 5))], SEC);
     let seen = tenant_tx(&parse(&scrape(&l, &a)), "t-a", "same_tenant");
     assert_eq!(seen, Some(1000), "export runs ahead of the file");
@@ -592,7 +607,7 @@ fn crash_after_an_unresolved_eviction_loses_nothing() {
     let k = key(mac(9), mac(100), Tx, Miss, Udp);
     let l = Rig::new(lim);
     l.apply_drain(&a, &[(k, reading(300, 3, 7))], 0);
-    state::flush(&l, &file).unwrap();
+    flush_to(&l, &file).unwrap();
     let rep = l.apply_drain(&a, &[(k, reading(500, 5, 7))], 2 * SEC);
     assert_eq!(rep.evicted, 1);
     let seen = tenant_tx(&parse(&scrape(&l, &a)), "unknown", "miss");
@@ -629,7 +644,7 @@ fn crash_between_a_rebase_and_its_flush_bills_the_old_project_until_the_boot_set
     let rebase = SettleMode::Rebase(Selector::VmMac(mac(1)));
     let l = Rig::default();
     l.apply_drain(&a0, &[(k, reading(1000, 10, 5))], 0);
-    state::flush(&l, &file).unwrap();
+    flush_to(&l, &file).unwrap();
     l.apply_drain(&a0, &[(k, reading(1500, 15, 5))], SEC);
     let seen = tenant_tx(&parse(&scrape(&l, &a0)), "t-a", "same_tenant");
     // Settling on top of an unflushed drain is refused, swap not run.
@@ -639,7 +654,7 @@ fn crash_between_a_rebase_and_its_flush_bills_the_old_project_until_the_boot_set
         Err(SettleError::DrainsNotDurable { unflushed: 1 })
     ));
     assert!(!swapped);
-    state::flush(&l, &file).unwrap();
+    flush_to(&l, &file).unwrap();
     let src = l.source.clone();
     l.ledger.settle(rebase, || src.store(a1.clone())).unwrap();
     // Draining on top of the unflushed settle is refused too.

@@ -12,13 +12,13 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::aggregate::{direction_label, proto_label, zone_label, Tiers};
 use super::families::{self as f, Family, Kind, ABSORBER_TIERS};
 use crate::attribution::{Attribution, UNKNOWN_TENANT};
 use crate::counts::Counts;
 use crate::health::Health;
 use crate::ledger::{Ledger, LedgerSizes};
-use crate::state::metrics::{FlushMetrics, FlushPhase, LoadFallback};
+use crate::state::{FlushMetrics, FlushPhase, LoadFallback, LoadStats, StateFile};
+use crate::tiers::{direction_label, proto_label, zone_label, Tiers};
 
 /// Exposition format; choosing one from `Accept` is the HTTP layer's job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,13 +55,15 @@ pub fn render_registry(registry: &Registry, format: Format, out: &mut String) ->
 #[derive(Debug, Clone)]
 pub struct LedgerCollector {
     ledger: Arc<Ledger>,
+    state: Arc<StateFile>,
 }
 
 impl LedgerCollector {
-    /// A collector over `ledger` (labelled through the ledger's own source).
+    /// A collector over `ledger` (labelled through the ledger's own source)
+    /// and the health of the state file it is flushed to.
     #[must_use]
-    pub fn new(ledger: Arc<Ledger>) -> Self {
-        LedgerCollector { ledger }
+    pub fn new(ledger: Arc<Ledger>, state: Arc<StateFile>) -> Self {
+        LedgerCollector { ledger, state }
     }
 }
 
@@ -71,20 +73,17 @@ impl Collector for LedgerCollector {
         // successful flush, labelled when they were computed): a continuing
         // series can then never go down across a crash or a host reboot
         // (§9, §11). The lock is held only to take it and the live sizes.
-        let (tiers, sizes, health) = {
-            let g = self.ledger.lock();
-            let sizes = LedgerSizes {
-                rows: g.book.rows.len(),
-                unresolved: g.book.unresolved.len(),
-                absorber_buckets: g.book.absorbers.bucket_counts(),
-            };
-            (g.durable.clone(), sizes, g.health)
-        };
+        let (tiers, sizes, health) = self.ledger.scrape_view();
         // Names are live: an info series is not a counter.
-        let attr = self.ledger.source.load();
+        let attr = self.ledger.attribution();
         encode_billing(&mut enc, &tiers)?;
         encode_info(&mut enc, &tiers, attr.as_ref())?;
-        encode_health(&mut enc, &sizes, &health, &self.ledger.flush_metrics)
+        encode_health(&mut enc, &sizes, &health)?;
+        encode_state(
+            &mut enc,
+            self.state.flush_metrics(),
+            self.state.load_stats(),
+        )
     }
 }
 
@@ -97,9 +96,9 @@ pub struct Exporter {
 impl Exporter {
     /// Registers a [`LedgerCollector`] in a fresh registry.
     #[must_use]
-    pub fn new(ledger: Arc<Ledger>) -> Self {
+    pub fn new(ledger: Arc<Ledger>, state: Arc<StateFile>) -> Self {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(LedgerCollector::new(ledger)));
+        registry.register_collector(Box::new(LedgerCollector::new(ledger, state)));
         Exporter { registry }
     }
 
@@ -254,12 +253,7 @@ fn gauge(enc: &mut DescriptorEncoder, fam: &Family, v: usize) -> fmt::Result {
     ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)).encode(descriptor(enc, fam)?)
 }
 
-fn encode_health(
-    enc: &mut DescriptorEncoder,
-    sizes: &LedgerSizes,
-    h: &Health,
-    flush: &FlushMetrics,
-) -> fmt::Result {
+fn encode_health(enc: &mut DescriptorEncoder, sizes: &LedgerSizes, h: &Health) -> fmt::Result {
     gauge(enc, &f::LEDGER_ROWS, sizes.rows)?;
     gauge(enc, &f::UNRESOLVED_ROWS, sizes.unresolved)?;
     let buckets: Vec<(&str, u64)> = ABSORBER_TIERS
@@ -294,7 +288,15 @@ fn encode_health(
         &f::PRUNED,
         &[("server", h.pruned_server), ("tenant", h.pruned_tenant)],
     )?;
-    counter(enc, &f::PRUNES_DEFERRED, h.prunes_deferred)?;
+    counter(enc, &f::PRUNES_DEFERRED, h.prunes_deferred)
+}
+
+/// The state file's own health: flush phases and failures, load fallbacks.
+fn encode_state(
+    enc: &mut DescriptorEncoder,
+    flush: &FlushMetrics,
+    loads: &LoadStats,
+) -> fmt::Result {
     {
         let mut m = descriptor(enc, &f::FLUSH_PHASE)?;
         for phase in FlushPhase::ALL {
@@ -311,9 +313,15 @@ fn encode_health(
         enc,
         &f::LOAD_FALLBACKS,
         &[
-            (LoadFallback::Backup.label(), h.load_fallback_backup),
-            (LoadFallback::Empty.label(), h.load_fallback_empty),
+            (
+                LoadFallback::Backup.label(),
+                loads.fallbacks(LoadFallback::Backup),
+            ),
+            (
+                LoadFallback::Empty.label(),
+                loads.fallbacks(LoadFallback::Empty),
+            ),
         ],
     )?;
-    counter(enc, &f::QUARANTINED, h.load_quarantined)
+    counter(enc, &f::QUARANTINED, loads.quarantined())
 }

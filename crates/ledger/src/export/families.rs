@@ -299,5 +299,4 @@ pub const ALL: &[Family] = &[
 
 /// `tier` label values of `lachesis_ledger_absorber_buckets`, in
 /// [`crate::Absorbers::bucket_counts`] order.
-pub const ABSORBER_TIERS: [&str; 6] =
-    ["port", "port_proto", "server", "tenant", "total", "unknown"];
+pub const ABSORBER_TIERS: [&str; 6] = crate::absorbers::TIERS;

@@ -1,6 +1,5 @@
 //! Prometheus export of the ledger (DESIGN §10).
 
-pub(crate) mod aggregate;
 mod collector;
 pub mod families;
 

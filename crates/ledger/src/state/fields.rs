@@ -1,11 +1,84 @@
-//! JSON field encodings that keep the state file readable with `jq`: MACs as
-//! `aa:bb:…`, zone/direction/L4 as their stable labels (DESIGN §3).
+//! JSON field encodings that keep the state file readable with `jq`: u64
+//! values as decimal strings, MACs as `aa:bb:…`, zone/direction/L4 as their
+//! stable labels (DESIGN §3, §11). They live with the serialised types: the
+//! ledger's own types know nothing of how they are written.
 
 use std::fmt;
 
 use lachesis_abi::{Direction, L4Class, Mac, Zone};
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// u64 as a decimal JSON string (DESIGN §11): `jq` and most JSON tools read
+/// numbers as doubles and would silently round anything above 2^53.
+pub(super) mod u64_string {
+    use std::fmt;
+
+    use serde::de::{self, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    /// Writes the value as a string.
+    #[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde's `with` requires
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        // itoa straight into a stack buffer: the fmt machinery dominated flush time.
+        s.serialize_str(itoa::Buffer::new().format(*v))
+    }
+
+    struct U64Visitor;
+
+    impl Visitor<'_> for U64Visitor {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a u64 as a decimal string")
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+            v.parse()
+                .map_err(|_| E::invalid_value(de::Unexpected::Str(v), &self))
+        }
+
+        // Hand-edited files may carry plain numbers; small ones are exact.
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+    }
+
+    /// Reads a decimal string (or a plain JSON integer).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(U64Visitor)
+    }
+}
+
+/// [`crate::Counts`] as `{"bytes": "…", "packets": "…"}`.
+pub(super) mod counts {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::counts::Counts;
+
+    #[derive(Serialize, Deserialize)]
+    struct Repr {
+        #[serde(with = "super::u64_string")]
+        bytes: u64,
+        #[serde(with = "super::u64_string")]
+        packets: u64,
+    }
+
+    /// Writes both parts as decimal strings.
+    pub fn serialize<S: Serializer>(c: &Counts, s: S) -> Result<S::Ok, S::Error> {
+        Repr {
+            bytes: c.bytes,
+            packets: c.packets,
+        }
+        .serialize(s)
+    }
+
+    /// Reads both parts.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
+        let r = Repr::deserialize(d)?;
+        Ok(Counts::new(r.bytes, r.packets))
+    }
+}
 
 /// A MAC written as text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

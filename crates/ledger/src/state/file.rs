@@ -11,17 +11,17 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::metrics::{FlushPhase, LoadFallback};
+use super::metrics::{FlushMetrics, FlushPhase, LoadFallback, LoadStats};
 use super::rows::write_rows;
 use super::schema::{FileDto, Probe, SCHEMA};
 use crate::attribution::CommittedPlan;
 use crate::book::Book;
-use crate::export::aggregate::aggregate;
 use crate::interner::InternerConflict;
 use crate::ledger::Ledger;
+use crate::tiers::aggregate;
 
 /// Errors of flushing or loading the state file.
 #[derive(Debug, thiserror::Error)]
@@ -182,7 +182,7 @@ impl Drop for TempFile {
 }
 
 struct Phases<'a> {
-    ledger: &'a Ledger,
+    metrics: &'a FlushMetrics,
     path: &'a Path,
     times: [Duration; 7],
 }
@@ -197,9 +197,9 @@ impl Phases<'_> {
         let out = f();
         let took = start.elapsed();
         self.times[phase as usize] = took;
-        self.ledger.flush_metrics.observe(phase, took);
+        self.metrics.observe(phase, took);
         out.map_err(|source| {
-            self.ledger.flush_metrics.fail(phase);
+            self.metrics.fail(phase);
             StateError::Flush {
                 path: self.path.to_owned(),
                 phase: phase.label(),
@@ -209,64 +209,145 @@ impl Phases<'_> {
     }
 }
 
-/// Flushes the ledger to `paths` atomically, with the committed plan of
-/// the attribution in force when the book is copied (taken in the same
-/// critical section: a plan captured earlier could predate a settle).
-pub fn flush(ledger: &Ledger, paths: &StatePaths) -> Result<FlushReport, StateError> {
-    let mut ph = Phases {
-        ledger,
-        path: &paths.current,
-        times: [Duration::ZERO; 7],
-    };
-    // Two flushes interleaving their rotate and rename could leave no
-    // current file, or put an older generation over a newer one: the whole
-    // flush is one critical section (separate from the ledger lock, which
-    // only the copy takes).
-    let _serial = ledger
-        .flush_serial
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    // The only lock-held phase: a clone of plain data and two `Arc`s.
-    let copy = ph.run(FlushPhase::Copy, || Ok(ledger.copy_for_flush()))?;
-    let bytes = ph.run(FlushPhase::Serialize, || {
-        encode(&copy.book, copy.attr.plan()).map_err(io::Error::other)
-    })?;
-    // The exported view is computed from the very copy written, outside the
-    // lock, and published only once the file holding it is in place.
-    let tiers = aggregate(&copy.book, copy.attr.as_ref());
-    let marks = copy.marks;
-    drop(copy);
-    let temp = TempFile::unique(&paths.temp);
-    let file = ph.run(FlushPhase::Write, || {
-        let mut f = temp.create()?;
-        f.write_all(&bytes)?;
-        Ok(f)
-    })?;
-    ph.run(FlushPhase::Fsync, || file.sync_all())?;
-    drop(file);
-    ph.run(FlushPhase::Rotate, || {
-        match fs::rename(&paths.current, &paths.backup) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            other => other,
+/// The state file of one agent: where it lives, and the health of its
+/// flushes and loads (rendered beside the ledger's families, DESIGN §10).
+/// Share one per file: it serialises the flushes to it.
+#[derive(Debug)]
+pub struct StateFile {
+    paths: StatePaths,
+    metrics: FlushMetrics,
+    loads: LoadStats,
+    /// Held for a whole flush, so flushes never interleave (§11).
+    serial: Mutex<()>,
+}
+
+impl StateFile {
+    /// The state file at `paths`.
+    #[must_use]
+    pub fn new(paths: StatePaths) -> StateFile {
+        StateFile {
+            paths,
+            metrics: FlushMetrics::default(),
+            loads: LoadStats::default(),
+            serial: Mutex::new(()),
         }
-    })?;
-    ph.run(FlushPhase::Rename, || {
-        fs::rename(&temp.path, &paths.current)
-    })?;
-    temp.renamed();
-    ph.run(FlushPhase::DirFsync, || {
-        let dir = match paths.current.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
+    }
+
+    /// Where it lives.
+    #[must_use]
+    pub fn paths(&self) -> &StatePaths {
+        &self.paths
+    }
+
+    /// Flush-phase timings and failures.
+    #[must_use]
+    pub fn flush_metrics(&self) -> &FlushMetrics {
+        &self.metrics
+    }
+
+    /// Load fallbacks and quarantines.
+    #[must_use]
+    pub fn load_stats(&self) -> &LoadStats {
+        &self.loads
+    }
+
+    /// Flushes the ledger atomically, with the committed plan of the
+    /// attribution in force when the book is copied (taken in the same
+    /// critical section: a plan captured earlier could predate a settle).
+    pub fn flush(&self, ledger: &Ledger) -> Result<FlushReport, StateError> {
+        let paths = &self.paths;
+        let mut ph = Phases {
+            metrics: &self.metrics,
+            path: &paths.current,
+            times: [Duration::ZERO; 7],
         };
-        File::open(dir)?.sync_all()
-    })?;
-    let delete = ledger.publish_durable(tiers, &marks);
-    Ok(FlushReport {
-        bytes: bytes.len(),
-        phases: ph.times,
-        delete,
-    })
+        // Two flushes interleaving their rotate and rename could leave no
+        // current file, or put an older generation over a newer one: the whole
+        // flush is one critical section (separate from the ledger lock, which
+        // only the copy takes).
+        let _serial = self.serial.lock().unwrap_or_else(PoisonError::into_inner);
+        // The only lock-held phase: a clone of plain data and two `Arc`s.
+        let copy = ph.run(FlushPhase::Copy, || Ok(ledger.copy_for_flush()))?;
+        let bytes = ph.run(FlushPhase::Serialize, || {
+            encode(&copy.book, copy.attr.plan()).map_err(io::Error::other)
+        })?;
+        // The exported view is computed from the very copy written, outside the
+        // lock, and published only once the file holding it is in place.
+        let tiers = aggregate(&copy.book, copy.attr.as_ref());
+        let marks = copy.marks;
+        drop(copy);
+        let temp = TempFile::unique(&paths.temp);
+        let file = ph.run(FlushPhase::Write, || {
+            let mut f = temp.create()?;
+            f.write_all(&bytes)?;
+            Ok(f)
+        })?;
+        ph.run(FlushPhase::Fsync, || file.sync_all())?;
+        drop(file);
+        ph.run(FlushPhase::Rotate, || {
+            match fs::rename(&paths.current, &paths.backup) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            }
+        })?;
+        ph.run(FlushPhase::Rename, || {
+            fs::rename(&temp.path, &paths.current)
+        })?;
+        temp.renamed();
+        ph.run(FlushPhase::DirFsync, || {
+            let dir = match paths.current.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            File::open(dir)?.sync_all()
+        })?;
+        let delete = ledger.publish_durable(tiers, &marks);
+        Ok(FlushReport {
+            bytes: bytes.len(),
+            phases: ph.times,
+            delete,
+        })
+    }
+
+    /// Reads the state ([`load`]).
+    pub fn load(&self) -> Result<Loaded, StateError> {
+        load(&self.paths)
+    }
+
+    /// Restores a loaded state into `ledger` (boot step 4) and records how
+    /// the load went (fallbacks, quarantines). Returns the file's committed
+    /// plan: the source must serve its attribution until the boot has
+    /// drained, flushed and settled to the fresh plan (§12).
+    ///
+    /// A load from `.bak` is logged at error level: that file is one flush
+    /// older than what scrapes showed, so billing series go down (§11).
+    ///
+    /// # Errors
+    /// [`InternerConflict`] when a tenant id handed out before the restore
+    /// means another project in the file; nothing is restored then.
+    pub fn restore(
+        &self,
+        ledger: &Ledger,
+        loaded: Loaded,
+        now_ns: u64,
+    ) -> Result<CommittedPlan, InternerConflict> {
+        let fallback = match loaded.source {
+            LoadSource::Backup => Some(LoadFallback::Backup),
+            LoadSource::Empty if !loaded.quarantined.is_empty() => Some(LoadFallback::Empty),
+            LoadSource::Current | LoadSource::Empty => None,
+        };
+        if fallback == Some(LoadFallback::Backup) {
+            tracing::error!(
+                quarantined = ?loaded.quarantined,
+                "state restored from the .bak file, one flush older than what scrapes \
+                 showed: billing series go down by up to one flush interval \
+                 (lachesis_state_load_fallbacks_total{{reason=\"backup\"}})"
+            );
+        }
+        self.loads.record(fallback, loaded.quarantined.len() as u64);
+        ledger.restore(loaded.book, now_ns)?;
+        Ok(loaded.plan)
+    }
 }
 
 /// Which file a load used.
@@ -410,48 +491,4 @@ pub fn load(paths: &StatePaths) -> Result<Loaded, StateError> {
         schema: None,
         quarantined,
     })
-}
-
-impl Ledger {
-    /// Restores a loaded state and records how the load went in the health
-    /// counters (fallbacks, quarantines). Returns the file's committed plan:
-    /// the source must serve its attribution until the boot has drained,
-    /// flushed and settled to the fresh plan (§12).
-    ///
-    /// A load from `.bak` is logged at error level: that file is one flush
-    /// older than what scrapes showed, so billing series go down (§11).
-    ///
-    /// # Errors
-    /// [`InternerConflict`] when a tenant id handed out before the restore
-    /// means another project in the file; nothing is restored then.
-    pub fn restore_loaded(
-        &self,
-        loaded: Loaded,
-        now_ns: u64,
-    ) -> Result<CommittedPlan, InternerConflict> {
-        let fallback = match loaded.source {
-            LoadSource::Backup => Some(LoadFallback::Backup),
-            LoadSource::Empty if !loaded.quarantined.is_empty() => Some(LoadFallback::Empty),
-            LoadSource::Current | LoadSource::Empty => None,
-        };
-        let quarantined = loaded.quarantined.len() as u64;
-        if fallback == Some(LoadFallback::Backup) {
-            tracing::error!(
-                quarantined = ?loaded.quarantined,
-                "state restored from the .bak file, one flush older than what scrapes \
-                 showed: billing series go down by up to one flush interval \
-                 (lachesis_state_load_fallbacks_total{{reason=\"backup\"}})"
-            );
-        }
-        self.with_health(|h| {
-            match fallback {
-                Some(LoadFallback::Backup) => h.load_fallback_backup += 1,
-                Some(LoadFallback::Empty) => h.load_fallback_empty += 1,
-                None => {}
-            }
-            h.load_quarantined += quarantined;
-        });
-        self.restore(loaded.book, now_ns)?;
-        Ok(loaded.plan)
-    }
 }

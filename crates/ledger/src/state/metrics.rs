@@ -1,5 +1,6 @@
-//! Flush-phase timings and failure counts (DESIGN §10 "WAL flush phases and
-//! failures"). Atomic, so recording them never takes the ledger lock.
+//! The state file's health (DESIGN §10 "WAL flush phases and failures and
+//! load fallbacks"): flush-phase timings, failure counts, load fallbacks and
+//! quarantines. Atomic, so recording them never takes the ledger lock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -111,5 +112,39 @@ impl FlushMetrics {
     #[must_use]
     pub fn failures(&self, phase: FlushPhase) -> u64 {
         self.failures[phase.index()].load(Ordering::Relaxed)
+    }
+}
+
+/// How the loads went: fallbacks and files moved to quarantine.
+#[derive(Debug, Default)]
+pub struct LoadStats {
+    backup: AtomicU64,
+    empty: AtomicU64,
+    quarantined: AtomicU64,
+}
+
+impl LoadStats {
+    pub(crate) fn record(&self, fallback: Option<LoadFallback>, quarantined: u64) {
+        match fallback {
+            Some(LoadFallback::Backup) => self.backup.fetch_add(1, Ordering::Relaxed),
+            Some(LoadFallback::Empty) => self.empty.fetch_add(1, Ordering::Relaxed),
+            None => 0,
+        };
+        self.quarantined.fetch_add(quarantined, Ordering::Relaxed);
+    }
+
+    /// Restores that used the given fallback.
+    #[must_use]
+    pub fn fallbacks(&self, reason: LoadFallback) -> u64 {
+        match reason {
+            LoadFallback::Backup => self.backup.load(Ordering::Relaxed),
+            LoadFallback::Empty => self.empty.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Files moved to quarantine.
+    #[must_use]
+    pub fn quarantined(&self) -> u64 {
+        self.quarantined.load(Ordering::Relaxed)
     }
 }

@@ -2,13 +2,12 @@
 
 mod fields;
 mod file;
-pub(crate) mod metrics;
+mod metrics;
 mod rows;
 mod schema;
-pub(crate) mod u64_string;
 
 pub use file::{
-    encode, flush, load, FlushReport, LoadSource, Loaded, Quarantined, StateError, StatePaths,
+    encode, load, FlushReport, LoadSource, Loaded, Quarantined, StateError, StateFile, StatePaths,
 };
-pub use metrics::{FlushPhase, LoadFallback};
+pub use metrics::{FlushMetrics, FlushPhase, LoadFallback, LoadStats};
 pub use schema::SCHEMA;

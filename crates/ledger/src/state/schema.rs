@@ -15,8 +15,7 @@ use std::sync::Arc;
 use lachesis_abi::FlowKey;
 use serde::{Deserialize, Serialize};
 
-use super::fields::{DirectionField, L4Field, MacField, ZoneField};
-use super::u64_string;
+use super::fields::{counts, u64_string, DirectionField, L4Field, MacField, ZoneField};
 use crate::absorbers::{
     Absorbers, Label, PortBucket, PortProtoBucket, ServerBucket, TenantBucket, TotalBucket,
 };
@@ -83,7 +82,9 @@ fn is_false(b: &bool) -> bool {
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RowDto {
     pub(super) key: KeyDto,
+    #[serde(with = "counts")]
     pub(super) total: Counts,
+    #[serde(with = "counts")]
     pub(super) last: Counts,
     #[serde(with = "u64_string", default)]
     pub(super) stamp: u64,
@@ -94,7 +95,9 @@ pub(super) struct RowDto {
 #[derive(Debug, Serialize, Deserialize)]
 struct PendingDto {
     key: KeyDto,
+    #[serde(with = "counts")]
     acc: Counts,
+    #[serde(with = "counts")]
     last: Counts,
     #[serde(with = "u64_string")]
     stamp: u64,
@@ -105,6 +108,7 @@ struct PendingDto {
 #[derive(Debug, Serialize, Deserialize)]
 struct TombstoneDto {
     key: KeyDto,
+    #[serde(with = "counts")]
     last: Counts,
     #[serde(with = "u64_string")]
     stamp: u64,
@@ -121,6 +125,7 @@ struct PortDto {
     zone: ZoneField,
     external_network: Label,
     direction: DirectionField,
+    #[serde(with = "counts")]
     counts: Counts,
 }
 
@@ -132,6 +137,7 @@ struct PortProtoDto {
     tenant_id: Label,
     proto: L4Field,
     direction: DirectionField,
+    #[serde(with = "counts")]
     counts: Counts,
 }
 
@@ -142,6 +148,7 @@ struct ServerDto {
     zone: ZoneField,
     external_network: Label,
     direction: DirectionField,
+    #[serde(with = "counts")]
     counts: Counts,
 }
 
@@ -151,6 +158,7 @@ struct TenantDto {
     zone: ZoneField,
     external_network: Label,
     direction: DirectionField,
+    #[serde(with = "counts")]
     counts: Counts,
 }
 
@@ -159,6 +167,7 @@ struct TotalDto {
     zone: ZoneField,
     external_network: Label,
     direction: DirectionField,
+    #[serde(with = "counts")]
     counts: Counts,
 }
 
@@ -168,6 +177,7 @@ struct UnknownDto {
     direction: DirectionField,
     zone: ZoneField,
     l4: L4Field,
+    #[serde(with = "counts")]
     counts: Counts,
 }
 

@@ -59,10 +59,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use lachesis_ledger::memory::SwapSource;
-use lachesis_ledger::state::{self, StatePaths};
+use lachesis_ledger::state::{Loaded, StateFile, StatePaths};
 use lachesis_ledger::{
-    DrainReport, Exporter, Format, Ledger, PruneError, PruneReport, SettleMode, SettleReport,
-    UnresolvedLimits,
+    CommittedPlan, DrainReport, Exporter, Format, InternerConflict, Ledger, PruneError,
+    PruneReport, SettleMode, SettleReport, UnresolvedLimits,
 };
 
 /// The kernel map as the last full drain read it: what a settle's drain
@@ -119,6 +119,7 @@ pub fn parse(text: &str) -> Samples {
 pub struct Rig {
     pub ledger: Arc<Ledger>,
     pub source: Arc<SwapSource>,
+    pub state: Arc<StateFile>,
     dir: Arc<tempfile::TempDir>,
     released: Arc<Mutex<Vec<FlowKey>>>,
     last_drain: Arc<Mutex<(Readings, u64)>>,
@@ -139,19 +140,41 @@ impl Default for Rig {
 
 impl Rig {
     pub fn new(limits: UnresolvedLimits) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateFile::new(StatePaths::new(dir.path().join("state.json")));
+        Rig::with_state(limits, Arc::new(state), Arc::new(dir))
+    }
+
+    /// A rig flushing to `state` (a state file that outlives the rig, as
+    /// the file outlives an agent process); `dir` is kept alive with it.
+    pub fn with_state(
+        limits: UnresolvedLimits,
+        state: Arc<StateFile>,
+        dir: Arc<tempfile::TempDir>,
+    ) -> Rig {
         let source = Arc::new(SwapSource::default());
         Rig {
             ledger: Arc::new(Ledger::new(limits, source.clone())),
             source,
-            dir: Arc::new(tempfile::tempdir().unwrap()),
+            state,
+            dir,
             released: Arc::default(),
             last_drain: Arc::default(),
         }
     }
 
-    /// The rig's state file.
+    /// Where the rig's state file lives.
     pub fn paths(&self) -> StatePaths {
-        StatePaths::new(self.dir.path().join("state.json"))
+        self.state.paths().clone()
+    }
+
+    /// Boot step 4 through the rig's state file (which counts the fallback).
+    pub fn restore_loaded(
+        &self,
+        loaded: Loaded,
+        now_ns: u64,
+    ) -> Result<CommittedPlan, InternerConflict> {
+        self.state.restore(&self.ledger, loaded, now_ns)
     }
 
     pub fn use_attr(&self, attr: &MemoryAttribution) {
@@ -161,7 +184,7 @@ impl Rig {
     /// Flushes to the rig's own state file: the durable view catches up and
     /// the deletes this flush covers are released (kept in `released`).
     pub fn commit(&self) {
-        let report = state::flush(&self.ledger, &self.paths()).unwrap();
+        let report = self.state.flush(&self.ledger).unwrap();
         self.released.lock().unwrap().extend(report.delete);
     }
 
@@ -250,7 +273,7 @@ impl Rig {
 /// billing families show the last flush.
 pub fn scrape(rig: &Rig, attr: &MemoryAttribution) -> String {
     rig.use_attr(attr);
-    let exporter = Exporter::new(rig.ledger.clone());
+    let exporter = Exporter::new(rig.ledger.clone(), rig.state.clone());
     let mut out = String::new();
     exporter.render(Format::OpenMetrics, &mut out).unwrap();
     out

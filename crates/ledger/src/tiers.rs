@@ -1,5 +1,6 @@
 //! Late binding (DESIGN §9, §10): turns rows and absorbers into the billing
-//! tiers under the attribution in force at scrape time.
+//! tiers under an attribution. The ledger keeps the tiers of its last flush
+//! as the durable view; the export only encodes them.
 //!
 //! Each row's binding is resolved once per distinct VM MAC and label strings
 //! are interned to small ids, so the per-row work is a few integer-keyed hash
