@@ -88,9 +88,11 @@ fn ledger_exporter(dir: &std::path::Path) -> Exporter {
         created_ns: 7,
     };
     ledger.apply_drain(&[(key, reading)], 0).unwrap();
-    let paths = state::StatePaths::new(dir.join("state.json"));
-    state::flush(&ledger, &paths).unwrap();
-    Exporter::new(ledger)
+    let file = Arc::new(state::StateFile::new(state::StatePaths::new(
+        dir.join("state.json"),
+    )));
+    file.flush(&ledger).unwrap();
+    Exporter::new(ledger, file)
 }
 
 struct Agent {

@@ -3,6 +3,7 @@ use std::sync::atomic::AtomicBool;
 use hyper::header::{ALLOW, CONTENT_TYPE};
 use hyper::Method;
 use lachesis_ledger::memory::{MemoryAttribution, SwapSource};
+use lachesis_ledger::state::{StateFile, StatePaths};
 use lachesis_ledger::{Ledger, UnresolvedLimits};
 use prometheus_client::metrics::counter::Counter;
 
@@ -28,7 +29,10 @@ fn routes() -> (MetricsRoutes, Arc<AtomicBool>) {
         }
     };
     let routes = MetricsRoutes::new(
-        Arc::new(Exporter::new(ledger)),
+        Arc::new(Exporter::new(
+            ledger,
+            Arc::new(StateFile::new(StatePaths::new("/nonexistent/state.json"))),
+        )),
         registry,
         Arc::new(readiness),
     );
