@@ -137,6 +137,8 @@
 //! assert_eq!(ledger.health().lost_final_readings, 0);
 //! ```
 
+#![deny(missing_docs)]
+
 mod absorbers;
 mod attribution;
 mod book;

@@ -7,43 +7,12 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{world, Rig};
+use lachesis_lab::catalogue::Family;
 use lachesis_ledger::export::families::{Kind, ALL};
 use lachesis_ledger::{Exporter, Format};
 
-#[derive(Debug, PartialEq, Eq)]
-struct Doc {
-    kind: String,
-    labels: Vec<String>,
-    owner: String,
-}
-
-/// Rows of the catalogue tables: name (in backticks), type, labels, owner, meaning.
-fn catalogue() -> BTreeMap<String, Doc> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
-    let text = std::fs::read_to_string(path).expect("docs/metrics.md is readable");
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if cells.len() < 6 || !cells[1].starts_with("`lachesis_") {
-            continue;
-        }
-        let name = cells[1].trim_matches('`').to_owned();
-        let labels = cells[3]
-            .split(',')
-            .map(|l| l.trim().trim_matches('`').to_owned())
-            .filter(|l| !l.is_empty() && l != "—")
-            .collect();
-        let doc = Doc {
-            kind: cells[2].to_owned(),
-            labels,
-            owner: cells[4].to_owned(),
-        };
-        assert!(
-            out.insert(name.clone(), doc).is_none(),
-            "{name} documented twice"
-        );
-    }
-    out
+fn catalogue() -> BTreeMap<String, Family> {
+    lachesis_lab::catalogue::documented()
 }
 
 /// Families as they actually come out of a render: (`# TYPE` name, type).
