@@ -211,6 +211,7 @@ impl Datapath {
     /// Deletes one `flows` entry without reading it: whatever it counted
     /// since the last drain is lost. Tests only; the agent deletes with
     /// [`Datapath::lookup_and_delete_flows`]. `false` if absent.
+    #[cfg(feature = "testing")]
     pub fn delete_flow(&self, key: &FlowKey) -> Result<bool> {
         maps::delete_flow(&self.flows, key)
     }

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use lachesis_abi::{AmphoraKey, EndpointValue, FlowKey, Mac, Prefix, Zone, ZoneKeyV4, ZoneKeyV6};
+use lachesis_abi::{AmphoraKey, EndpointValue, Mac, Prefix, Zone, ZoneKeyV4, ZoneKeyV6};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::error::{Error, Result};
@@ -121,7 +121,8 @@ impl MetadataMaps {
     }
 }
 
-pub(crate) fn delete_flow(flows: &MapHandle, key: &FlowKey) -> Result<bool> {
+#[cfg(feature = "testing")]
+pub(crate) fn delete_flow(flows: &MapHandle, key: &lachesis_abi::FlowKey) -> Result<bool> {
     delete_existing(flows, bytemuck::bytes_of(key), "flow entry")
 }
 
