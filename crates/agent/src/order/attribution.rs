@@ -43,11 +43,17 @@ impl Attribution for PlannedAttribution {
     }
 
     fn tenant_name(&self, tenant_id: &str) -> Option<&str> {
-        self.snapshot.tenant_names.get(tenant_id).map(String::as_str)
+        self.snapshot
+            .tenant_names
+            .get(tenant_id)
+            .map(String::as_str)
     }
 
     fn server_name(&self, server_id: &str) -> Option<&str> {
-        self.snapshot.server_names.get(server_id).map(String::as_str)
+        self.snapshot
+            .server_names
+            .get(server_id)
+            .map(String::as_str)
     }
 
     fn plan(&self) -> &CommittedPlan {

@@ -30,6 +30,9 @@ pub struct State {
     /// Every byte ever counted, in every map: the independent truth.
     pub counted: u64,
     pub log: Vec<Call>,
+    /// Bytes the datapath counts on a key while an evict settle runs (an
+    /// entry still counting between the sweep's drain and its deletion).
+    pub count_during_evict: Option<(FlowKey, u64)>,
     /// Each retired map's entries, by id.
     pub retired: BTreeMap<u8, BTreeMap<FlowKey, FlowCounters>>,
 }
@@ -142,7 +145,14 @@ impl FlowKernel for FakeKernel {
     }
 
     fn observe(&mut self, step: Step) {
+        let during = matches!(step, Step::Settled("evict"));
         self.state().log.push(Call::Ledger(step));
+        if during {
+            let extra = self.state().count_during_evict;
+            if let Some((key, bytes)) = extra {
+                self.count(key, bytes);
+            }
+        }
     }
 }
 

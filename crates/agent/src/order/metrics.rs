@@ -177,7 +177,11 @@ impl OrderMetrics {
         for r in StatReason::ALL {
             let i = usize::from(r.code());
             let before = last.map_or(0, |s| s[i]);
-            let gained = if now[i] >= before { now[i] - before } else { now[i] };
+            let gained = if now[i] >= before {
+                now[i] - before
+            } else {
+                now[i]
+            };
             self.kernel_events
                 .get_or_create(&vec![("reason", r.label())])
                 .inc_by(gained);

@@ -414,7 +414,9 @@ impl<K: FlowKernel> Guard<'_, K> {
         }
         self.shared.metrics.relief_run();
         self.shared.ledger.relieve(&victims);
-        let relieved = self.flush_and_release(Gc::Pressure).map(|()| victims.len())?;
+        let relieved = self
+            .flush_and_release(Gc::Pressure)
+            .map(|()| victims.len())?;
         Ok(ScrapeReport { entries, relieved })
     }
 
@@ -456,8 +458,8 @@ impl<K: FlowKernel> Guard<'_, K> {
 
     fn settle_batch(&mut self, batch: SettleBatch) -> Result<(), BatchError> {
         let not_applied = |e: OrderError| BatchError::NotApplied(Box::new(e));
-        let plan = CommittedPlan::encode(&*batch.plan)
-            .map_err(|e| not_applied(OrderError::Plan(e)))?;
+        let plan =
+            CommittedPlan::encode(&*batch.plan).map_err(|e| not_applied(OrderError::Plan(e)))?;
         let mut next = Some(PlannedAttribution {
             snapshot: batch.attribution,
             plan,
@@ -509,7 +511,9 @@ impl<K: FlowKernel> Guard<'_, K> {
                     table.kernel_entry_deleted(mac);
                     macs.push(mac);
                 }
-                Err(e) => tracing::warn!(%mac, error = %e, "deleting a ghost's kernel binding; retried next sweep"),
+                Err(e) => {
+                    tracing::warn!(%mac, error = %e, "deleting a ghost's kernel binding; retried next sweep");
+                }
             }
         }
         if macs.is_empty() {

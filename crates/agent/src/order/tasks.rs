@@ -52,14 +52,20 @@ pub async fn run_scraper<K: FlowKernel>(
     waiter: BootWaiter,
     cancel: CancellationToken,
 ) -> Result<(), BootFailed> {
-    every(tunables, waiter, cancel, |t| t.scrape_interval, |t| {
-        let owner = owner.clone();
-        async move {
-            if let Err(e) = owner.scrape_async(Relief::from_tunables(&t)).await {
-                tracing::warn!(error = %e, "scrape failed; the next one retries");
+    every(
+        tunables,
+        waiter,
+        cancel,
+        |t| t.scrape_interval,
+        |t| {
+            let owner = owner.clone();
+            async move {
+                if let Err(e) = owner.scrape_async(Relief::from_tunables(&t)).await {
+                    tracing::warn!(error = %e, "scrape failed; the next one retries");
+                }
             }
-        }
-    })
+        },
+    )
     .await
 }
 
@@ -73,14 +79,20 @@ pub async fn run_flusher<K: FlowKernel>(
     waiter: BootWaiter,
     cancel: CancellationToken,
 ) -> Result<(), BootFailed> {
-    every(tunables, waiter, cancel, |t| t.state_flush_interval, |_| {
-        let owner = owner.clone();
-        async move {
-            if let Err(e) = owner.flush_async().await {
-                tracing::warn!(error = %e, "state flush failed; drains wait for the next one");
+    every(
+        tunables,
+        waiter,
+        cancel,
+        |t| t.state_flush_interval,
+        |_| {
+            let owner = owner.clone();
+            async move {
+                if let Err(e) = owner.flush_async().await {
+                    tracing::warn!(error = %e, "state flush failed; drains wait for the next one");
+                }
             }
-        }
-    })
+        },
+    )
     .await
 }
 
@@ -95,15 +107,23 @@ pub async fn run_sweeper<K: FlowKernel>(
     waiter: BootWaiter,
     cancel: CancellationToken,
 ) -> Result<(), BootFailed> {
-    every(tunables, waiter, cancel, |t| t.ghost_sweep_interval, |t| {
-        let (owner, table) = (owner.clone(), table.clone());
-        async move {
-            match owner.sweep(table, t.ghost_grace).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(evicted = n, "ghost sweep"),
-                Err(e) => tracing::warn!(error = %e, "ghost sweep failed; the next one retries"),
+    every(
+        tunables,
+        waiter,
+        cancel,
+        |t| t.ghost_sweep_interval,
+        |t| {
+            let (owner, table) = (owner.clone(), table.clone());
+            async move {
+                match owner.sweep(table, t.ghost_grace).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(evicted = n, "ghost sweep"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "ghost sweep failed; the next one retries");
+                    }
+                }
             }
-        }
-    })
+        },
+    )
     .await
 }
