@@ -417,6 +417,10 @@ impl<K: FlowKernel> Guard<'_, K> {
         let relieved = self
             .flush_and_release(Gc::Pressure)
             .map(|()| victims.len())?;
+        // The fill gauge shows the map as relief left it.
+        self.shared
+            .metrics
+            .flows_fill(entries.saturating_sub(relieved), capacity);
         Ok(ScrapeReport { entries, relieved })
     }
 

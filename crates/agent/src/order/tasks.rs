@@ -9,23 +9,27 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::kernel::FlowKernel;
-use super::owner::{LedgerOwner, Relief};
+use super::owner::{LedgerOwner, OrderError, Relief};
 use crate::boot::{BootFailed, BootWaiter, Phase};
 use crate::config::{SharedTunables, Tunables};
 use crate::reconcile::SharedTable;
 
 /// Waits for `state_restored`, then runs `step` every `interval(tunables)`
-/// (read afresh before each wait) until `cancel`.
-async fn every<F, Fut>(
-    tunables: Arc<SharedTunables>,
+/// (read afresh before each wait) until `cancel`; a failed step is logged
+/// as `what` and retried at the next interval.
+async fn every<K, F, Fut>(
+    owner: &LedgerOwner<K>,
+    tunables: &SharedTunables,
     mut waiter: BootWaiter,
     cancel: CancellationToken,
     interval: fn(&Tunables) -> Duration,
-    mut step: F,
+    what: &'static str,
+    step: F,
 ) -> Result<(), BootFailed>
 where
-    F: FnMut(Tunables) -> Fut,
-    Fut: Future<Output = ()>,
+    K: FlowKernel,
+    F: Fn(LedgerOwner<K>, Tunables) -> Fut,
+    Fut: Future<Output = Result<(), OrderError>>,
 {
     tokio::select! {
         () = cancel.cancelled() => return Ok(()),
@@ -37,7 +41,9 @@ where
             () = cancel.cancelled() => return Ok(()),
             () = tokio::time::sleep(interval(&t)) => {}
         }
-        step(tunables.get()).await;
+        if let Err(e) = step(owner.clone(), tunables.get()).await {
+            tracing::warn!(error = %e, "{what} failed; retried at the next interval");
+        }
     }
 }
 
@@ -52,24 +58,21 @@ pub async fn run_scraper<K: FlowKernel>(
     waiter: BootWaiter,
     cancel: CancellationToken,
 ) -> Result<(), BootFailed> {
+    let interval = |t: &Tunables| t.scrape_interval;
     every(
-        tunables,
+        &owner,
+        &tunables,
         waiter,
         cancel,
-        |t| t.scrape_interval,
-        |t| {
-            let owner = owner.clone();
-            async move {
-                if let Err(e) = owner.scrape_async(Relief::from_tunables(&t)).await {
-                    tracing::warn!(error = %e, "scrape failed; the next one retries");
-                }
-            }
-        },
+        interval,
+        "scrape",
+        |o, t| async move { o.scrape_async(Relief::from_tunables(&t)).await.map(drop) },
     )
     .await
 }
 
-/// Flushes the state file every `state_flush_interval`.
+/// Flushes the state file every `state_flush_interval` (a failure leaves
+/// drains refused until the next flush succeeds).
 ///
 /// # Errors
 /// Boot failed before `state_restored`.
@@ -79,19 +82,15 @@ pub async fn run_flusher<K: FlowKernel>(
     waiter: BootWaiter,
     cancel: CancellationToken,
 ) -> Result<(), BootFailed> {
+    let interval = |t: &Tunables| t.state_flush_interval;
     every(
-        tunables,
+        &owner,
+        &tunables,
         waiter,
         cancel,
-        |t| t.state_flush_interval,
-        |_| {
-            let owner = owner.clone();
-            async move {
-                if let Err(e) = owner.flush_async().await {
-                    tracing::warn!(error = %e, "state flush failed; drains wait for the next one");
-                }
-            }
-        },
+        interval,
+        "state flush",
+        |o, _| async move { o.flush_async().await },
     )
     .await
 }
@@ -107,21 +106,22 @@ pub async fn run_sweeper<K: FlowKernel>(
     waiter: BootWaiter,
     cancel: CancellationToken,
 ) -> Result<(), BootFailed> {
+    let interval = |t: &Tunables| t.ghost_sweep_interval;
     every(
-        tunables,
+        &owner,
+        &tunables,
         waiter,
         cancel,
-        |t| t.ghost_sweep_interval,
-        |t| {
-            let (owner, table) = (owner.clone(), table.clone());
+        interval,
+        "ghost sweep",
+        |o, t| {
+            let table = table.clone();
             async move {
-                match owner.sweep(table, t.ghost_grace).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(evicted = n, "ghost sweep"),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "ghost sweep failed; the next one retries");
-                    }
+                let evicted = o.sweep(table, t.ghost_grace).await?;
+                if evicted > 0 {
+                    tracing::info!(evicted, "ghost sweep");
                 }
+                Ok(())
             }
         },
     )

@@ -76,6 +76,27 @@ fn rebase(m: Mac, from: &str, to: &str) -> Settle {
     }
 }
 
+/// The batch that re-points MAC 1 from project A to project B.
+fn a_to_b() -> SettleBatch {
+    batch(
+        vec![rebase(mac(1), "t-a", "t-b")],
+        snap(&[bind(mac(1), "t-b")]),
+    )
+}
+
+/// What [`a_to_b`] does, one entry counting: drain → flush → settle and
+/// swap → flush.
+fn a_to_b_steps() -> Vec<Call> {
+    vec![
+        Call::Drain,
+        Call::Ledger(Step::Applied { entries: 1 }),
+        Call::Ledger(Step::Flushed { released: 0 }),
+        Call::Ledger(Step::Settled("rebase")),
+        Call::Ledger(Step::Swapped),
+        Call::Ledger(Step::Flushed { released: 0 }),
+    ]
+}
+
 struct Rig {
     kernel: FakeKernel,
     owner: LedgerOwner<FakeKernel>,
@@ -132,10 +153,6 @@ const RELIEF_OFF: Relief = Relief {
     max_evictions: 1000,
 };
 
-fn steps(log: &[Call]) -> Vec<Call> {
-    log.to_vec()
-}
-
 #[test]
 fn a_settle_batch_drains_then_flushes_before_and_after_its_settles() {
     let r = rig(100, snap(&[bind(mac(1), "t-a")]));
@@ -146,24 +163,9 @@ fn a_settle_batch_drains_then_flushes_before_and_after_its_settles() {
     r.kernel.count(key(mac(1), 1), 500);
     r.kernel.clear_log();
 
-    r.owner
-        .settle_batch_now(batch(
-            vec![rebase(mac(1), "t-a", "t-b")],
-            snap(&[bind(mac(1), "t-b")]),
-        ))
-        .unwrap();
+    r.owner.settle_batch_now(a_to_b()).unwrap();
 
-    assert_eq!(
-        steps(&r.kernel.log()),
-        vec![
-            Call::Drain,
-            Call::Ledger(Step::Applied { entries: 1 }),
-            Call::Ledger(Step::Flushed { released: 0 }),
-            Call::Ledger(Step::Settled("rebase")),
-            Call::Ledger(Step::Swapped),
-            Call::Ledger(Step::Flushed { released: 0 }),
-        ]
-    );
+    assert_eq!(r.kernel.log(), a_to_b_steps());
     r.kernel.count(key(mac(1), 1), 200);
     r.owner.scrape(RELIEF_OFF).unwrap();
     r.owner.flush().unwrap();
@@ -190,7 +192,7 @@ async fn the_reconciler_seam_runs_the_same_batch_and_a_settle_free_one_only_swap
     .await
     .unwrap();
     assert_eq!(
-        steps(&r.kernel.log()),
+        r.kernel.log(),
         vec![
             Call::Ledger(Step::Swapped),
             Call::Ledger(Step::Flushed { released: 0 }),
@@ -198,15 +200,7 @@ async fn the_reconciler_seam_runs_the_same_batch_and_a_settle_free_one_only_swap
     );
     assert!(r.owner.attribution().snapshot.live.contains_key(&mac(2)));
     r.kernel.clear_log();
-    LedgerOrder::settle_batch(
-        &r.owner,
-        batch(
-            vec![rebase(mac(1), "t-a", "t-b")],
-            snap(&[bind(mac(1), "t-b")]),
-        ),
-    )
-    .await
-    .unwrap();
+    LedgerOrder::settle_batch(&r.owner, a_to_b()).await.unwrap();
     let log = r.kernel.log();
     let flushes: Vec<usize> = log
         .iter()
@@ -262,29 +256,18 @@ fn the_sweep_runs_the_section_9_order_and_reads_the_last_bytes_of_a_counting_ent
     r.kernel.state().count_during_evict = Some((key(mac(2), 1), 40));
     r.kernel.clear_log();
 
+    let mut sweep_at = |secs: u64| {
+        let now = since + Duration::from_secs(secs);
+        r.owner
+            .sweep_now(&mut table, now, Duration::from_mins(1))
+            .unwrap()
+    };
     // Inside the grace: nothing happens.
-    let early = r
-        .owner
-        .sweep_now(
-            &mut table,
-            since + Duration::from_secs(59),
-            Duration::from_mins(1),
-        )
-        .unwrap();
-    assert_eq!(early, 0);
+    assert_eq!(sweep_at(59), 0);
     assert!(r.kernel.log().is_empty());
-
-    let swept = r
-        .owner
-        .sweep_now(
-            &mut table,
-            since + Duration::from_secs(61),
-            Duration::from_mins(1),
-        )
-        .unwrap();
-    assert_eq!(swept, 1);
+    assert_eq!(sweep_at(61), 1);
     assert_eq!(
-        steps(&r.kernel.log()),
+        r.kernel.log(),
         vec![
             Call::DeleteBinding(mac(2)),
             Call::Drain,
@@ -321,18 +304,9 @@ fn boot_drains_the_retired_maps_before_the_live_one_then_settles_to_the_fresh_pl
     ];
     r.kernel.count(k, 100);
     let loaded = state::load(&r.paths).unwrap();
-    r.owner
-        .boot(
-            loaded,
-            retired,
-            batch(
-                vec![rebase(mac(1), "t-a", "t-b")],
-                snap(&[bind(mac(1), "t-b")]),
-            ),
-        )
-        .unwrap();
+    r.owner.boot(loaded, retired, a_to_b()).unwrap();
     assert_eq!(
-        steps(&r.kernel.log()),
+        r.kernel.log(),
         vec![
             Call::RetiredDrain(1),
             Call::Ledger(Step::AppliedRetired),
@@ -341,13 +315,10 @@ fn boot_drains_the_retired_maps_before_the_live_one_then_settles_to_the_fresh_pl
             Call::Ledger(Step::Flushed { released: 0 }),
             Call::RetiredRemoved(1),
             Call::RetiredRemoved(2),
-            Call::Drain,
-            Call::Ledger(Step::Applied { entries: 1 }),
-            Call::Ledger(Step::Flushed { released: 0 }),
-            Call::Ledger(Step::Settled("rebase")),
-            Call::Ledger(Step::Swapped),
-            Call::Ledger(Step::Flushed { released: 0 }),
         ]
+        .into_iter()
+        .chain(a_to_b_steps())
+        .collect::<Vec<_>>()
     );
     assert_eq!(tenant_bytes(&r.owner, "t-a"), 850);
     assert_eq!(all_bytes(&r.owner), r.kernel.state().counted);
@@ -371,14 +342,7 @@ fn boot_restores_under_the_file_plan_then_settles_to_the_fresh_one() {
     );
     let loaded = state::load(&first.paths).unwrap();
     owner
-        .boot(
-            loaded,
-            Vec::<FakeRetired>::new(),
-            batch(
-                vec![rebase(mac(1), "t-a", "t-b")],
-                snap(&[bind(mac(1), "t-b")]),
-            ),
-        )
+        .boot(loaded, Vec::<FakeRetired>::new(), a_to_b())
         .unwrap();
     first.kernel.count(k, 200);
     owner.shutdown().unwrap();
