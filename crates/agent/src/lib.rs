@@ -7,4 +7,5 @@ pub mod boot;
 pub mod config;
 pub mod http;
 pub mod links;
+pub mod order;
 pub mod reconcile;
