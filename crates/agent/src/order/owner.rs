@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lachesis_abi::{FlowCounters, FlowKey, Mac};
 use lachesis_datapath::DrainBuffer;
-use lachesis_ledger::state::{self, Loaded, StateError, StatePaths};
+use lachesis_ledger::state::{Loaded, StateError, StateFile, StatePaths};
 use lachesis_ledger::{
     CommittedPlan, DrainError, InternerConflict, InternerFull, Ledger, Selector, SettleError,
     SettleMode, UnresolvedLimits,
@@ -115,13 +115,14 @@ pub fn least_recent(
 struct Core<K> {
     kernel: K,
     buf: DrainBuffer,
-    paths: StatePaths,
 }
 
 struct Shared<K> {
     /// Held across every whole operation: the serialisation of §7.
     core: Mutex<Core<K>>,
     ledger: Arc<Ledger>,
+    /// The state file (its flush mutex, flush metrics and load fallbacks).
+    file: Arc<StateFile>,
     source: Arc<AgentSource>,
     metrics: OrderMetrics,
 }
@@ -176,13 +177,19 @@ impl<K: FlowKernel> LedgerOwner<K> {
                 core: Mutex::new(Core {
                     kernel,
                     buf: DrainBuffer::new(),
-                    paths,
                 }),
                 ledger,
+                file: Arc::new(StateFile::new(paths)),
                 source,
                 metrics,
             }),
         }
+    }
+
+    /// The state file (for the exporter's health families and boot's load).
+    #[must_use]
+    pub fn state_file(&self) -> &Arc<StateFile> {
+        &self.shared.file
     }
 
     /// The ledger (for the exporter and health families; never for writes).
@@ -243,7 +250,7 @@ impl<K: FlowKernel> LedgerOwner<K> {
     ) -> Result<(), OrderError> {
         let mut g = self.lock();
         let now = g.core.kernel.now_ns();
-        g.shared.ledger.restore_loaded(loaded, now)?;
+        g.shared.file.restore(&g.shared.ledger, loaded, now)?;
         g.shared.ledger.expect_retired(retired.len());
         if !retired.is_empty() {
             for map in &mut retired {
@@ -426,7 +433,7 @@ impl<K: FlowKernel> Guard<'_, K> {
 
     /// One state flush; returns the kernel entries it released.
     fn flush_once(&mut self) -> Result<Vec<FlowKey>, OrderError> {
-        let report = state::flush(&self.shared.ledger, &self.core.paths)?;
+        let report = self.shared.file.flush(&self.shared.ledger)?;
         self.core.kernel.observe(Step::Flushed {
             released: report.delete.len(),
         });

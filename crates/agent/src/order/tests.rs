@@ -126,7 +126,7 @@ fn rig(capacity: u32, initial: AttributionSnapshot) -> Rig {
 /// Sum of the samples of `family` whose labels contain `filter`.
 fn exported(owner: &LedgerOwner<FakeKernel>, family: &str, filter: &str) -> u64 {
     let mut body = String::new();
-    Exporter::new(owner.ledger().clone())
+    Exporter::new(owner.ledger().clone(), owner.state_file().clone())
         .render(Format::PrometheusText, &mut body)
         .unwrap();
     body.lines()
