@@ -5,6 +5,7 @@
 
 pub mod boot;
 pub mod config;
+pub mod daemon;
 pub mod http;
 pub mod links;
 pub mod order;

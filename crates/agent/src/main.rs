@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 mod logging;
@@ -74,7 +75,17 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             args.log_level = cli.log.log_level.map(|l| l.as_str().to_owned());
             return Ok(lachesis_agent::config::check_config(&args));
         }
-        Command::Agent(_) => "agent",
+        Command::Agent(ref args) => {
+            let mut args = args.clone();
+            args.log_level = cli.log.log_level.map(|l| l.as_str().to_owned());
+            let loaded = args.load().context("loading the configuration")?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(lachesis_agent::daemon::run(loaded))?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Command::Plan(ref args) => return plan_cmd::run(args),
         Command::Demo => "demo",
     };

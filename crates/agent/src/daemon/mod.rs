@@ -1,0 +1,622 @@
+//! `lachesis agent`: the daemon (DESIGN §12, §13; docs/operations.md).
+//!
+//! [`run`] boots in the §12 order — datapath, state file read, cold start
+//! (or degraded boot from the file's plan), kernel metadata written, taps
+//! attached, the ledger restored and settled to the fresh plan — each phase
+//! on the [`BootGate`], the `lachesis_boot_phase` gauge and one log line;
+//! then supervises every task under one cancellation token until SIGTERM or
+//! SIGINT (final drain and flush, programs left attached, `flows` left
+//! pinned) and reloads the tunables on SIGHUP.
+
+mod metrics;
+mod writes;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{anyhow, Context as _};
+use lachesis_datapath::Datapath;
+use lachesis_ledger::state::{self, StatePaths};
+use lachesis_ledger::Exporter;
+use lachesis_planner::Plan;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+pub use metrics::DaemonMetrics;
+pub use writes::{backoff, cold_writes};
+
+use crate::boot::{BootGate, BootState, Phase};
+use crate::config::{reload_file, Config, ConfigFile, Loaded, ReloadResult, SharedTunables};
+use crate::http::{serve, MetricsRoutes};
+use crate::links::{self, Attacher as _, LinkMetrics, Matcher, Watcher};
+use crate::order::{
+    run_flusher, run_scraper, run_sweeper, LedgerOwner, OrderMetrics, PlannedAttribution,
+};
+use crate::reconcile::{
+    BindingTable, Committed, Initial, KernelWriter as _, LedgerOrder as _, MetadataSource as _,
+    Named, OpenStackSource, ReconcileMetrics, Reconciler, Seams, SettleBatch,
+};
+
+/// How often the link watcher re-checks that every matching tap carries
+/// our programs (a missed netlink event must not become an undercount).
+pub const PRESENCE_INTERVAL: Duration = Duration::from_secs(30);
+
+type Owner = LedgerOwner<Arc<Datapath>>;
+type Tasks = JoinSet<(&'static str, Result<(), String>)>;
+
+/// SIGTERM, SIGINT and SIGHUP, installed before boot.
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+enum Received {
+    Stop(&'static str),
+    Hangup,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        let s = |k| signal(k).context("installing a signal handler");
+        Ok(Signals {
+            term: s(SignalKind::terminate())?,
+            int: s(SignalKind::interrupt())?,
+            hup: s(SignalKind::hangup())?,
+        })
+    }
+
+    async fn next(&mut self) -> Received {
+        tokio::select! {
+            _ = self.term.recv() => Received::Stop("SIGTERM"),
+            _ = self.int.recv() => Received::Stop("SIGINT"),
+            _ = self.hup.recv() => Received::Hangup,
+        }
+    }
+}
+
+/// Every metric family of the process, registered once at start.
+struct Families {
+    registry: Registry,
+    daemon: DaemonMetrics,
+    order: OrderMetrics,
+    reconcile: ReconcileMetrics,
+    links: LinkMetrics,
+    api: lachesis_openstack::ApiMetrics,
+}
+
+impl Families {
+    fn register() -> Families {
+        let mut registry = Registry::default();
+        let daemon = DaemonMetrics::register(&mut registry);
+        let order = OrderMetrics::register(&mut registry);
+        let reconcile = ReconcileMetrics::register(&mut registry);
+        let links = LinkMetrics::new(&mut registry);
+        let api = lachesis_openstack::ApiMetrics::default();
+        api.register(&mut registry);
+        Families {
+            registry,
+            daemon,
+            order,
+            reconcile,
+            links,
+            api,
+        }
+    }
+}
+
+/// What boot hands the supervisor.
+struct Booted {
+    owner: Owner,
+}
+
+/// Runs the daemon until SIGTERM/SIGINT.
+///
+/// # Errors
+/// Boot failed (the gate is failed with the reason), or a task ended on
+/// its own, or the final flush failed.
+pub async fn run(loaded: Loaded) -> anyhow::Result<()> {
+    let mut signals = Signals::install()?;
+    let gate = Arc::new(BootGate::new());
+    let cancel = CancellationToken::new();
+    let mut tasks = Tasks::new();
+    let families = Families::register();
+    let daemon = families.daemon.clone();
+    let tunables = Arc::new(SharedTunables::new(loaded.config.tunables));
+    let config = loaded.config.clone();
+
+    let booted = tokio::select! {
+        booted = boot(&config, families, &gate, &tunables, &cancel, &mut tasks) => booted,
+        stop = stop_signal(&mut signals) => Err(anyhow!("{stop} during boot")),
+    };
+    let booted = match booted {
+        Ok(b) => b,
+        Err(e) => {
+            let reason = format!("{e:#}");
+            error!(reason, "boot failed");
+            gate.fail(reason);
+            cancel.cancel();
+            while tasks.join_next().await.is_some() {}
+            return Err(e.context("boot failed"));
+        }
+    };
+    advance(&gate, &daemon, Phase::Running)?;
+
+    let mut current = config;
+    let ended = loop {
+        tokio::select! {
+            sig = signals.next() => match sig {
+                Received::Stop(name) => {
+                    info!(signal = name, "stopping: final drain and flush; programs stay attached");
+                    break None;
+                }
+                Received::Hangup => current = reload(&loaded.file, current, &tunables, &daemon),
+            },
+            Some(done) = tasks.join_next() => {
+                let what = match done {
+                    Ok((name, Ok(()))) => format!("task {name} ended"),
+                    Ok((name, Err(e))) => format!("task {name} failed: {e}"),
+                    Err(e) => format!("a task panicked: {e}"),
+                };
+                error!(reason = what, "stopping");
+                break Some(what);
+            }
+        }
+    };
+    cancel.cancel();
+    while tasks.join_next().await.is_some() {}
+    booted
+        .owner
+        .shutdown_async()
+        .await
+        .context("final drain and flush")?;
+    info!("stopped; state flushed");
+    match ended {
+        None => Ok(()),
+        Some(what) => Err(anyhow!(what)),
+    }
+}
+
+async fn stop_signal(signals: &mut Signals) -> &'static str {
+    loop {
+        match signals.next().await {
+            Received::Stop(name) => return name,
+            Received::Hangup => warn!("SIGHUP during boot ignored: reload once running"),
+        }
+    }
+}
+
+/// One SIGHUP: the file re-read, the tunables swapped whole, or nothing
+/// changed; returns the configuration now in effect.
+fn reload(
+    file: &ConfigFile,
+    current: Config,
+    tunables: &SharedTunables,
+    metrics: &DaemonMetrics,
+) -> Config {
+    match reload_file(file, &current) {
+        Ok(outcome) => {
+            tunables.set(outcome.tunables());
+            metrics.reload(ReloadResult::Ok);
+            if !outcome.restart_required.is_empty() {
+                warn!(keys = ?outcome.restart_required, "changed keys take effect only at restart");
+            }
+            if outcome.log_level() != current.log.level {
+                warn!("log.level is not applied by a reload; use PUT /debug/log-level or restart");
+            }
+            info!(applied = ?outcome.applied, "configuration reloaded");
+            outcome.config
+        }
+        Err((result, e)) => {
+            metrics.reload(result);
+            warn!(result = result.label(), error = %e, "configuration reload rejected; the old tunables stay");
+            current
+        }
+    }
+}
+
+fn advance(gate: &BootGate, metrics: &DaemonMetrics, phase: Phase) -> anyhow::Result<()> {
+    gate.advance(phase)?;
+    metrics.phase(phase);
+    info!(phase = phase.label(), "boot phase");
+    Ok(())
+}
+
+/// The state file's last committed plan, if it holds one.
+fn file_plan(loaded: &state::Loaded) -> anyhow::Result<Option<Plan>> {
+    if loaded.plan.is_none() {
+        return Ok(None);
+    }
+    loaded
+        .plan
+        .decode()
+        .map(Some)
+        .context("decoding the state file's committed plan")
+}
+
+/// The plan the kernel is written from, and where it came from.
+struct Metadata {
+    plan: Arc<Plan>,
+    projects: Vec<Named>,
+    servers: Option<Vec<Named>>,
+    synced_at: SystemTime,
+    degraded: bool,
+}
+
+/// Cold start's sync (DESIGN §12 step 2): retried with backoff while
+/// Keystone/Neutron fail and there is no state file; with one, the file's
+/// plan stands in at the first failure (degraded).
+async fn cold_start(
+    source: &OpenStackSource,
+    previous: Option<&Plan>,
+    tunables: &SharedTunables,
+) -> Metadata {
+    let mut failures = 0;
+    loop {
+        let options = tunables.get().plan_options();
+        match source.sync(previous.cloned().map(Arc::new), options).await {
+            Ok(s) => {
+                return Metadata {
+                    plan: s.plan,
+                    projects: s.projects,
+                    servers: s.servers,
+                    synced_at: SystemTime::now(),
+                    degraded: false,
+                }
+            }
+            Err(e) => {
+                let cause = crate::reconcile::chain(&e);
+                if let Some(plan) = previous {
+                    warn!(
+                        error = cause,
+                        "cold start sync failed; booting degraded from the state file's plan"
+                    );
+                    return Metadata {
+                        plan: Arc::new(plan.clone()),
+                        projects: Vec::new(),
+                        servers: None,
+                        synced_at: SystemTime::now(),
+                        degraded: true,
+                    };
+                }
+                let wait = backoff(failures);
+                failures = failures.saturating_add(1);
+                warn!(error = cause, attempt = failures, retry_in = ?wait,
+                    "cold start sync failed and no state file: nothing is attached until it succeeds");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+fn openstack_source(
+    config: &Config,
+    api: lachesis_openstack::ApiMetrics,
+) -> anyhow::Result<OpenStackSource> {
+    let selection = lachesis_openstack::config::Selection {
+        cloud: config.openstack.cloud.clone(),
+        clouds_file: config.openstack.clouds_file.clone(),
+    };
+    let cloud = lachesis_openstack::config::resolve_for_process(&selection)
+        .context("resolving the OpenStack cloud (openstack.cloud, clouds.yaml, OS_*)")?;
+    let client =
+        lachesis_openstack::Client::new(cloud, api).context("building the OpenStack client")?;
+    Ok(OpenStackSource::new(client))
+}
+
+/// Boot, DESIGN §12, up to `state_restored` with every task started.
+/// The running parts boot hands to the tasks.
+struct Parts {
+    dp: Arc<Datapath>,
+    owner: Owner,
+    source: OpenStackSource,
+    meta: Metadata,
+    watcher: Watcher<Arc<Datapath>>,
+    reconcile: ReconcileMetrics,
+}
+
+async fn boot(
+    config: &Config,
+    families: Families,
+    gate: &Arc<BootGate>,
+    tunables: &Arc<SharedTunables>,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) -> anyhow::Result<Booted> {
+    let Families {
+        registry,
+        daemon,
+        order,
+        reconcile,
+        links: link_metrics,
+        api,
+    } = families;
+    // 1. The program and maps; the pinned `flows` reused or retired.
+    let dp_config = config.datapath.datapath_config();
+    let (dp, pin, retired) = tokio::task::block_in_place(|| Datapath::load(&dp_config))
+        .with_context(|| {
+            format!(
+                "loading the datapath (bpffs {})",
+                dp_config.bpffs_dir.display()
+            )
+        })?;
+    let dp = Arc::new(dp);
+    info!(flows_pin = ?pin, retired = retired.len(), capacity = dp.flows_max_entries(), "datapath loaded");
+    advance(gate, &daemon, Phase::BpfLoaded)?;
+
+    // The state file, read but not applied.
+    let paths = StatePaths::new(config.state.path.clone());
+    let loaded_state = tokio::task::block_in_place(|| state::load(&paths))
+        .with_context(|| format!("reading the state file {}", config.state.path.display()))?;
+    let previous = file_plan(&loaded_state)?;
+    let file_table = BindingTable::from_plan(
+        previous.as_ref().unwrap_or(&Plan::default()),
+        &[],
+        &[],
+        Gauge::default(),
+    );
+    let owner = LedgerOwner::new(
+        dp.clone(),
+        tunables.get().unresolved_limits(),
+        PlannedAttribution {
+            snapshot: file_table.attribution(),
+            plan: loaded_state.plan.clone(),
+        },
+        paths,
+        order,
+    );
+    // Ids handed out by cold start's writes must agree with the file's.
+    owner
+        .ledger()
+        .restore_interner(&loaded_state.book.interner)
+        .context("restoring the tenant interner")?;
+
+    start_metrics_listener(config, &owner, registry, gate, cancel, tasks).await?;
+
+    // 2. Cold start: sync and plan, then every trie row, binding and
+    // amphora address, before any new tap is attached.
+    let source = openstack_source(config, api)?;
+    let meta = cold_start(&source, previous.as_ref(), tunables).await;
+    daemon.degraded(meta.degraded);
+    let writes = cold_writes(&meta.plan, |p| owner.tenant_id(p)).context("interning tenants")?;
+    let n = writes.len();
+    tokio::task::block_in_place(|| writes.into_iter().try_for_each(|w| dp.write(w)))
+        .context("writing the kernel metadata maps")?;
+    info!(
+        writes = n,
+        bindings = meta.plan.bindings.len(),
+        degraded = meta.degraded,
+        "kernel metadata written"
+    );
+    advance(gate, &daemon, Phase::MetadataReady)?;
+    let watcher = attach(&dp, config, link_metrics)?;
+    advance(gate, &daemon, Phase::Attached)?;
+
+    // 4. The ledger restored under the file's plan, retired maps drained
+    // first, then settled to the fresh plan.
+    let servers = meta.servers.clone().unwrap_or_default();
+    let step = file_table.step(
+        &meta.plan,
+        &meta.projects,
+        meta.servers.as_deref(),
+        tokio::time::Instant::now(),
+    );
+    let fresh_table =
+        BindingTable::from_plan(&meta.plan, &meta.projects, &servers, Gauge::default());
+    let batch = SettleBatch {
+        settles: step.settles,
+        attribution: fresh_table.attribution(),
+        plan: meta.plan.clone(),
+    };
+    let boot_owner = owner.clone();
+    tokio::task::spawn_blocking(move || boot_owner.boot(loaded_state, retired, batch))
+        .await
+        .context("the restore task")?
+        .context("restoring the state file")?;
+    advance(gate, &daemon, Phase::StateRestored)?;
+    let parts = Parts {
+        dp,
+        owner: owner.clone(),
+        source,
+        meta,
+        watcher,
+        reconcile,
+    };
+    start_tasks(parts, &daemon, gate, tunables, cancel, tasks);
+    Ok(Booted { owner })
+}
+
+/// `/metrics`, `/healthz` and `/readyz`, answering from here on.
+async fn start_metrics_listener(
+    config: &Config,
+    owner: &Owner,
+    registry: Registry,
+    gate: &Arc<BootGate>,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) -> anyhow::Result<()> {
+    let exporter = Arc::new(Exporter::new(
+        owner.ledger().clone(),
+        owner.state_file().clone(),
+    ));
+    let ready_gate = gate.clone();
+    let readiness = move || match ready_gate.state() {
+        BootState::At(Phase::Running) => Ok(()),
+        BootState::At(p) => Err(p.label().to_owned()),
+        BootState::Starting => Err("starting".to_owned()),
+        BootState::Failed(reason) => Err(format!("boot failed: {reason}")),
+    };
+    let routes = Arc::new(MetricsRoutes::new(exporter, registry, Arc::new(readiness)));
+    let listener = TcpListener::bind(config.listen.metrics)
+        .await
+        .with_context(|| format!("binding the metrics listener {}", config.listen.metrics))?;
+    info!(address = %listener.local_addr()?, "metrics listener");
+    tasks.spawn(named(
+        "metrics listener",
+        serve(listener, routes, cancel.clone()),
+    ));
+    Ok(())
+}
+
+/// Every matching tap attached (replay of the existing links).
+fn attach(
+    dp: &Arc<Datapath>,
+    config: &Config,
+    metrics: LinkMetrics,
+) -> anyhow::Result<Watcher<Arc<Datapath>>> {
+    let mut watcher = Watcher::new(
+        dp.clone(),
+        Matcher::from_settings(&config.datapath),
+        metrics,
+    );
+    tokio::task::block_in_place(|| -> anyhow::Result<()> {
+        let links = watcher
+            .attacher()
+            .interfaces()
+            .map_err(|e| anyhow!("listing links: {e:?}"))?;
+        watcher.replay(&links);
+        Ok(())
+    })?;
+    Ok(watcher)
+}
+
+/// Step 5 of §12: every task under the one token.
+fn start_tasks(
+    parts: Parts,
+    daemon: &DaemonMetrics,
+    gate: &BootGate,
+    tunables: &Arc<SharedTunables>,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) {
+    let Parts {
+        dp,
+        owner,
+        source,
+        meta,
+        watcher,
+        reconcile,
+    } = parts;
+    let degraded = meta.degraded;
+    let reconciler = Reconciler::new(
+        Seams {
+            source,
+            kernel: dp.clone(),
+            ledger: owner.clone(),
+        },
+        Initial {
+            committed: Committed {
+                plan: meta.plan,
+                synced_at: meta.synced_at,
+            },
+            projects: meta.projects,
+            servers: meta.servers.unwrap_or_default(),
+        },
+        tunables.clone(),
+        gate.waiter(),
+        reconcile,
+    );
+    if degraded {
+        reconciler.kick();
+        tasks.spawn(named(
+            "degraded watch",
+            leave_degraded(reconciler.committed(), daemon.clone(), cancel.clone()),
+        ));
+    }
+    let table = reconciler.bindings();
+    let c = cancel.clone();
+    tasks.spawn(named("reconciler", async move {
+        reconciler.run(c).await.map_err(|e| e.to_string())
+    }));
+    tasks.spawn(named(
+        "scraper",
+        boot_failed(run_scraper(
+            owner.clone(),
+            tunables.clone(),
+            gate.waiter(),
+            cancel.clone(),
+        )),
+    ));
+    tasks.spawn(named(
+        "flusher",
+        boot_failed(run_flusher(
+            owner.clone(),
+            tunables.clone(),
+            gate.waiter(),
+            cancel.clone(),
+        )),
+    ));
+    tasks.spawn(named(
+        "sweeper",
+        boot_failed(run_sweeper(
+            owner.clone(),
+            table,
+            tunables.clone(),
+            gate.waiter(),
+            cancel.clone(),
+        )),
+    ));
+    let c = cancel.clone();
+    tasks.spawn(named("link watcher", async move {
+        links::run(watcher, PRESENCE_INTERVAL, c).await;
+        Ok(())
+    }));
+}
+
+/// Clears `lachesis_degraded` at the first committed pass.
+async fn leave_degraded(
+    mut committed: tokio::sync::watch::Receiver<Arc<Committed>>,
+    metrics: DaemonMetrics,
+    cancel: CancellationToken,
+) -> Result<(), String> {
+    tokio::select! {
+        () = cancel.cancelled() => {}
+        changed = committed.changed() => if changed.is_ok() {
+            metrics.degraded(false);
+            info!("first successful sync: no longer degraded");
+            // Stay alive: the supervisor treats a task ending as a failure.
+            cancel.cancelled().await;
+        },
+    }
+    Ok(())
+}
+
+async fn boot_failed<F>(f: F) -> Result<(), String>
+where
+    F: std::future::Future<Output = Result<(), crate::boot::BootFailed>>,
+{
+    f.await.map_err(|e| e.to_string())
+}
+
+async fn named<F, T>(name: &'static str, f: F) -> (&'static str, Result<(), String>)
+where
+    F: std::future::Future<Output = T>,
+    T: IntoTaskResult,
+{
+    (name, f.await.into_task_result())
+}
+
+/// A task's ending as the supervisor reads it.
+trait IntoTaskResult {
+    fn into_task_result(self) -> Result<(), String>;
+}
+
+impl IntoTaskResult for () {
+    fn into_task_result(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl IntoTaskResult for Result<(), String> {
+    fn into_task_result(self) -> Result<(), String> {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use lachesis_abi::{EndpointValue, Mac, Prefix, Zone, ENDPOINT_FLAG_AMPHORA};
+use lachesis_ledger::{InternerFull, GLOBAL_TENANT_ID};
+use lachesis_planner::{AmphoraIp, Binding, Plan, Scope, TrieRow};
+
+use super::{backoff, cold_writes};
+use crate::reconcile::Write;
+
+fn binding(mac: u8, tenant: &str, amphora: bool) -> Binding {
+    Binding {
+        mac: Mac([2, 0, 0, 0, 0, mac]),
+        tenant: tenant.to_owned(),
+        server: format!("server-{mac}"),
+        port: format!("port-{mac}"),
+        external_network: None,
+        amphora,
+    }
+}
+
+fn row(tenant: Scope, prefix: &str, zone: Zone) -> TrieRow {
+    TrieRow {
+        tenant,
+        prefix: prefix.parse().unwrap(),
+        zone,
+    }
+}
+
+#[test]
+fn cold_writes_are_trie_rows_then_bindings_then_amphora_addresses_with_interned_ids() {
+    let plan = Plan {
+        trie: vec![
+            row(Scope::Global, "0.0.0.0/0", Zone::External),
+            row(Scope::Tenant("t-b".into()), "10.0.0.0/24", Zone::Infra),
+        ],
+        bindings: vec![binding(1, "t-a", false), binding(2, "t-b", true)],
+        amphora_ips: vec![AmphoraIp {
+            tenant: "t-b".into(),
+            address: "10.0.0.9".parse::<IpAddr>().unwrap(),
+        }],
+        ..Plan::default()
+    };
+    let mut ids = BTreeMap::new();
+    let writes = cold_writes(&plan, |p| {
+        let next = u32::try_from(ids.len()).unwrap() + 1;
+        Ok(*ids.entry(p.to_owned()).or_insert(next))
+    })
+    .unwrap();
+    let (a, b) = (ids["t-a"], ids["t-b"]);
+    assert_eq!(
+        writes,
+        vec![
+            Write::UpsertZone {
+                tenant_id: GLOBAL_TENANT_ID,
+                prefix: "0.0.0.0/0".parse::<Prefix>().unwrap(),
+                zone: Zone::External,
+            },
+            Write::UpsertZone {
+                tenant_id: b,
+                prefix: "10.0.0.0/24".parse::<Prefix>().unwrap(),
+                zone: Zone::Infra,
+            },
+            Write::UpsertEndpoint {
+                mac: Mac([2, 0, 0, 0, 0, 1]),
+                value: EndpointValue {
+                    tenant_id: a,
+                    flags: 0
+                },
+            },
+            Write::UpsertEndpoint {
+                mac: Mac([2, 0, 0, 0, 0, 2]),
+                value: EndpointValue {
+                    tenant_id: b,
+                    flags: ENDPOINT_FLAG_AMPHORA
+                },
+            },
+            Write::InsertAmphora {
+                tenant_id: b,
+                addr: "10.0.0.9".parse().unwrap(),
+            },
+        ]
+    );
+    assert_ne!(a, b);
+}
+
+#[test]
+fn a_full_interner_fails_cold_writes() {
+    let plan = Plan {
+        bindings: vec![binding(1, "t-a", false)],
+        ..Plan::default()
+    };
+    let full = cold_writes(&plan, |p| {
+        Err(InternerFull {
+            project: p.to_owned(),
+        })
+    });
+    assert_eq!(full.unwrap_err().project, "t-a");
+}
+
+#[test]
+fn backoff_doubles_from_one_second_and_caps_at_thirty() {
+    let waits: Vec<u64> = (0..8).map(|n| backoff(n).as_secs()).collect();
+    assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+    assert_eq!(backoff(u32::MAX), Duration::from_secs(30));
+}
