@@ -33,7 +33,7 @@ pub use writes::{backoff, cold_writes};
 use crate::boot::{BootGate, BootState, Phase};
 use crate::config::{reload_file, Config, ConfigFile, Loaded, ReloadResult, SharedTunables};
 use crate::http::{serve, MetricsRoutes};
-use crate::links::{self, Attacher as _, LinkMetrics, Matcher, Watcher};
+use crate::links::{self, LinkMetrics, Matcher, Watcher};
 use crate::order::{
     run_flusher, run_scraper, run_sweeper, LedgerOwner, OrderMetrics, PlannedAttribution,
 };
@@ -394,7 +394,7 @@ async fn boot(
         "kernel metadata written"
     );
     advance(gate, &daemon, Phase::MetadataReady)?;
-    let watcher = attach(&dp, config, link_metrics)?;
+    let watcher = attach(&dp, config, link_metrics).await?;
     advance(gate, &daemon, Phase::Attached)?;
 
     // 4. The ledger restored under the file's plan, retired maps drained
@@ -463,8 +463,10 @@ async fn start_metrics_listener(
     Ok(())
 }
 
-/// Every matching tap attached (replay of the existing links).
-fn attach(
+/// Every matching tap attached: a netlink dump of the existing links,
+/// replayed (the link watcher's task replays again when it starts, which
+/// replaces what is there).
+async fn attach(
     dp: &Arc<Datapath>,
     config: &Config,
     metrics: LinkMetrics,
@@ -474,14 +476,8 @@ fn attach(
         Matcher::from_settings(&config.datapath),
         metrics,
     );
-    tokio::task::block_in_place(|| -> anyhow::Result<()> {
-        let links = watcher
-            .attacher()
-            .interfaces()
-            .map_err(|e| anyhow!("listing links: {e:?}"))?;
-        watcher.replay(&links);
-        Ok(())
-    })?;
+    let dump = links::dump_links().await.context("listing links")?;
+    tokio::task::block_in_place(|| watcher.replay(&dump.links));
     Ok(watcher)
 }
 

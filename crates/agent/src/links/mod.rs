@@ -45,5 +45,6 @@ mod watcher;
 pub use matcher::Matcher;
 pub use message::LinkEvent;
 pub use metrics::{EventKind, Failure, LinkMetrics};
+pub(crate) use netlink::dump_links;
 pub use run::run;
 pub use watcher::{AttachError, Attacher, Outcome, PresenceReport, Watcher};

@@ -80,7 +80,11 @@ pub struct Sim {
 
 impl Sim {
     pub fn start(extra: &[&str]) -> Sim {
-        let topology = repo().join("examples/topology.yaml");
+        Sim::start_topology(&repo().join("examples/topology.yaml"), extra)
+    }
+
+    /// [`Sim::start`] serving `topology` instead of the example.
+    pub fn start_topology(topology: &Path, extra: &[&str]) -> Sim {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
             .args(["sim", "--topology", topology.to_str().unwrap()])
             .args(["--listen", "127.0.0.1:0"])

@@ -1,0 +1,462 @@
+//! `lachesis agent` end to end (root): the simulator plays the cloud, two
+//! network namespaces play VMs behind taps carrying the simulated ports'
+//! MACs, and the agent runs as a child process with a per-run bpffs
+//! directory, state file and listener ports. Truth is independent: every
+//! tenant series on /metrics must equal the taps' own interface counters.
+//!
+//! Each test first moves its own thread into a fresh network namespace, so
+//! the lab's bridge and taps, the simulator and the agent (children inherit
+//! the thread's namespace) live there: the agent, which owns every program
+//! of ours in its namespace (DESIGN §4.4), never sees another test's taps.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Sim;
+use lachesis_lab::netns::{IfCounters, Lab, Vm};
+
+const TENANT_A: &str = "0b0000000000000000000000000000aa";
+const TENANT_B: &str = "0b0000000000000000000000000000bb";
+const MAC_A: &str = "fa:16:3e:aa:00:01";
+const MAC_B: &str = "fa:16:3e:bb:00:02";
+
+/// Two tenants, one shared network in the lab's /24, one VM port each.
+fn topology() -> String {
+    format!(
+        r#"settings:
+  token_ttl_secs: 3600
+  regions: [RegionOne]
+  services: [identity, network, compute]
+projects:
+  - {{id: 0a000000000000000000000000000001, name: admin}}
+  - {{id: {TENANT_A}, name: tenant-a}}
+  - {{id: {TENANT_B}, name: tenant-b}}
+users:
+  - {{id: u-admin, name: admin, password: admin-secret}}
+networks:
+  - {{id: net-lab, name: lab, project_id: 0a000000000000000000000000000001, shared: true}}
+subnets:
+  - {{id: sub-lab, network_id: net-lab, project_id: 0a000000000000000000000000000001, cidr: 10.77.0.0/24, gateway_ip: null}}
+ports:
+  - {{id: p-a, network_id: net-lab, project_id: {TENANT_A}, mac_address: "{MAC_A}", device_id: vm-a, device_owner: compute:nova, fixed_ips: [{{subnet_id: sub-lab, ip_address: 10.77.0.1}}]}}
+  - {{id: p-b, network_id: net-lab, project_id: {TENANT_B}, mac_address: "{MAC_B}", device_id: vm-b, device_owner: compute:nova, fixed_ips: [{{subnet_id: sub-lab, ip_address: 10.77.0.2}}]}}
+servers:
+  - {{id: vm-a, name: a-web, tenant_id: {TENANT_A}}}
+  - {{id: vm-b, name: b-app, tenant_id: {TENANT_B}}}
+"#
+    )
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Everything one agent instance needs, all names unique to this run.
+struct Setup {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    metrics: SocketAddr,
+    bpffs: PathBuf,
+}
+
+impl Setup {
+    fn new(lab: &Lab, sim: &Sim) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let clouds = sim.clouds_yaml(dir.path(), |t| t);
+        let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+        let debug = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+        let bpffs = PathBuf::from(format!(
+            "/sys/fs/bpf/lachesis-e2e-{}-{}",
+            std::process::id(),
+            lab.id()
+        ));
+        let text = format!(
+            "openstack:\n  cloud: sim\n  clouds_file: {clouds}\n\
+             listen:\n  metrics: {metrics}\n  debug: {debug}\n\
+             datapath:\n  interface_prefixes: [tap{id}v]\n  bpffs_dir: {bpffs}\n  flows_memory_budget: 4MiB\n\
+             state:\n  path: {state}\n\
+             tunables:\n  scrape_interval: 200ms\n  state_flush_interval: 300ms\n  reconcile_interval: 5m\n",
+            clouds = clouds.display(),
+            id = lab.id(),
+            bpffs = bpffs.display(),
+            state = dir.path().join("state.json").display(),
+        );
+        let config = dir.path().join("lachesis.yaml");
+        std::fs::write(&config, text).unwrap();
+        Setup {
+            dir,
+            config,
+            metrics,
+            bpffs,
+        }
+    }
+
+    fn log(&self, n: usize) -> PathBuf {
+        self.dir.path().join(format!("agent-{n}.log"))
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        // Only this run's pins (the agent leaves `flows` pinned by design).
+        let _ = std::fs::remove_dir_all(&self.bpffs);
+    }
+}
+
+/// The agent as a child process; killed on drop if still running.
+struct Agent {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn start(setup: &Setup, n: usize) -> Agent {
+        let log = setup.log(n);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lachesis"));
+        for (key, _) in std::env::vars() {
+            if key.starts_with("OS_") || key.starts_with("LACHESIS_") || key == "RUST_LOG" {
+                cmd.env_remove(key);
+            }
+        }
+        let child = cmd
+            .args(["agent", "--config", setup.config.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start the agent");
+        Agent { child, log }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: a signal to our own child, by pid.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < until,
+                "the agent did not exit within {limit:?}; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_ready(&mut self, metrics: SocketAddr) {
+        let until = Instant::now() + Duration::from_mins(1);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "the agent exited ({status}) before ready; log:\n{}",
+                    self.log_text()
+                );
+            }
+            if get(metrics, "/readyz").is_some_and(|(code, _)| code == 200) {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "never ready; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One plain HTTP GET: status and body, `None` when nothing answers.
+fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    let code = answer.split_whitespace().nth(1)?.parse().ok()?;
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Some((code, body.to_owned()))
+}
+
+/// Moves this thread (and the processes and threads it starts) into a
+/// fresh network namespace with loopback up.
+fn isolate() {
+    // SAFETY: affects only the calling thread.
+    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "unshare: {}", std::io::Error::last_os_error());
+    let ok = Command::new("ip")
+        .args(["link", "set", "lo", "up"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// A tap's counters from this thread's namespace (`/proc/thread-self`;
+/// sysfs shows the namespace it was mounted in).
+fn counters(vm: &Vm) -> IfCounters {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{}:", vm.tap)))
+        .unwrap_or_else(|| panic!("{} not in /proc/thread-self/net/dev", vm.tap));
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    IfCounters {
+        rx_bytes: f[0],
+        rx_packets: f[1],
+        tx_bytes: f[8],
+        tx_packets: f[9],
+    }
+}
+
+/// Bytes and packets per direction of one VM, as the VM sees them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Totals {
+    tx_bytes: u64,
+    tx_packets: u64,
+    rx_bytes: u64,
+    rx_packets: u64,
+}
+
+/// The tap's counters, turned around: what the tap received the VM sent.
+fn truth(c: IfCounters) -> Totals {
+    Totals {
+        tx_bytes: c.rx_bytes,
+        tx_packets: c.rx_packets,
+        rx_bytes: c.tx_bytes,
+        rx_packets: c.tx_packets,
+    }
+}
+
+/// `lachesis_tenant_{bytes,packets}_total` summed per tenant and direction.
+fn tenant_totals(body: &str) -> BTreeMap<String, Totals> {
+    let mut out: BTreeMap<String, Totals> = BTreeMap::new();
+    for line in body.lines() {
+        let (family, rest) = match line.split_once('{') {
+            Some((f, r))
+                if f == "lachesis_tenant_bytes_total" || f == "lachesis_tenant_packets_total" =>
+            {
+                (f, r)
+            }
+            _ => continue,
+        };
+        let (labels, value) = rest.rsplit_once("} ").unwrap();
+        let value: u64 = value.trim().parse().unwrap();
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap()
+        };
+        let t = out.entry(label("tenant_id")).or_default();
+        match (family, label("direction").as_str()) {
+            ("lachesis_tenant_bytes_total", "tx") => t.tx_bytes += value,
+            ("lachesis_tenant_bytes_total", "rx") => t.rx_bytes += value,
+            ("lachesis_tenant_packets_total", "tx") => t.tx_packets += value,
+            ("lachesis_tenant_packets_total", "rx") => t.rx_packets += value,
+            other => panic!("unexpected series {other:?}"),
+        }
+    }
+    out
+}
+
+/// Pings and a TCP exchange of known sizes, both directions.
+fn traffic(a: &Vm, b: &Vm, round: u16) {
+    a.exec(&[
+        "ping",
+        "-q",
+        "-c",
+        "5",
+        "-i",
+        "0.01",
+        "-s",
+        "1000",
+        &b.ip.to_string(),
+    ])
+    .unwrap();
+    b.exec(&["ping", "-q", "-c", "3", "-i", "0.01", &a.ip.to_string()])
+        .unwrap();
+    let addr = SocketAddr::from((b.ip, 41000 + round));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = b.run(move || {
+        let l = TcpListener::bind(addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let mut data = Vec::new();
+        s.read_to_end(&mut data).unwrap();
+        s.write_all(&vec![7u8; 128 * 1024]).unwrap();
+        data.len()
+    });
+    ready_rx.recv().unwrap();
+    let client = a.run(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&vec![9u8; 512 * 1024]).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        s.read_to_end(&mut back).unwrap();
+        back.len()
+    });
+    assert_eq!(client.join().unwrap(), 128 * 1024);
+    assert_eq!(server.join().unwrap(), 512 * 1024);
+    wait_quiet(&[a, b]);
+}
+
+/// Returns once the taps' counters stopped moving (three still polls).
+fn wait_quiet(vms: &[&Vm]) {
+    let mut last: Vec<IfCounters> = vms.iter().map(|v| counters(v)).collect();
+    let mut still = 0;
+    for _ in 0..200 {
+        std::thread::sleep(Duration::from_millis(50));
+        let now: Vec<IfCounters> = vms.iter().map(|v| counters(v)).collect();
+        still = if now == last { still + 1 } else { 0 };
+        if still == 3 {
+            return;
+        }
+        last = now;
+    }
+    panic!("interface counters never stopped moving");
+}
+
+/// Polls /metrics until both tenants' series equal their taps' counters
+/// (series show the last flush); fails with both sides after `limit`.
+fn assert_series_match(agent: &Agent, metrics: SocketAddr, a: &Vm, b: &Vm, limit: Duration) {
+    let until = Instant::now() + limit;
+    loop {
+        let want = BTreeMap::from([
+            (TENANT_A.to_owned(), truth(counters(a))),
+            (TENANT_B.to_owned(), truth(counters(b))),
+        ]);
+        let got = get(metrics, "/metrics").map(|(_, body)| tenant_totals(&body));
+        if got.as_ref() == Some(&want) {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "tenant series never equalled the tap counters:\n got {got:?}\nwant {want:?}\nlog:\n{}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn lab_vms() -> (Lab, Vm, Vm) {
+    let mut lab = Lab::new();
+    let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
+    let b = lab.add_vm(MAC_B.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2));
+    lab.static_neighbours();
+    (lab, a, b)
+}
+
+fn sim_for_lab(dir: &Path) -> Sim {
+    let topo = dir.join("topology.yaml");
+    std::fs::write(&topo, topology()).unwrap();
+    Sim::start_topology(&topo, &[])
+}
+
+#[test]
+fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() {
+    lachesis_lab::require_root();
+    isolate();
+    let (lab, a, b) = lab_vms();
+    let scratch = tempfile::tempdir().unwrap();
+    let sim = sim_for_lab(scratch.path());
+    let setup = Setup::new(&lab, &sim);
+
+    let mut agent = Agent::start(&setup, 0);
+    agent.wait_ready(setup.metrics);
+    let (_, body) = get(setup.metrics, "/metrics").unwrap();
+    assert!(
+        body.contains("lachesis_boot_phase{phase=\"running\"} 1"),
+        "{body}"
+    );
+    assert!(body.contains("lachesis_degraded 0"), "{body}");
+    traffic(&a, &b, 0);
+    assert_series_match(&agent, setup.metrics, &a, &b, Duration::from_secs(20));
+
+    agent.signal(libc::SIGTERM);
+    let status = agent.wait(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0), "log:\n{}", agent.log_text());
+    let log = agent.log_text();
+    for phase in [
+        "bpf_loaded",
+        "metadata_ready",
+        "attached",
+        "state_restored",
+        "running",
+    ] {
+        assert!(log.contains(phase), "no log line for phase {phase}:\n{log}");
+    }
+    assert!(setup.dir.path().join("state.json").exists());
+    // `flows` stays pinned for the next instance.
+    assert!(std::fs::read_dir(&setup.bpffs).unwrap().next().is_some());
+}
+
+#[test]
+fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
+    lachesis_lab::require_root();
+    isolate();
+    let (lab, a, b) = lab_vms();
+    let scratch = tempfile::tempdir().unwrap();
+    let sim = sim_for_lab(scratch.path());
+    let setup = Setup::new(&lab, &sim);
+
+    let mut first = Agent::start(&setup, 0);
+    first.wait_ready(setup.metrics);
+    traffic(&a, &b, 0);
+    assert_series_match(&first, setup.metrics, &a, &b, Duration::from_secs(20));
+    // Traffic on another thread; the agent dies in the middle of it.
+    let (ta, tb) = (a.clone(), b.clone());
+    let during = std::thread::spawn(move || traffic(&ta, &tb, 1));
+    std::thread::sleep(Duration::from_millis(30));
+    first.signal(libc::SIGKILL);
+    first.wait(Duration::from_secs(10));
+    during.join().unwrap();
+    traffic(&a, &b, 2); // counted by the programs left attached
+
+    let mut second = Agent::start(&setup, 1);
+    second.wait_ready(setup.metrics);
+    traffic(&a, &b, 3);
+    assert_series_match(&second, setup.metrics, &a, &b, Duration::from_secs(20));
+    // The second life counted on in the first one's pinned `flows` map.
+    assert!(
+        second.log_text().contains("flows_pin=Reused"),
+        "{}",
+        second.log_text()
+    );
+    second.signal(libc::SIGTERM);
+    assert_eq!(second.wait(Duration::from_secs(20)).code(), Some(0));
+}
