@@ -373,6 +373,23 @@ fn assert_series_match(agent: &Agent, metrics: SocketAddr, a: &Vm, b: &Vm, limit
     }
 }
 
+/// Polls /metrics until it holds the line `sample` (value included).
+fn wait_for_sample(agent: &Agent, metrics: SocketAddr, sample: &str) {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = get(metrics, "/metrics").map(|(_, b)| b).unwrap_or_default();
+        if body.lines().any(|l| l == sample) {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "never saw {sample:?} on /metrics:\n{body}\nlog:\n{}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn lab_vms() -> (Lab, Vm, Vm) {
     let mut lab = Lab::new();
     let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
@@ -405,6 +422,35 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
     );
     assert!(body.contains("lachesis_degraded 0"), "{body}");
     traffic(&a, &b, 0);
+    assert_series_match(&agent, setup.metrics, &a, &b, Duration::from_secs(20));
+
+    // SIGHUP: a valid change is applied, an unknown key rejected whole.
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    std::fs::write(
+        &setup.config,
+        text.replace("scrape_interval: 200ms", "scrape_interval: 100ms"),
+    )
+    .unwrap();
+    agent.signal(libc::SIGHUP);
+    wait_for_sample(
+        &agent,
+        setup.metrics,
+        "lachesis_config_reloads_total{result=\"ok\"} 1",
+    );
+    std::fs::write(&setup.config, format!("{text}  scrape_intervall: 1s\n")).unwrap();
+    agent.signal(libc::SIGHUP);
+    wait_for_sample(
+        &agent,
+        setup.metrics,
+        "lachesis_config_reloads_total{result=\"invalid\"} 1",
+    );
+    assert!(
+        agent.log_text().contains("scrape_intervall"),
+        "{}",
+        agent.log_text()
+    );
+    // Still counting with the reloaded tunables.
+    traffic(&a, &b, 1);
     assert_series_match(&agent, setup.metrics, &a, &b, Duration::from_secs(20));
 
     agent.signal(libc::SIGTERM);
@@ -457,6 +503,43 @@ fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
         "{}",
         second.log_text()
     );
+    second.signal(libc::SIGTERM);
+    assert_eq!(second.wait(Duration::from_secs(20)).code(), Some(0));
+}
+
+#[test]
+fn neutron_down_at_boot_with_a_state_file_boots_degraded_and_keeps_counting() {
+    lachesis_lab::require_root();
+    isolate();
+    let (lab, a, b) = lab_vms();
+    let scratch = tempfile::tempdir().unwrap();
+    let sim = sim_for_lab(scratch.path());
+    let setup = Setup::new(&lab, &sim);
+
+    let mut first = Agent::start(&setup, 0);
+    first.wait_ready(setup.metrics);
+    traffic(&a, &b, 0);
+    assert_series_match(&first, setup.metrics, &a, &b, Duration::from_secs(20));
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.wait(Duration::from_secs(20)).code(), Some(0));
+
+    sim.fail("ports");
+    let mut second = Agent::start(&setup, 1);
+    second.wait_ready(setup.metrics);
+    wait_for_sample(&second, setup.metrics, "lachesis_degraded 1");
+    assert!(
+        second.log_text().contains("booting degraded"),
+        "{}",
+        second.log_text()
+    );
+    traffic(&a, &b, 1);
+    assert_series_match(&second, setup.metrics, &a, &b, Duration::from_secs(20));
+
+    // Neutron back: a retried pass commits and degraded mode ends.
+    assert!((200..300).contains(&sim.control("DELETE", "/sim/faults", "")));
+    wait_for_sample(&second, setup.metrics, "lachesis_degraded 0");
+    traffic(&a, &b, 2);
+    assert_series_match(&second, setup.metrics, &a, &b, Duration::from_secs(20));
     second.signal(libc::SIGTERM);
     assert_eq!(second.wait(Duration::from_secs(20)).code(), Some(0));
 }

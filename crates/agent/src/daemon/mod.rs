@@ -521,7 +521,12 @@ fn start_tasks(
         reconciler.kick();
         tasks.spawn(named(
             "degraded watch",
-            leave_degraded(reconciler.committed(), daemon.clone(), cancel.clone()),
+            leave_degraded(
+                reconciler.committed(),
+                reconciler.kicker(),
+                daemon.clone(),
+                cancel.clone(),
+            ),
         ));
     }
     let table = reconciler.bindings();
@@ -564,22 +569,33 @@ fn start_tasks(
     }));
 }
 
-/// Clears `lachesis_degraded` at the first committed pass.
+/// While degraded, kicks the reconciler with the cold start's backoff
+/// (1 s … 30 s) until a pass commits, then clears `lachesis_degraded`.
 async fn leave_degraded(
     mut committed: tokio::sync::watch::Receiver<Arc<Committed>>,
+    kicker: crate::reconcile::Kicker,
     metrics: DaemonMetrics,
     cancel: CancellationToken,
 ) -> Result<(), String> {
-    tokio::select! {
-        () = cancel.cancelled() => {}
-        changed = committed.changed() => if changed.is_ok() {
-            metrics.degraded(false);
-            info!("first successful sync: no longer degraded");
-            // Stay alive: the supervisor treats a task ending as a failure.
-            cancel.cancelled().await;
-        },
+    let mut failures = 0;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            changed = committed.changed() => {
+                if changed.is_ok() {
+                    metrics.degraded(false);
+                    info!("first successful sync: no longer degraded");
+                }
+                // Stay alive: the supervisor treats a task ending as a failure.
+                cancel.cancelled().await;
+                return Ok(());
+            }
+            () = tokio::time::sleep(backoff(failures)) => {
+                failures = failures.saturating_add(1);
+                kicker.kick();
+            }
+        }
     }
-    Ok(())
 }
 
 async fn boot_failed<F>(f: F) -> Result<(), String>
