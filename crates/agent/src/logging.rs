@@ -2,10 +2,12 @@
 //! text or one JSON object per line; `--log-level` or `RUST_LOG` filters.
 
 use std::io::IsTerminal as _;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
 use lachesis_agent::config::{LogFormat, LogLevel};
+use lachesis_agent::http::LogLevelControl;
 use tracing_subscriber::EnvFilter;
 
 /// The global logging flags (accepted before or after the subcommand).
@@ -31,22 +33,51 @@ fn directives(level: Option<LogLevel>, rust_log: Option<String>) -> String {
     }
 }
 
-/// Installs the process-wide subscriber. Fails on a malformed `RUST_LOG`.
-pub fn init(args: &LogArgs) -> anyhow::Result<()> {
+/// Installs the process-wide subscriber and returns the control that
+/// replaces its filter (`PUT /debug/log-level`, a reloaded `log.level`).
+/// Fails on a malformed `RUST_LOG`.
+pub fn init(args: &LogArgs) -> anyhow::Result<Arc<dyn LogLevelControl>> {
     let text = directives(args.log_level, std::env::var("RUST_LOG").ok());
     let filter = EnvFilter::builder()
         .parse(&text)
         .with_context(|| format!("RUST_LOG={text:?} is not a tracing filter (e.g. `warn` or `info,lachesis_openstack=debug`)"))?;
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    let installed = match args.log_format {
-        LogFormat::Text => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    // The handle's type names the formatter: one control per format.
+    let (installed, control): (_, Arc<dyn LogLevelControl>) = match args.log_format {
+        LogFormat::Text => {
+            let builder = tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_env_filter(filter)
+                .with_filter_reloading();
+            let handle = builder.reload_handle();
+            (
+                builder.try_init(),
+                Arc::new(move |l: LogLevel| {
+                    handle
+                        .reload(EnvFilter::new(l.as_str()))
+                        .map_err(|e| e.to_string())
+                }),
+            )
+        }
+        LogFormat::Json => {
+            let builder = tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .json()
+                .with_env_filter(filter)
+                .with_filter_reloading();
+            let handle = builder.reload_handle();
+            (
+                builder.try_init(),
+                Arc::new(move |l: LogLevel| {
+                    handle
+                        .reload(EnvFilter::new(l.as_str()))
+                        .map_err(|e| e.to_string())
+                }),
+            )
+        }
     };
-    installed.map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))
+    installed.map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))?;
+    Ok(control)
 }
 
 #[cfg(test)]

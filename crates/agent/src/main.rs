@@ -47,11 +47,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(err) = logging::init(&cli.log) {
-        eprintln!("lachesis: error: {err:#}");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    match run(&cli) {
+    let log = match logging::init(&cli.log) {
+        Ok(log) => log,
+        Err(err) => {
+            eprintln!("lachesis: error: {err:#}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match run(&cli, log) {
         Ok(code) => code,
         Err(err) => {
             // Usage errors found after parsing print like clap's own.
@@ -67,7 +70,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+fn run(
+    cli: &Cli,
+    log: std::sync::Arc<dyn lachesis_agent::http::LogLevelControl>,
+) -> anyhow::Result<ExitCode> {
     let what = match cli.command {
         Command::Sim(ref args) => return sim_cmd::run(args),
         Command::Agent(ref args) if args.check_config => {
@@ -83,7 +89,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            runtime.block_on(lachesis_agent::daemon::run(loaded))?;
+            runtime.block_on(lachesis_agent::daemon::run(loaded, log))?;
             return Ok(ExitCode::SUCCESS);
         }
         Command::Plan(ref args) => return plan_cmd::run(args),

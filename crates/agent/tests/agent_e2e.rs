@@ -66,6 +66,7 @@ struct Setup {
     dir: tempfile::TempDir,
     config: PathBuf,
     metrics: SocketAddr,
+    debug: SocketAddr,
     bpffs: PathBuf,
 }
 
@@ -97,6 +98,7 @@ impl Setup {
             dir,
             config,
             metrics,
+            debug,
             bpffs,
         }
     }
@@ -423,6 +425,16 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
     assert!(body.contains("lachesis_degraded 0"), "{body}");
     traffic(&a, &b, 0);
     assert_series_match(&agent, setup.metrics, &a, &b, Duration::from_secs(20));
+    // The debug listener shows the plan and the flows, attributed.
+    let (code, plan) = get(setup.debug, "/debug/plan").unwrap();
+    assert_eq!(code, 200, "{plan}");
+    assert!(plan.contains(MAC_A) && plan.contains(MAC_B), "{plan}");
+    let (code, flows) = get(setup.debug, "/debug/flows").unwrap();
+    assert_eq!(code, 200, "{flows}");
+    assert!(
+        flows.contains(TENANT_A) && flows.contains(TENANT_B),
+        "{flows}"
+    );
 
     // SIGHUP: a valid change is applied, an unknown key rejected whole.
     let text = std::fs::read_to_string(&setup.config).unwrap();

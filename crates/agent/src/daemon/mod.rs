@@ -8,10 +8,11 @@
 //! SIGINT (final drain and flush, programs left attached, `flows` left
 //! pinned) and reloads the tunables on SIGHUP.
 
+mod debug;
 mod metrics;
 mod writes;
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, Context as _};
@@ -27,12 +28,13 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+pub use debug::{bindings, listing, DebugState, LiveConfig};
 pub use metrics::DaemonMetrics;
 pub use writes::{backoff, cold_writes};
 
 use crate::boot::{BootGate, BootState, Phase};
 use crate::config::{reload_file, Config, ConfigFile, Loaded, ReloadResult, SharedTunables};
-use crate::http::{serve, MetricsRoutes};
+use crate::http::{serve, DebugRoutes, LogLevelControl, MetricsRoutes};
 use crate::links::{self, LinkMetrics, Matcher, Watcher};
 use crate::order::{
     run_flusher, run_scraper, run_sweeper, LedgerOwner, OrderMetrics, PlannedAttribution,
@@ -110,6 +112,12 @@ impl Families {
     }
 }
 
+/// What the debug listener shares with the supervisor.
+struct Handles {
+    live: LiveConfig,
+    log: Arc<dyn LogLevelControl>,
+}
+
 /// What boot hands the supervisor.
 struct Booted {
     owner: Owner,
@@ -120,7 +128,7 @@ struct Booted {
 /// # Errors
 /// Boot failed (the gate is failed with the reason), or a task ended on
 /// its own, or the final flush failed.
-pub async fn run(loaded: Loaded) -> anyhow::Result<()> {
+pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     let gate = Arc::new(BootGate::new());
     let cancel = CancellationToken::new();
@@ -129,9 +137,14 @@ pub async fn run(loaded: Loaded) -> anyhow::Result<()> {
     let daemon = families.daemon.clone();
     let tunables = Arc::new(SharedTunables::new(loaded.config.tunables));
     let config = loaded.config.clone();
+    let live: LiveConfig = Arc::new(RwLock::new(Arc::new(config.clone())));
+    let handles = Handles {
+        live: live.clone(),
+        log: log.clone(),
+    };
 
     let booted = tokio::select! {
-        booted = boot(&config, families, &gate, &tunables, &cancel, &mut tasks) => booted,
+        booted = boot(&config, families, handles, &gate, &tunables, &cancel, &mut tasks) => booted,
         stop = stop_signal(&mut signals) => Err(anyhow!("{stop} during boot")),
     };
     let booted = match booted {
@@ -155,7 +168,10 @@ pub async fn run(loaded: Loaded) -> anyhow::Result<()> {
                     info!(signal = name, "stopping: final drain and flush; programs stay attached");
                     break None;
                 }
-                Received::Hangup => current = reload(&loaded.file, current, &tunables, &daemon),
+                Received::Hangup => {
+                    current = reload(&loaded.file, current, &tunables, &daemon, log.as_ref());
+                    *live.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(current.clone());
+                }
             },
             Some(done) = tasks.join_next() => {
                 let what = match done {
@@ -198,6 +214,7 @@ fn reload(
     current: Config,
     tunables: &SharedTunables,
     metrics: &DaemonMetrics,
+    log: &dyn LogLevelControl,
 ) -> Config {
     match reload_file(file, &current) {
         Ok(outcome) => {
@@ -207,7 +224,9 @@ fn reload(
                 warn!(keys = ?outcome.restart_required, "changed keys take effect only at restart");
             }
             if outcome.log_level() != current.log.level {
-                warn!("log.level is not applied by a reload; use PUT /debug/log-level or restart");
+                if let Err(e) = log.set_level(outcome.log_level()) {
+                    warn!(error = e, "log.level not applied");
+                }
             }
             info!(applied = ?outcome.applied, "configuration reloaded");
             outcome.config
@@ -318,11 +337,14 @@ struct Parts {
     meta: Metadata,
     watcher: Watcher<Arc<Datapath>>,
     reconcile: ReconcileMetrics,
+    handles: Handles,
+    debug_listener: TcpListener,
 }
 
 async fn boot(
     config: &Config,
     families: Families,
+    handles: Handles,
     gate: &Arc<BootGate>,
     tunables: &Arc<SharedTunables>,
     cancel: &CancellationToken,
@@ -377,6 +399,9 @@ async fn boot(
         .context("restoring the tenant interner")?;
 
     start_metrics_listener(config, &owner, registry, gate, cancel, tasks).await?;
+    let debug_listener = TcpListener::bind(config.listen.debug)
+        .await
+        .with_context(|| format!("binding the debug listener {}", config.listen.debug))?;
 
     // 2. Cold start: sync and plan, then every trie row, binding and
     // amphora address, before any new tap is attached.
@@ -426,6 +451,8 @@ async fn boot(
         meta,
         watcher,
         reconcile,
+        handles,
+        debug_listener,
     };
     start_tasks(parts, &daemon, gate, tunables, cancel, tasks);
     Ok(Booted { owner })
@@ -497,6 +524,8 @@ fn start_tasks(
         meta,
         watcher,
         reconcile,
+        handles,
+        debug_listener,
     } = parts;
     let degraded = meta.degraded;
     let reconciler = Reconciler::new(
@@ -529,6 +558,21 @@ fn start_tasks(
             ),
         ));
     }
+    let attribution_owner = owner.clone();
+    let debug = DebugState {
+        config: handles.live,
+        committed: reconciler.committed(),
+        attribution: Box::new(move || attribution_owner.attribution()),
+        datapath: dp.clone(),
+    };
+    let routes = Arc::new(DebugRoutes::new(Arc::new(debug), handles.log));
+    if let Ok(address) = debug_listener.local_addr() {
+        info!(%address, "debug listener");
+    }
+    tasks.spawn(named(
+        "debug listener",
+        serve(debug_listener, routes, cancel.clone()),
+    ));
     let table = reconciler.bindings();
     let c = cancel.clone();
     tasks.spawn(named("reconciler", async move {

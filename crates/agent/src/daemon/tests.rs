@@ -105,3 +105,44 @@ fn backoff_doubles_from_one_second_and_caps_at_thirty() {
     assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
     assert_eq!(backoff(u32::MAX), Duration::from_secs(30));
 }
+
+#[test]
+fn debug_flows_list_the_largest_entries_first_attributed_by_their_vm_mac() {
+    use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class};
+
+    use super::listing;
+    use crate::reconcile::AttributionSnapshot;
+
+    let (a, peer) = (Mac([2, 0, 0, 0, 0, 1]), Mac([2, 0, 0, 0, 0, 9]));
+    let key = |src: Mac, dst: Mac, direction: Direction| FlowKey {
+        src_mac: src.0,
+        dst_mac: dst.0,
+        eth_proto: 0x0800,
+        direction: direction.code(),
+        zone: Zone::External.code(),
+        l4: L4Class::Tcp.code(),
+        pad: 0,
+    };
+    let counters = |bytes| FlowCounters {
+        bytes,
+        packets: 1,
+        ..FlowCounters::default()
+    };
+    let entries = vec![
+        (key(a, peer, Direction::Tx), counters(10)),
+        (key(peer, a, Direction::Rx), counters(500)),
+        (key(peer, a, Direction::Tx), counters(70)),
+    ];
+    let mut snap = AttributionSnapshot::default();
+    snap.live.insert(a, binding(1, "t-a", false));
+
+    let page = listing(&entries, &snap, 2);
+    assert_eq!(page.total, 3);
+    let shown: Vec<(u64, Option<&str>)> = page
+        .flows
+        .iter()
+        .map(|f| (f.bytes, f.tenant.as_deref()))
+        .collect();
+    // Rx to A is A's; Tx from the unbound peer is nobody's.
+    assert_eq!(shown, [(500, Some("t-a")), (70, None)]);
+}

@@ -1,0 +1,112 @@
+//! What the debug listener reads from the running daemon (the
+//! [`DebugSource`] seam of `crate::http`).
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use lachesis_abi::{FlowCounters, FlowKey};
+use lachesis_datapath::{Datapath, DrainBuffer};
+use lachesis_planner::Plan;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::http::{DebugSource, FlowEntry, FlowListing, LiveBinding};
+use crate::order::PlannedAttribution;
+use crate::reconcile::{AttributionSnapshot, Committed};
+
+/// The live configuration, swapped by each accepted reload.
+pub type LiveConfig = Arc<RwLock<Arc<Config>>>;
+
+/// The daemon's state as the debug pages show it.
+pub struct DebugState {
+    /// The configuration in effect.
+    pub config: LiveConfig,
+    /// The reconciler's last committed plan.
+    pub committed: watch::Receiver<Arc<Committed>>,
+    /// The attribution the ledger resolves with.
+    pub attribution: Box<dyn Fn() -> Arc<PlannedAttribution> + Send + Sync>,
+    /// The kernel, read (never cleared) for `/debug/flows`.
+    pub datapath: Arc<Datapath>,
+}
+
+impl std::fmt::Debug for DebugState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DebugState").finish_non_exhaustive()
+    }
+}
+
+impl DebugSource for DebugState {
+    fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn committed_plan(&self) -> Option<Arc<Plan>> {
+        Some(self.committed.borrow().plan.clone())
+    }
+
+    fn bindings(&self) -> Vec<LiveBinding> {
+        bindings(&(self.attribution)().snapshot)
+    }
+
+    fn flows(&self, limit: usize) -> FlowListing {
+        let mut buf = DrainBuffer::new();
+        match self.datapath.drain(&mut buf) {
+            Ok(()) => listing(&buf.entries, &(self.attribution)().snapshot, limit),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading flows for /debug/flows");
+                FlowListing::default()
+            }
+        }
+    }
+}
+
+/// Live bindings, then ghosts, each flagged.
+#[must_use]
+pub fn bindings(s: &AttributionSnapshot) -> Vec<LiveBinding> {
+    let live = s.live.values().map(|b| LiveBinding::live(b.clone()));
+    let ghosts = s.ghosts.values().map(|b| LiveBinding {
+        binding: b.clone(),
+        ghost: true,
+    });
+    live.chain(ghosts).collect()
+}
+
+/// The `limit` largest entries by bytes (ties by key), attributed with
+/// `s`; entries whose codes are unknown are skipped.
+#[must_use]
+pub fn listing(
+    entries: &[(FlowKey, FlowCounters)],
+    s: &AttributionSnapshot,
+    limit: usize,
+) -> FlowListing {
+    let mut sorted: Vec<&(FlowKey, FlowCounters)> = entries.iter().collect();
+    sorted.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
+    let flows = sorted
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let (direction, zone, l4) = (k.direction().ok()?, k.zone().ok()?, k.l4().ok()?);
+            let vm = k.vm_mac().ok()?;
+            let binding = s.binding(vm);
+            Some(FlowEntry {
+                src_mac: lachesis_abi::Mac(k.src_mac),
+                dst_mac: lachesis_abi::Mac(k.dst_mac),
+                eth_proto: k.eth_proto,
+                direction,
+                zone,
+                l4,
+                bytes: v.bytes,
+                packets: v.packets,
+                tenant: binding.map(|b| b.tenant.clone()),
+                server: binding.map(|b| b.server.clone()),
+                port: binding.map(|b| b.port.clone()),
+            })
+        })
+        .take(limit)
+        .collect();
+    FlowListing {
+        total: entries.len(),
+        flows,
+    }
+}
