@@ -197,11 +197,16 @@ impl Drop for Agent {
 
 /// One plain HTTP GET: status and body, `None` when nothing answers.
 fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    get_as(addr, path, "text/plain")
+}
+
+/// [`get`] asking for `accept`.
+fn get_as(addr: SocketAddr, path: &str, accept: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut answer = String::new();
@@ -423,6 +428,36 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
         "{body}"
     );
     assert!(body.contains("lachesis_degraded 0"), "{body}");
+    // The daemon's own families render as the catalogue documents them.
+    let documented = lachesis_lab::catalogue::documented();
+    let ours = [
+        "lachesis_boot_phase",
+        "lachesis_degraded",
+        "lachesis_config_reloads",
+    ];
+    let family_of = |l: &str| -> String {
+        let l = ["# TYPE ", "# HELP "]
+            .iter()
+            .find_map(|p| l.strip_prefix(p))
+            .unwrap_or(l);
+        let name = l.split([' ', '{']).next().unwrap_or("");
+        name.strip_suffix("_total").unwrap_or(name).to_owned()
+    };
+    let (_, open_metrics) =
+        get_as(setup.metrics, "/metrics", "application/openmetrics-text").unwrap();
+    let own: String = open_metrics
+        .lines()
+        .filter(|l| ours.contains(&family_of(l).as_str()))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let rendered = lachesis_lab::catalogue::rendered(&own, "agent");
+    for name in [
+        "lachesis_boot_phase",
+        "lachesis_degraded",
+        "lachesis_config_reloads_total",
+    ] {
+        assert_eq!(rendered.get(name), documented.get(name), "{name}");
+    }
     traffic(&a, &b, 0);
     assert_series_match(&agent, setup.metrics, &a, &b, Duration::from_secs(20));
     // The debug listener shows the plan and the flows, attributed.
