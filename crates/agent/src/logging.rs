@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::Args;
 use lachesis_agent::config::{LogFormat, LogLevel};
 use lachesis_agent::http::LogLevelControl;
+use tracing_subscriber::reload::Handle;
 use tracing_subscriber::EnvFilter;
 
 /// The global logging flags (accepted before or after the subcommand).
@@ -41,23 +42,16 @@ pub fn init(args: &LogArgs) -> anyhow::Result<Arc<dyn LogLevelControl>> {
     let filter = EnvFilter::builder()
         .parse(&text)
         .with_context(|| format!("RUST_LOG={text:?} is not a tracing filter (e.g. `warn` or `info,lachesis_openstack=debug`)"))?;
-    // The handle's type names the formatter: one control per format.
-    let (installed, control): (_, Arc<dyn LogLevelControl>) = match args.log_format {
+    // The handle's type names the formatter: one builder per format.
+    let (installed, control) = match args.log_format {
         LogFormat::Text => {
             let builder = tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)
                 .with_ansi(std::io::stderr().is_terminal())
                 .with_env_filter(filter)
                 .with_filter_reloading();
-            let handle = builder.reload_handle();
-            (
-                builder.try_init(),
-                Arc::new(move |l: LogLevel| {
-                    handle
-                        .reload(EnvFilter::new(l.as_str()))
-                        .map_err(|e| e.to_string())
-                }),
-            )
+            let control = control(builder.reload_handle());
+            (builder.try_init(), control)
         }
         LogFormat::Json => {
             let builder = tracing_subscriber::fmt()
@@ -65,19 +59,24 @@ pub fn init(args: &LogArgs) -> anyhow::Result<Arc<dyn LogLevelControl>> {
                 .json()
                 .with_env_filter(filter)
                 .with_filter_reloading();
-            let handle = builder.reload_handle();
-            (
-                builder.try_init(),
-                Arc::new(move |l: LogLevel| {
-                    handle
-                        .reload(EnvFilter::new(l.as_str()))
-                        .map_err(|e| e.to_string())
-                }),
-            )
+            let control = control(builder.reload_handle());
+            (builder.try_init(), control)
         }
     };
     installed.map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))?;
     Ok(control)
+}
+
+/// The log-level control over a reloadable filter.
+fn control<S: 'static>(handle: Handle<EnvFilter, S>) -> Arc<dyn LogLevelControl>
+where
+    Handle<EnvFilter, S>: Send + Sync,
+{
+    Arc::new(move |level: LogLevel| {
+        handle
+            .reload(EnvFilter::new(level.as_str()))
+            .map_err(|e| e.to_string())
+    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -397,39 +397,76 @@ fn wait_for_sample(agent: &Agent, metrics: SocketAddr, sample: &str) {
     }
 }
 
-fn lab_vms() -> (Lab, Vm, Vm) {
-    let mut lab = Lab::new();
-    let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
-    let b = lab.add_vm(MAC_B.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2));
-    lab.static_neighbours();
-    (lab, a, b)
+/// One test's world, in a network namespace of its own: the lab's two
+/// VMs, the simulator serving their ports, and an agent configuration.
+struct Rig {
+    a: Vm,
+    b: Vm,
+    sim: Sim,
+    // Dropped in this order: pins, then the simulator's scratch, then the lab.
+    setup: Setup,
+    _scratch: tempfile::TempDir,
+    _lab: Lab,
 }
 
-fn sim_for_lab(dir: &Path) -> Sim {
-    let topo = dir.join("topology.yaml");
-    std::fs::write(&topo, topology()).unwrap();
-    Sim::start_topology(&topo, &[])
+impl Rig {
+    fn new() -> Rig {
+        lachesis_lab::require_root();
+        isolate();
+        let mut lab = Lab::new();
+        let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
+        let b = lab.add_vm(MAC_B.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2));
+        lab.static_neighbours();
+        let scratch = tempfile::tempdir().unwrap();
+        let topo = scratch.path().join("topology.yaml");
+        std::fs::write(&topo, topology()).unwrap();
+        let sim = Sim::start_topology(&topo, &[]);
+        let setup = Setup::new(&lab, &sim);
+        Rig {
+            a,
+            b,
+            sim,
+            setup,
+            _scratch: scratch,
+            _lab: lab,
+        }
+    }
+
+    /// Agent instance `n`, once `/readyz` answers 200.
+    fn ready_agent(&self, n: usize) -> Agent {
+        let mut agent = Agent::start(&self.setup, n);
+        agent.wait_ready(self.setup.metrics);
+        agent
+    }
+
+    /// Traffic round `round`, then the series checked against the taps.
+    fn traffic_counted(&self, agent: &Agent, round: u16) {
+        traffic(&self.a, &self.b, round);
+        self.assert_counted(agent);
+    }
+
+    fn assert_counted(&self, agent: &Agent) {
+        assert_series_match(
+            agent,
+            self.setup.metrics,
+            &self.a,
+            &self.b,
+            Duration::from_secs(20),
+        );
+    }
 }
 
-#[test]
-fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() {
-    lachesis_lab::require_root();
-    isolate();
-    let (lab, a, b) = lab_vms();
-    let scratch = tempfile::tempdir().unwrap();
-    let sim = sim_for_lab(scratch.path());
-    let setup = Setup::new(&lab, &sim);
+/// SIGTERM, then exit status 0.
+fn stop(mut agent: Agent) -> Agent {
+    agent.signal(libc::SIGTERM);
+    let status = agent.wait(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0), "log:\n{}", agent.log_text());
+    agent
+}
 
-    let mut agent = Agent::start(&setup, 0);
-    agent.wait_ready(setup.metrics);
-    let (_, body) = get(setup.metrics, "/metrics").unwrap();
-    assert!(
-        body.contains("lachesis_boot_phase{phase=\"running\"} 1"),
-        "{body}"
-    );
-    assert!(body.contains("lachesis_degraded 0"), "{body}");
-    // The daemon's own families render as the catalogue documents them.
-    let documented = lachesis_lab::catalogue::documented();
+/// The daemon's own families in an OpenMetrics body must render as
+/// docs/metrics.md documents them.
+fn assert_own_families_documented(metrics: SocketAddr) {
     let ours = [
         "lachesis_boot_phase",
         "lachesis_degraded",
@@ -443,14 +480,14 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
         let name = l.split([' ', '{']).next().unwrap_or("");
         name.strip_suffix("_total").unwrap_or(name).to_owned()
     };
-    let (_, open_metrics) =
-        get_as(setup.metrics, "/metrics", "application/openmetrics-text").unwrap();
-    let own: String = open_metrics
+    let (_, body) = get_as(metrics, "/metrics", "application/openmetrics-text").unwrap();
+    let own: String = body
         .lines()
         .filter(|l| ours.contains(&family_of(l).as_str()))
-        .map(|l| format!("{l}\n"))
+        .flat_map(|l| [l, "\n"])
         .collect();
     let rendered = lachesis_lab::catalogue::rendered(&own, "agent");
+    let documented = lachesis_lab::catalogue::documented();
     for name in [
         "lachesis_boot_phase",
         "lachesis_degraded",
@@ -458,8 +495,22 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
     ] {
         assert_eq!(rendered.get(name), documented.get(name), "{name}");
     }
-    traffic(&a, &b, 0);
-    assert_series_match(&agent, setup.metrics, &a, &b, Duration::from_secs(20));
+}
+
+#[test]
+fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() {
+    let rig = Rig::new();
+    let setup = &rig.setup;
+    let agent = rig.ready_agent(0);
+    let (_, body) = get(setup.metrics, "/metrics").unwrap();
+    assert!(
+        body.contains("lachesis_boot_phase{phase=\"running\"} 1"),
+        "{body}"
+    );
+    assert!(body.contains("lachesis_degraded 0"), "{body}");
+    assert_own_families_documented(setup.metrics);
+    rig.traffic_counted(&agent, 0);
+
     // The debug listener shows the plan and the flows, attributed.
     let (code, plan) = get(setup.debug, "/debug/plan").unwrap();
     assert_eq!(code, 200, "{plan}");
@@ -473,11 +524,8 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
 
     // SIGHUP: a valid change is applied, an unknown key rejected whole.
     let text = std::fs::read_to_string(&setup.config).unwrap();
-    std::fs::write(
-        &setup.config,
-        text.replace("scrape_interval: 200ms", "scrape_interval: 100ms"),
-    )
-    .unwrap();
+    let faster = text.replace("scrape_interval: 200ms", "scrape_interval: 100ms");
+    std::fs::write(&setup.config, faster).unwrap();
     agent.signal(libc::SIGHUP);
     wait_for_sample(
         &agent,
@@ -497,12 +545,9 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
         agent.log_text()
     );
     // Still counting with the reloaded tunables.
-    traffic(&a, &b, 1);
-    assert_series_match(&agent, setup.metrics, &a, &b, Duration::from_secs(20));
+    rig.traffic_counted(&agent, 1);
 
-    agent.signal(libc::SIGTERM);
-    let status = agent.wait(Duration::from_secs(20));
-    assert_eq!(status.code(), Some(0), "log:\n{}", agent.log_text());
+    let agent = stop(agent);
     let log = agent.log_text();
     for phase in [
         "bpf_loaded",
@@ -511,7 +556,10 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
         "state_restored",
         "running",
     ] {
-        assert!(log.contains(phase), "no log line for phase {phase}:\n{log}");
+        assert!(
+            log.contains(&format!("phase=\"{phase}\"")),
+            "no log line for phase {phase}:\n{log}"
+        );
     }
     assert!(setup.dir.path().join("state.json").exists());
     // `flows` stays pinned for the next instance.
@@ -520,73 +568,49 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
 
 #[test]
 fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
-    lachesis_lab::require_root();
-    isolate();
-    let (lab, a, b) = lab_vms();
-    let scratch = tempfile::tempdir().unwrap();
-    let sim = sim_for_lab(scratch.path());
-    let setup = Setup::new(&lab, &sim);
-
-    let mut first = Agent::start(&setup, 0);
-    first.wait_ready(setup.metrics);
-    traffic(&a, &b, 0);
-    assert_series_match(&first, setup.metrics, &a, &b, Duration::from_secs(20));
+    let rig = Rig::new();
+    let mut first = rig.ready_agent(0);
+    rig.traffic_counted(&first, 0);
     // Traffic on another thread; the agent dies in the middle of it.
-    let (ta, tb) = (a.clone(), b.clone());
+    let (ta, tb) = (rig.a.clone(), rig.b.clone());
     let during = std::thread::spawn(move || traffic(&ta, &tb, 1));
     std::thread::sleep(Duration::from_millis(30));
     first.signal(libc::SIGKILL);
     first.wait(Duration::from_secs(10));
     during.join().unwrap();
-    traffic(&a, &b, 2); // counted by the programs left attached
+    traffic(&rig.a, &rig.b, 2); // counted by the programs left attached
 
-    let mut second = Agent::start(&setup, 1);
-    second.wait_ready(setup.metrics);
-    traffic(&a, &b, 3);
-    assert_series_match(&second, setup.metrics, &a, &b, Duration::from_secs(20));
+    let second = rig.ready_agent(1);
+    rig.traffic_counted(&second, 3);
     // The second life counted on in the first one's pinned `flows` map.
     assert!(
         second.log_text().contains("flows_pin=Reused"),
         "{}",
         second.log_text()
     );
-    second.signal(libc::SIGTERM);
-    assert_eq!(second.wait(Duration::from_secs(20)).code(), Some(0));
+    stop(second);
 }
 
 #[test]
 fn neutron_down_at_boot_with_a_state_file_boots_degraded_and_keeps_counting() {
-    lachesis_lab::require_root();
-    isolate();
-    let (lab, a, b) = lab_vms();
-    let scratch = tempfile::tempdir().unwrap();
-    let sim = sim_for_lab(scratch.path());
-    let setup = Setup::new(&lab, &sim);
+    let rig = Rig::new();
+    let first = rig.ready_agent(0);
+    rig.traffic_counted(&first, 0);
+    stop(first);
 
-    let mut first = Agent::start(&setup, 0);
-    first.wait_ready(setup.metrics);
-    traffic(&a, &b, 0);
-    assert_series_match(&first, setup.metrics, &a, &b, Duration::from_secs(20));
-    first.signal(libc::SIGTERM);
-    assert_eq!(first.wait(Duration::from_secs(20)).code(), Some(0));
-
-    sim.fail("ports");
-    let mut second = Agent::start(&setup, 1);
-    second.wait_ready(setup.metrics);
-    wait_for_sample(&second, setup.metrics, "lachesis_degraded 1");
+    rig.sim.fail("ports");
+    let second = rig.ready_agent(1);
+    wait_for_sample(&second, rig.setup.metrics, "lachesis_degraded 1");
     assert!(
         second.log_text().contains("booting degraded"),
         "{}",
         second.log_text()
     );
-    traffic(&a, &b, 1);
-    assert_series_match(&second, setup.metrics, &a, &b, Duration::from_secs(20));
+    rig.traffic_counted(&second, 1);
 
     // Neutron back: a retried pass commits and degraded mode ends.
-    assert!((200..300).contains(&sim.control("DELETE", "/sim/faults", "")));
-    wait_for_sample(&second, setup.metrics, "lachesis_degraded 0");
-    traffic(&a, &b, 2);
-    assert_series_match(&second, setup.metrics, &a, &b, Duration::from_secs(20));
-    second.signal(libc::SIGTERM);
-    assert_eq!(second.wait(Duration::from_secs(20)).code(), Some(0));
+    assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/faults", "")));
+    wait_for_sample(&second, rig.setup.metrics, "lachesis_degraded 0");
+    rig.traffic_counted(&second, 2);
+    stop(second);
 }
