@@ -12,10 +12,12 @@ mod debug;
 mod metrics;
 mod writes;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, Context as _};
+use lachesis_abi::Mac;
 use lachesis_datapath::Datapath;
 use lachesis_ledger::state::{self, StatePaths};
 use lachesis_ledger::Exporter;
@@ -40,8 +42,9 @@ use crate::order::{
     run_flusher, run_scraper, run_sweeper, LedgerOwner, OrderMetrics, PlannedAttribution,
 };
 use crate::reconcile::{
-    BindingTable, Committed, Initial, KernelWriter as _, LedgerOrder as _, MetadataSource as _,
-    Named, OpenStackSource, ReconcileMetrics, Reconciler, Seams, SettleBatch,
+    AttributionSnapshot, BindingTable, Committed, Ghost, Initial, KernelWriter as _,
+    LedgerOrder as _, MetadataSource as _, Named, OpenStackSource, ReconcileMetrics, Reconciler,
+    Seams, SettleBatch,
 };
 
 /// How often the link watcher re-checks that every matching tap carries
@@ -339,6 +342,8 @@ struct Parts {
     reconcile: ReconcileMetrics,
     handles: Handles,
     debug_listener: TcpListener,
+    /// The attribution boot swapped in, and its ghosts.
+    view: (Arc<AttributionSnapshot>, BTreeMap<Mac, Ghost>),
 }
 
 async fn boot(
@@ -424,18 +429,22 @@ async fn boot(
 
     // 4. The ledger restored under the file's plan, retired maps drained
     // first, then settled to the fresh plan.
-    let servers = meta.servers.clone().unwrap_or_default();
     let step = file_table.step(
         &meta.plan,
         &meta.projects,
         meta.servers.as_deref(),
         tokio::time::Instant::now(),
     );
-    let fresh_table =
-        BindingTable::from_plan(&meta.plan, &meta.projects, &servers, Gauge::default());
+    // Bindings of the file's plan that the fresh one lacks become ghosts:
+    // resolvable until the sweep evicts them and deletes their flows; the
+    // reconciler's table starts from the same view.
+    let (attribution, ghosts) = match step.next {
+        Some((attr, ghosts)) => (Arc::new(attr), ghosts),
+        None => (file_table.attribution(), BTreeMap::new()),
+    };
     let batch = SettleBatch {
         settles: step.settles,
-        attribution: fresh_table.attribution(),
+        attribution: attribution.clone(),
         plan: meta.plan.clone(),
     };
     let boot_owner = owner.clone();
@@ -453,6 +462,7 @@ async fn boot(
         reconcile,
         handles,
         debug_listener,
+        view: (attribution, ghosts),
     };
     start_tasks(parts, &daemon, gate, tunables, cancel, tasks);
     Ok(Booted { owner })
@@ -526,6 +536,7 @@ fn start_tasks(
         reconcile,
         handles,
         debug_listener,
+        view,
     } = parts;
     let degraded = meta.degraded;
     let reconciler = Reconciler::new(
@@ -558,6 +569,11 @@ fn start_tasks(
             ),
         ));
     }
+    reconciler
+        .bindings()
+        .try_lock()
+        .expect("the table is not shared before the tasks start")
+        .install(view.0, view.1);
     let attribution_owner = owner.clone();
     let debug = DebugState {
         config: handles.live,
