@@ -655,3 +655,36 @@ fn a_port_deleted_while_the_agent_was_down_is_a_ghost_swept_with_its_bytes_kept(
     assert_series_match_with(&second, m, &rig.a, &rig.b, Duration::from_secs(20), true);
     stop(second);
 }
+
+#[test]
+fn neutron_500_at_boot_without_a_state_file_attaches_nothing_until_it_recovers() {
+    let rig = Rig::new();
+    rig.sim.fail("ports");
+    let agent = Agent::start(&rig.setup, 0);
+    let m = rig.setup.metrics;
+    // Retried with backoff (1 s, then 2 s): at least two failed attempts.
+    let until = Instant::now() + Duration::from_secs(20);
+    while agent.log_text().matches("cold start sync failed").count() < 2 {
+        assert!(
+            Instant::now() < until,
+            "no retries; log:\n{}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_sample(&agent, m, "lachesis_boot_phase{phase=\"bpf_loaded\"} 1");
+    wait_for_sample(&agent, m, "lachesis_attached_interfaces 0");
+    let (code, why) = get(m, "/readyz").unwrap();
+    assert_eq!(code, 503, "{why}");
+    assert!(
+        !agent.log_text().contains("attached ifname"),
+        "{}",
+        agent.log_text()
+    );
+
+    assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/faults", "")));
+    let mut agent = agent;
+    agent.wait_ready(m);
+    rig.traffic_counted(&agent, 0);
+    stop(agent);
+}
