@@ -299,14 +299,16 @@ impl Book {
             }
             return true;
         }
+        if from_tomb && add.is_zero() {
+            // Nothing since the tombstone's baseline: nothing to account
+            // anywhere (a zero fold would still create an `unknown` bucket).
+            return true;
+        }
         if from_tomb && kind == ReadKind::Final {
             // The last bytes of an entry whose row was evicted: its binding
             // is gone (or never was), and the entry is gone too. They end in
             // `unknown`, never in a row a reborn MAC could inherit.
             fold(&mut self.absorbers.unknown, unknown_key(key), add);
-            return true;
-        }
-        if from_tomb && add.is_zero() {
             return true;
         }
         if bound() {

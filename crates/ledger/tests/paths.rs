@@ -638,3 +638,44 @@ fn the_retired_map_is_drained_and_flushed_before_the_live_one() {
         Some(1230)
     );
 }
+
+/// Issue 8: the ghost sweep (§9) evicts the row, flushes, deletes the
+/// kernel entry and applies its final reading. When that reading adds
+/// nothing, nothing is unknown: no `unknown` series may appear. When it
+/// does add bytes, they still end in `unknown` (no row may take them).
+#[test]
+fn a_final_reading_after_a_ghost_eviction_adds_to_unknown_only_what_it_carries() {
+    for (last, packets, unknown_bytes) in [(400, 4, None), (450, 5, Some(50))] {
+        let attr = world();
+        let l = ledger();
+        let k = key(mac(2), mac(1), Rx, SameTenant, Udp);
+        l.apply_drain(&attr, &[(k, reading(400, 4, 1))], 0);
+        l.settle(&attr, SettleMode::Evict { vm_mac: mac(2) }, || {});
+        assert_eq!(l.take_released(), vec![k]);
+        let mut gone = attr.clone();
+        gone.bindings.remove(&mac(2));
+        l.apply_final(&gone, &[(k, reading(last, packets, 1))], SEC);
+        l.commit();
+        let s = parse(&render(&l, &gone));
+        let unknown: Vec<_> = common::family(&s, "lachesis_tenant_bytes_total")
+            .into_iter()
+            .filter(|(labels, _)| {
+                labels
+                    .iter()
+                    .any(|(n, v)| n == "tenant_id" && v == "unknown")
+            })
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(
+            unknown.iter().copied().reduce(|a, b| a + b),
+            unknown_bytes,
+            "last={last}"
+        );
+        assert_eq!(
+            tenant_bytes(&l, &gone, "t-a", "same_tenant", "none", "rx"),
+            Some(400),
+            "last={last}"
+        );
+        assert_eq!(l.health().lost_final_readings, 0);
+    }
+}
