@@ -1,22 +1,69 @@
-//! The daemon's own families: the boot phase, degraded mode and SIGHUP
-//! reloads (docs/metrics.md).
+//! The daemon's own families: the boot phase, degraded mode, SIGHUP
+//! reloads and the OpenStack sync age (docs/metrics.md).
 
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use tokio::sync::watch;
 
 use crate::boot::Phase;
 use crate::config::ReloadResult;
+use crate::reconcile::Committed;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
-/// `lachesis_boot_phase`, `lachesis_degraded`, `lachesis_config_reloads_total`.
+/// `lachesis_boot_phase`, `lachesis_degraded`, `lachesis_config_reloads_total`,
+/// `lachesis_openstack_sync_age_seconds`.
 #[derive(Debug, Clone, Default)]
 pub struct DaemonMetrics {
     phase: Family<Labels, Gauge>,
     degraded: Gauge,
     reloads: Family<Labels, Counter>,
+    sync_age: SyncAge,
+}
+
+/// The sync age, computed at scrape time from the reconciler's committed
+/// plan (so it never goes stale between passes); -1 until the daemon hands
+/// over that plan's watch (before cold start's sync succeeds).
+#[derive(Debug, Clone, Default)]
+pub struct SyncAge(Arc<OnceLock<watch::Receiver<Arc<Committed>>>>);
+
+impl SyncAge {
+    /// Follows `committed` from now on (the first call wins: there is one
+    /// reconciler per process).
+    pub fn follow(&self, committed: watch::Receiver<Arc<Committed>>) {
+        let _first = self.0.set(committed);
+    }
+
+    /// Seconds from the committed plan's sync to `now` (0 if the clock went
+    /// back), -1 before any.
+    #[must_use]
+    pub fn seconds(&self, now: SystemTime) -> f64 {
+        self.0.get().map_or(-1.0, |rx| {
+            now.duration_since(rx.borrow().synced_at)
+                .map_or(0.0, |d| d.as_secs_f64())
+        })
+    }
+}
+
+impl Collector for SyncAge {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let m = enc.encode_descriptor(
+            "lachesis_openstack_sync_age_seconds",
+            "Seconds since the sync of the last committed plan; -1 before the first",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(self.seconds(SystemTime::now())).encode(m)
+    }
 }
 
 impl DaemonMetrics {
@@ -45,7 +92,13 @@ impl DaemonMetrics {
             "SIGHUP reloads by result: ok, invalid, unreadable",
             m.reloads.clone(),
         );
+        registry.register_collector(Box::new(m.sync_age.clone()));
         m
+    }
+
+    /// Computes the sync age from `committed` from now on.
+    pub fn follow_sync(&self, committed: watch::Receiver<Arc<Committed>>) {
+        self.sync_age.follow(committed);
     }
 
     /// Shows `current` as the phase boot is at.
@@ -123,5 +176,64 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("lachesis_degraded 0\n"), "{text}");
+    }
+
+    fn render(reg: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, reg).unwrap();
+        text
+    }
+
+    fn sync_age(text: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix("lachesis_openstack_sync_age_seconds "))
+            .unwrap_or_else(|| panic!("no sync age in {text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn sync_age_is_minus_one_before_a_plan_then_counts_from_each_commit() {
+        use std::time::Duration;
+        let mut reg = Registry::default();
+        let m = DaemonMetrics::register(&mut reg);
+        assert!((sync_age(&render(&reg)) + 1.0).abs() < f64::EPSILON);
+        let at = |ago: u64| {
+            Arc::new(Committed {
+                plan: Arc::default(),
+                synced_at: SystemTime::now() - Duration::from_secs(ago),
+            })
+        };
+        let (tx, rx) = watch::channel(at(120));
+        m.follow_sync(rx);
+        let age = sync_age(&render(&reg));
+        assert!((120.0..125.0).contains(&age), "{age}");
+        // Computed at scrape time: a later scrape is older, with no commit.
+        tx.send_replace(at(7200));
+        let age = sync_age(&render(&reg));
+        assert!((7200.0..7205.0).contains(&age), "{age}");
+        tx.send_replace(at(0));
+        let age = sync_age(&render(&reg));
+        assert!((0.0..5.0).contains(&age), "{age}");
+    }
+
+    #[test]
+    fn the_daemon_families_match_the_catalogue() {
+        use lachesis_lab::catalogue;
+        let mut reg = Registry::default();
+        let _m = DaemonMetrics::register(&mut reg);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        let rendered = catalogue::rendered(&text, "agent");
+        assert_eq!(
+            rendered.keys().collect::<Vec<_>>(),
+            [
+                "lachesis_boot_phase",
+                "lachesis_config_reloads_total",
+                "lachesis_degraded",
+                "lachesis_openstack_sync_age_seconds",
+            ]
+        );
+        catalogue::assert_documented(&rendered);
     }
 }

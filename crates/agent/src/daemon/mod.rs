@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, Context as _};
 use lachesis_abi::Mac;
 use lachesis_datapath::Datapath;
-use lachesis_ledger::state::{self, StatePaths};
+use lachesis_ledger::state::{self, LoadSource, StatePaths};
 use lachesis_ledger::Exporter;
 use lachesis_planner::Plan;
 use prometheus_client::metrics::gauge::Gauge;
@@ -261,6 +261,23 @@ fn file_plan(loaded: &state::Loaded) -> anyhow::Result<Option<Plan>> {
         .context("decoding the state file's committed plan")
 }
 
+/// When the state file boot loaded was last written: the file records no
+/// sync time, so degraded boot counts its plan's sync age from here (a
+/// lower bound: the plan is at least that old). Now if unknown.
+fn file_written(paths: &StatePaths, source: LoadSource) -> SystemTime {
+    let path = match source {
+        LoadSource::Current => &paths.current,
+        LoadSource::Backup => &paths.backup,
+        LoadSource::Empty => return SystemTime::now(),
+    };
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| {
+            warn!(path = %path.display(), error = %e, "state file time unknown; sync age counts from now");
+            SystemTime::now()
+        })
+}
+
 /// The plan the kernel is written from, and where it came from.
 struct Metadata {
     plan: Arc<Plan>,
@@ -275,13 +292,14 @@ struct Metadata {
 /// plan stands in at the first failure (degraded).
 async fn cold_start(
     source: &OpenStackSource,
-    previous: Option<&Plan>,
+    previous: Option<(&Plan, SystemTime)>,
     tunables: &SharedTunables,
 ) -> Metadata {
     let mut failures = 0;
     loop {
         let options = tunables.get().plan_options();
-        match source.sync(previous.cloned().map(Arc::new), options).await {
+        let old = previous.map(|(p, _)| Arc::new(p.clone()));
+        match source.sync(old, options).await {
             Ok(s) => {
                 return Metadata {
                     plan: s.plan,
@@ -293,7 +311,7 @@ async fn cold_start(
             }
             Err(e) => {
                 let cause = crate::reconcile::chain(&e);
-                if let Some(plan) = previous {
+                if let Some((plan, written)) = previous {
                     warn!(
                         error = cause,
                         "cold start sync failed; booting degraded from the state file's plan"
@@ -302,7 +320,7 @@ async fn cold_start(
                         plan: Arc::new(plan.clone()),
                         projects: Vec::new(),
                         servers: None,
-                        synced_at: SystemTime::now(),
+                        synced_at: written,
                         degraded: true,
                     };
                 }
@@ -381,6 +399,7 @@ async fn boot(
     let loaded_state = tokio::task::block_in_place(|| state::load(&paths))
         .with_context(|| format!("reading the state file {}", config.state.path.display()))?;
     let previous = file_plan(&loaded_state)?;
+    let written = file_written(&paths, loaded_state.source);
     let file_table = BindingTable::from_plan(
         previous.as_ref().unwrap_or(&Plan::default()),
         &[],
@@ -411,7 +430,7 @@ async fn boot(
     // 2. Cold start: sync and plan, then every trie row, binding and
     // amphora address, before any new tap is attached.
     let source = openstack_source(config, api)?;
-    let meta = cold_start(&source, previous.as_ref(), tunables).await;
+    let meta = cold_start(&source, previous.as_ref().map(|p| (p, written)), tunables).await;
     daemon.degraded(meta.degraded);
     let writes = cold_writes(&meta.plan, |p| owner.tenant_id(p)).context("interning tenants")?;
     let n = writes.len();
@@ -557,18 +576,7 @@ fn start_tasks(
         gate.waiter(),
         reconcile,
     );
-    if degraded {
-        reconciler.kick();
-        tasks.spawn(named(
-            "degraded watch",
-            leave_degraded(
-                reconciler.committed(),
-                reconciler.kicker(),
-                daemon.clone(),
-                cancel.clone(),
-            ),
-        ));
-    }
+    follow_commits(&reconciler, degraded, daemon, cancel, tasks);
     reconciler
         .bindings()
         .try_lock()
@@ -627,6 +635,34 @@ fn start_tasks(
         links::run(watcher, PRESENCE_INTERVAL, c).await;
         Ok(())
     }));
+}
+
+/// The sync age follows the reconciler's commits; while degraded, a task
+/// kicks it until one commits.
+fn follow_commits<S, K, L>(
+    reconciler: &Reconciler<S, K, L>,
+    degraded: bool,
+    daemon: &DaemonMetrics,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) where
+    S: crate::reconcile::MetadataSource,
+    K: crate::reconcile::KernelWriter,
+    L: crate::reconcile::LedgerOrder,
+{
+    daemon.follow_sync(reconciler.committed());
+    if degraded {
+        reconciler.kick();
+        tasks.spawn(named(
+            "degraded watch",
+            leave_degraded(
+                reconciler.committed(),
+                reconciler.kicker(),
+                daemon.clone(),
+                cancel.clone(),
+            ),
+        ));
+    }
 }
 
 /// While degraded, kicks the reconciler with the cold start's backoff
