@@ -1,5 +1,7 @@
 //! One `tracing` setup for every subcommand: logs go to standard error, as
-//! text or one JSON object per line; `--log-level` or `RUST_LOG` filters.
+//! text or one JSON object per line. The filter: `--log-level`, else
+//! `RUST_LOG`, else (the agent, once its configuration is loaded) the
+//! configured `log.level`, else `info`.
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
@@ -25,13 +27,33 @@ pub struct LogArgs {
     pub log_format: LogFormat,
 }
 
-/// The filter directives: the flag, else `RUST_LOG`, else `info`.
+/// `RUST_LOG` when it says something (a blank one is unset).
+fn rust_log_set(rust_log: Option<String>) -> Option<String> {
+    rust_log.filter(|s| !s.trim().is_empty())
+}
+
+/// The filter directives at start: the flag, else `RUST_LOG`, else `info`.
 fn directives(level: Option<LogLevel>, rust_log: Option<String>) -> String {
-    match (level, rust_log.filter(|s| !s.trim().is_empty())) {
+    match (level, rust_log_set(rust_log)) {
         (Some(level), _) => level.as_str().to_owned(),
         (None, Some(env)) => env,
         (None, None) => LogLevel::Info.as_str().to_owned(),
     }
+}
+
+/// The level to apply once the agent's configuration is loaded: its
+/// `log.level` (file, `LACHESIS_LOG__LEVEL`, `--set`), unless the flag or
+/// `RUST_LOG` already chose the filter at [`init`].
+#[must_use]
+pub fn configured_level(
+    flag: Option<LogLevel>,
+    rust_log: Option<String>,
+    configured: LogLevel,
+) -> Option<LogLevel> {
+    if flag.is_some() || rust_log_set(rust_log).is_some() {
+        return None;
+    }
+    Some(configured)
 }
 
 /// Installs the process-wide subscriber and returns the control that
@@ -92,5 +114,18 @@ mod tests {
         assert_eq!(directives(None, Some("a=debug".into())), "a=debug");
         assert_eq!(directives(None, Some("  ".into())), "info");
         assert_eq!(directives(None, None), "info");
+    }
+
+    #[test]
+    fn the_configured_level_applies_only_when_neither_flag_nor_rust_log_chose() {
+        use LogLevel::{Debug, Error, Warn};
+        assert_eq!(configured_level(None, None, Debug), Some(Debug));
+        assert_eq!(configured_level(None, Some(" ".into()), Error), Some(Error));
+        assert_eq!(configured_level(None, Some("trace".into()), Debug), None);
+        assert_eq!(configured_level(Some(Warn), None, Debug), None);
+        assert_eq!(
+            configured_level(Some(Warn), Some("trace".into()), Debug),
+            None
+        );
     }
 }

@@ -85,6 +85,15 @@ fn run(
             let mut args = args.clone();
             args.log_level = cli.log.log_level.map(|l| l.as_str().to_owned());
             let loaded = args.load().context("loading the configuration")?;
+            let configured = logging::configured_level(
+                cli.log.log_level,
+                std::env::var("RUST_LOG").ok(),
+                loaded.config.log.level,
+            );
+            if let Some(level) = configured {
+                log.set_level(level)
+                    .map_err(|e| anyhow::anyhow!("applying log.level: {e}"))?;
+            }
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
