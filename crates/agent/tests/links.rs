@@ -1,15 +1,14 @@
 //! Root: the link watcher against the real kernel — a real netlink
 //! subscription, a real `Datapath` attaching to veths named like taps.
 //!
-//! Each test runs on a thread of its own network namespace (with a private
-//! mount namespace whose `/sys/class/net` shows that namespace): the
+//! Each test runs on a thread of its own network namespace (sysfs left
+//! showing the original one, as for an agent started inside a namespace): the
 //! watcher removes our programs from every non-matching interface it sees,
 //! and must never see the taps of other tests running on this machine. The
 //! namespace dies with the thread; the lab and the bpffs directory are
 //! removed explicitly.
 
-use std::ffi::CString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -27,62 +26,17 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 /// How long any condition may take to become true.
 const DEADLINE: Duration = Duration::from_secs(10);
 
-fn cstr(s: impl AsRef<Path>) -> CString {
-    CString::new(s.as_ref().as_os_str().as_encoded_bytes()).unwrap()
-}
-
 fn check(rc: libc::c_int, what: &str) {
     assert_eq!(rc, 0, "{what}: {}", std::io::Error::last_os_error());
 }
 
-/// Moves the calling thread into a new network namespace and a private
-/// mount namespace in which `/sys/class/net` lists the new namespace's
-/// interfaces (the datapath lists interfaces there). Threads and processes
-/// started from this thread inherit both.
+/// Moves the calling thread into a new network namespace; threads and
+/// processes started from this thread inherit it. `/sys/class/net` still
+/// shows the test's original namespace: the watcher and the datapath must
+/// list interfaces through the kernel, not sysfs (issue 8).
 fn enter_private_netns() {
-    // SAFETY: plain system calls on this thread's own namespaces, with
-    // valid NUL-terminated strings or NULL where the call allows it.
-    unsafe {
-        check(
-            libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS),
-            "unshare",
-        );
-        check(
-            libc::mount(
-                std::ptr::null(),
-                cstr("/").as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ),
-            "make / private",
-        );
-        let sysfs = tempfile::tempdir().unwrap();
-        check(
-            libc::mount(
-                cstr("sysfs").as_ptr(),
-                cstr(sysfs.path()).as_ptr(),
-                cstr("sysfs").as_ptr(),
-                0,
-                std::ptr::null(),
-            ),
-            "mount sysfs",
-        );
-        check(
-            libc::mount(
-                cstr(sysfs.path().join("class/net")).as_ptr(),
-                cstr("/sys/class/net").as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND,
-                std::ptr::null(),
-            ),
-            "bind /sys/class/net",
-        );
-        check(
-            libc::umount2(cstr(sysfs.path()).as_ptr(), libc::MNT_DETACH),
-            "unmount the sysfs staging mount",
-        );
-    }
+    // SAFETY: a plain system call on this thread's own namespaces.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNET) }, "unshare");
 }
 
 /// Runs `body` on a fresh thread in its own network namespace, on a tokio

@@ -487,15 +487,32 @@ pub(crate) fn list(prog_fd: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result
     Ok(out)
 }
 
-/// Interface indexes in this network namespace.
+/// Interfaces of the calling thread's network namespace, as (index, name)
+/// sorted by index. Listed with `if_nameindex(3)`, which asks the kernel
+/// over netlink (an `RTM_GETLINK` dump in glibc): `/sys/class/net` would
+/// show the namespace sysfs was mounted in, not the caller's.
 pub fn interfaces() -> Result<Vec<(u32, String)>> {
+    // SAFETY: no arguments; the result is freed below, once read.
+    let list = unsafe { libc::if_nameindex() };
+    if list.is_null() {
+        return Err(Error::io("list interfaces (if_nameindex)")(
+            std::io::Error::last_os_error(),
+        ));
+    }
     let mut out = Vec::new();
-    let dir = std::fs::read_dir("/sys/class/net").map_err(Error::io("list /sys/class/net"))?;
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Ok(idx) = ifindex(&name) {
-            out.push((idx, name));
+    let mut at = list;
+    // SAFETY: the array ends with an entry whose index is 0 and name NULL;
+    // every entry before it holds a valid NUL-terminated name. It is read
+    // entirely before `if_freenameindex` releases it.
+    unsafe {
+        while (*at).if_index != 0 && !(*at).if_name.is_null() {
+            let name = std::ffi::CStr::from_ptr((*at).if_name)
+                .to_string_lossy()
+                .into_owned();
+            out.push(((*at).if_index, name));
+            at = at.add(1);
         }
+        libc::if_freenameindex(list);
     }
     out.sort();
     Ok(out)
