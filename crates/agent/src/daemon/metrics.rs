@@ -222,9 +222,7 @@ mod tests {
         use lachesis_lab::catalogue;
         let mut reg = Registry::default();
         let _m = DaemonMetrics::register(&mut reg);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
-        let rendered = catalogue::rendered(&text, "agent");
+        let rendered = catalogue::rendered(&render(&reg), "agent");
         assert_eq!(
             rendered.keys().collect::<Vec<_>>(),
             [
