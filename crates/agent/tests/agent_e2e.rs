@@ -26,10 +26,11 @@ const TENANT_B: &str = "0b0000000000000000000000000000bb";
 const MAC_A: &str = "fa:16:3e:aa:00:01";
 const MAC_B: &str = "fa:16:3e:bb:00:02";
 
-/// Two tenants, one shared network in the lab's /24, one VM port each.
-fn topology() -> String {
+/// The simulator's settings, the admin user, the admin project and both
+/// tenants' projects.
+fn topology_head() -> String {
     format!(
-        r#"settings:
+        r"settings:
   token_ttl_secs: 3600
   regions: [RegionOne]
   services: [identity, network, compute]
@@ -39,7 +40,15 @@ projects:
   - {{id: {TENANT_B}, name: tenant-b}}
 users:
   - {{id: u-admin, name: admin, password: admin-secret}}
-networks:
+"
+    )
+}
+
+/// Two tenants, one shared network in the lab's /24, one VM port each.
+fn topology() -> String {
+    topology_head()
+        + &format!(
+            r#"networks:
   - {{id: net-lab, name: lab, project_id: 0a000000000000000000000000000001, shared: true}}
 subnets:
   - {{id: sub-lab, network_id: net-lab, project_id: 0a000000000000000000000000000001, cidr: 10.77.0.0/24, gateway_ip: null}}
@@ -50,7 +59,7 @@ servers:
   - {{id: vm-a, name: a-web, tenant_id: {TENANT_A}}}
   - {{id: vm-b, name: b-app, tenant_id: {TENANT_B}}}
 "#
-    )
+        )
 }
 
 fn free_port() -> u16 {
@@ -258,6 +267,18 @@ struct Totals {
     rx_packets: u64,
 }
 
+impl Totals {
+    /// What was added since `earlier`.
+    fn since(self, earlier: Totals) -> Totals {
+        Totals {
+            tx_bytes: self.tx_bytes - earlier.tx_bytes,
+            tx_packets: self.tx_packets - earlier.tx_packets,
+            rx_bytes: self.rx_bytes - earlier.rx_bytes,
+            rx_packets: self.rx_packets - earlier.rx_packets,
+        }
+    }
+}
+
 /// The tap's counters, turned around: what the tap received the VM sent.
 fn truth(c: IfCounters) -> Totals {
     Totals {
@@ -268,8 +289,9 @@ fn truth(c: IfCounters) -> Totals {
     }
 }
 
-/// `lachesis_tenant_{bytes,packets}_total` summed per tenant and direction.
-fn tenant_totals(body: &str) -> BTreeMap<String, Totals> {
+/// `lachesis_tenant_{bytes,packets}_total` summed per direction and the
+/// values of `labels` (joined by `/`).
+fn totals_by(body: &str, labels: &[&str]) -> BTreeMap<String, Totals> {
     let mut out: BTreeMap<String, Totals> = BTreeMap::new();
     for line in body.lines() {
         let (family, rest) = match line.split_once('{') {
@@ -280,16 +302,17 @@ fn tenant_totals(body: &str) -> BTreeMap<String, Totals> {
             }
             _ => continue,
         };
-        let (labels, value) = rest.rsplit_once("} ").unwrap();
+        let (series, value) = rest.rsplit_once("} ").unwrap();
         let value: u64 = value.trim().parse().unwrap();
         let label = |name: &str| {
-            labels
+            series
                 .split(',')
                 .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
                 .map(|v| v.trim_end_matches('"').to_owned())
                 .unwrap()
         };
-        let t = out.entry(label("tenant_id")).or_default();
+        let key: Vec<String> = labels.iter().map(|l| label(l)).collect();
+        let t = out.entry(key.join("/")).or_default();
         match (family, label("direction").as_str()) {
             ("lachesis_tenant_bytes_total", "tx") => t.tx_bytes += value,
             ("lachesis_tenant_bytes_total", "rx") => t.rx_bytes += value,
@@ -375,17 +398,41 @@ fn assert_series_match_with(
     limit: Duration,
     zero_unknown: bool,
 ) {
-    let until = Instant::now() + limit;
-    loop {
-        let want = BTreeMap::from([
+    let ignore = if zero_unknown {
+        empty_unknown
+    } else {
+        |_: &str, _: &Totals| false
+    };
+    assert_tenants(agent, metrics, limit, ignore, &["tenant_id"], || {
+        BTreeMap::from([
             (TENANT_A.to_owned(), truth(counters(a))),
             (TENANT_B.to_owned(), truth(counters(b))),
-        ]);
-        let mut got = get(metrics, "/metrics").map(|(_, body)| tenant_totals(&body));
-        if let Some(g) = got.as_mut().filter(|_| zero_unknown) {
-            if g.get("unknown") == Some(&Totals::default()) {
-                g.remove("unknown");
-            }
+        ])
+    });
+}
+
+/// An `unknown` tenant series holding no byte and no packet.
+fn empty_unknown(key: &str, totals: &Totals) -> bool {
+    key.starts_with("unknown") && *totals == Totals::default()
+}
+
+/// Polls /metrics until the tenant series, summed by `labels` (see
+/// [`totals_by`]) less those `ignore` drops, equal `want()` (read afresh
+/// at each poll); fails with both sides after `limit`.
+fn assert_tenants(
+    agent: &Agent,
+    metrics: SocketAddr,
+    limit: Duration,
+    ignore: fn(&str, &Totals) -> bool,
+    labels: &[&str],
+    want: impl Fn() -> BTreeMap<String, Totals>,
+) {
+    let until = Instant::now() + limit;
+    loop {
+        let want = want();
+        let mut got = get(metrics, "/metrics").map(|(_, body)| totals_by(&body, labels));
+        if let Some(g) = got.as_mut() {
+            g.retain(|k, v| !ignore(k, v));
         }
         if got.as_ref() == Some(&want) {
             return;
@@ -416,6 +463,131 @@ fn wait_for_sample(agent: &Agent, metrics: SocketAddr, sample: &str) {
     }
 }
 
+/// The value of the sample `series` (family and labels, exactly as
+/// rendered) on /metrics; `None` when absent or nothing answers.
+fn sample(metrics: SocketAddr, series: &str) -> Option<f64> {
+    let (_, body) = get(metrics, "/metrics")?;
+    body.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Polls [`sample`] until `ok` holds for its value, which it returns.
+fn wait_for_value(
+    agent: &Agent,
+    metrics: SocketAddr,
+    series: &str,
+    ok: impl Fn(f64) -> bool,
+) -> f64 {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let value = sample(metrics, series);
+        if let Some(v) = value.filter(|v| ok(*v)) {
+            return v;
+        }
+        assert!(
+            Instant::now() < until,
+            "{series} never reached the expected value (last {value:?}); log:\n{}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every sample of the ledger's byte and packet counters (all four
+/// levels), by series.
+fn counter_series(metrics: SocketAddr) -> BTreeMap<String, u64> {
+    let (_, body) = get(metrics, "/metrics").unwrap();
+    let out: BTreeMap<String, u64> = body
+        .lines()
+        .filter(|l| {
+            let family = l.split('{').next().unwrap_or("");
+            ["bytes_total", "packets_total"]
+                .iter()
+                .any(|f| family.starts_with("lachesis_") && family.ends_with(f))
+        })
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            (series.to_owned(), value.parse().unwrap())
+        })
+        .collect();
+    assert!(
+        out.keys()
+            .any(|k| k.starts_with("lachesis_port_bytes_total{")),
+        "{body}"
+    );
+    out
+}
+
+/// `bpftool -j ARGS` as JSON; `None` when it fails (no such object).
+fn bpftool(args: &[&str]) -> Option<serde_json::Value> {
+    let out = Command::new("bpftool")
+        .arg("-j")
+        .args(args)
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// The ids of the TCX links pinned under `bpffs` (one per tap and hook).
+fn pinned_links(bpffs: &std::path::Path) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(bpffs.join("links")).unwrap() {
+        let path = entry.unwrap().path();
+        let link = bpftool(&["link", "show", "pinned", path.to_str().unwrap()]).unwrap();
+        ids.push(link["id"].as_u64().unwrap());
+    }
+    ids
+}
+
+/// The contents of every map our attached programs use except `flows`
+/// and `stats` (which traffic moves), by map name, read from the kernel
+/// with bpftool: the bindings, the zone tries, the amphora addresses.
+fn metadata_maps(bpffs: &std::path::Path) -> BTreeMap<String, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    for link in pinned_links(bpffs) {
+        let link = bpftool(&["link", "show", "id", &link.to_string()]).unwrap();
+        let prog = link["prog_id"].as_u64().unwrap().to_string();
+        let prog = bpftool(&["prog", "show", "id", &prog]).unwrap();
+        for map in prog["map_ids"].as_array().unwrap() {
+            let id = map.as_u64().unwrap().to_string();
+            let name = bpftool(&["map", "show", "id", &id]).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            if !["flows", "stats"].contains(&name.as_str()) {
+                let dump = bpftool(&["map", "dump", "id", &id]).unwrap();
+                out.insert(name, dump);
+            }
+        }
+    }
+    assert!(out.contains_key("endpoints"), "{out:?}");
+    out
+}
+
+/// Polls `done` for up to 20 s; fails naming `what`.
+fn wait_until(agent: &Agent, what: &str, done: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(
+            Instant::now() < until,
+            "never: {what}; log:\n{}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const RUNS_OK: &str = "lachesis_reconcile_runs_total{result=\"ok\"}";
+const RUNS_SYNC_ERROR: &str = "lachesis_reconcile_runs_total{result=\"sync_error\"}";
+const RUNS_APPLY_ERROR: &str = "lachesis_reconcile_runs_total{result=\"apply_error\"}";
+
 /// One test's world, in a network namespace of its own: the lab's two
 /// VMs, the simulator serving their ports, and an agent configuration.
 struct Rig {
@@ -430,15 +602,21 @@ struct Rig {
 
 impl Rig {
     fn new() -> Rig {
+        Rig::serving(&topology(), Ipv4Addr::new(10, 77, 0, 2))
+    }
+
+    /// [`Rig::new`] with the simulator serving `topology`, and VM B at
+    /// `b_ip` (VM A is at 10.77.0.1; both on the lab's /24).
+    fn serving(topology: &str, b_ip: Ipv4Addr) -> Rig {
         lachesis_lab::require_root();
         isolate();
         let mut lab = Lab::new();
         let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
-        let b = lab.add_vm(MAC_B.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2));
+        let b = lab.add_vm(MAC_B.parse().unwrap(), b_ip);
         lab.static_neighbours();
         let scratch = tempfile::tempdir().unwrap();
         let topo = scratch.path().join("topology.yaml");
-        std::fs::write(&topo, topology()).unwrap();
+        std::fs::write(&topo, topology).unwrap();
         let sim = Sim::start_topology(&topo, &[]);
         let setup = Setup::new(&lab, &sim);
         Rig {
@@ -451,11 +629,26 @@ impl Rig {
         }
     }
 
+    /// Replaces `from` (which must be there) with `to` in the agent's
+    /// configuration file.
+    fn tune(&self, from: &str, to: &str) {
+        let text = std::fs::read_to_string(&self.setup.config).unwrap();
+        assert!(text.contains(from), "{from:?} not in\n{text}");
+        std::fs::write(&self.setup.config, text.replace(from, to)).unwrap();
+    }
+
     /// Agent instance `n`, once `/readyz` answers 200.
     fn ready_agent(&self, n: usize) -> Agent {
         let mut agent = Agent::start(&self.setup, n);
         agent.wait_ready(self.setup.metrics);
         agent
+    }
+
+    /// Agent 0 counts traffic round 0 and stops.
+    fn first_life(&self) {
+        let first = self.ready_agent(0);
+        self.traffic_counted(&first, 0);
+        stop(first);
     }
 
     /// Traffic round `round`, then the series checked against the taps.
@@ -613,9 +806,7 @@ fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
 #[test]
 fn neutron_down_at_boot_with_a_state_file_boots_degraded_and_keeps_counting() {
     let rig = Rig::new();
-    let first = rig.ready_agent(0);
-    rig.traffic_counted(&first, 0);
-    stop(first);
+    rig.first_life();
 
     rig.sim.fail("ports");
     let second = rig.ready_agent(1);
@@ -637,9 +828,7 @@ fn neutron_down_at_boot_with_a_state_file_boots_degraded_and_keeps_counting() {
 #[test]
 fn a_port_deleted_while_the_agent_was_down_is_a_ghost_swept_with_its_bytes_kept() {
     let rig = Rig::new();
-    let first = rig.ready_agent(0);
-    rig.traffic_counted(&first, 0);
-    stop(first);
+    rig.first_life();
     let (_, before) = get(rig.setup.metrics, "/metrics").unwrap_or_default();
     assert!(before.is_empty(), "the first agent's listener is gone");
 
@@ -686,5 +875,276 @@ fn neutron_500_at_boot_without_a_state_file_attaches_nothing_until_it_recovers()
     let mut agent = agent;
     agent.wait_ready(m);
     rig.traffic_counted(&agent, 0);
+    stop(agent);
+}
+
+#[test]
+fn neutron_500_at_runtime_is_a_sync_error_that_leaves_the_kernel_untouched() {
+    let rig = Rig::new();
+    rig.tune("reconcile_interval: 5m", "reconcile_interval: 1s");
+    let agent = rig.ready_agent(0);
+    let (m, debug) = (rig.setup.metrics, rig.setup.debug);
+    wait_for_value(&agent, m, RUNS_OK, |v| v >= 1.0);
+    rig.traffic_counted(&agent, 0);
+    let bpffs = &rig.setup.bpffs;
+    let maps = metadata_maps(bpffs);
+    let (_, plan) = get(debug, "/debug/plan").unwrap();
+
+    rig.sim.fail("ports");
+    let failed = sample(m, RUNS_SYNC_ERROR).unwrap();
+    // Two failed passes: the second one starts from the first's state.
+    wait_for_value(&agent, m, RUNS_SYNC_ERROR, |v| v >= failed + 2.0);
+    assert_eq!(sample(m, RUNS_APPLY_ERROR), Some(0.0));
+    assert_eq!(metadata_maps(bpffs), maps, "the kernel's tables moved");
+    assert_eq!(get(debug, "/debug/plan").unwrap().1, plan, "the plan moved");
+    rig.traffic_counted(&agent, 1);
+
+    // Neutron back: passes succeed again and counting goes on exactly.
+    assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/faults", "")));
+    let ok = sample(m, RUNS_OK).unwrap();
+    wait_for_value(&agent, m, RUNS_OK, |v| v > ok);
+    assert_eq!(metadata_maps(bpffs), maps);
+    rig.traffic_counted(&agent, 2);
+    stop(agent);
+}
+
+#[test]
+fn sighup_changing_the_scrape_interval_changes_the_drain_rate() {
+    const DRAINS: &str = "lachesis_drain_duration_seconds_count";
+    // Drains over `window`, once the interval in force has been waited out.
+    fn drains_in(agent: &Agent, m: SocketAddr, settle: Duration, window: Duration) -> f64 {
+        std::thread::sleep(settle);
+        let from = wait_for_value(agent, m, DRAINS, |_| true);
+        std::thread::sleep(window);
+        wait_for_value(agent, m, DRAINS, |_| true) - from
+    }
+    let rig = Rig::new();
+    // Only the scraper drains here: no ghost, so no sweep (or its drain).
+    rig.tune("ghost_sweep_interval: 500ms", "ghost_sweep_interval: 1h");
+    let agent = rig.ready_agent(0);
+    let m = rig.setup.metrics;
+    let window = Duration::from_secs(4);
+    let fast = drains_in(&agent, m, Duration::ZERO, window);
+    assert!(fast >= 10.0, "{fast} drains in {window:?} at 200ms");
+
+    rig.tune("scrape_interval: 200ms", "scrape_interval: 3s");
+    agent.signal(libc::SIGHUP);
+    wait_for_sample(&agent, m, "lachesis_config_reloads_total{result=\"ok\"} 1");
+    // The wait already begun keeps its old length (at most 200 ms).
+    let slow = drains_in(&agent, m, Duration::from_millis(500), window);
+    assert!(slow <= 2.0, "{slow} drains in {window:?} at 3s");
+    let stamp = wait_for_value(
+        &agent,
+        m,
+        "lachesis_drain_last_success_timestamp_seconds",
+        |_| true,
+    );
+    rig.traffic_counted(&agent, 0);
+
+    rig.tune("scrape_interval: 3s", "scrape_interval: 100ms");
+    agent.signal(libc::SIGHUP);
+    wait_for_sample(&agent, m, "lachesis_config_reloads_total{result=\"ok\"} 2");
+    let fast = drains_in(&agent, m, Duration::from_secs(3), window);
+    assert!(fast >= 20.0, "{fast} drains in {window:?} at 100ms");
+    assert!(
+        wait_for_value(
+            &agent,
+            m,
+            "lachesis_drain_last_success_timestamp_seconds",
+            |_| true
+        ) > stamp
+    );
+    rig.traffic_counted(&agent, 1);
+    stop(agent);
+}
+
+#[test]
+fn reboot_like_restart_without_pins_or_filters_continues_every_series_from_the_state_file() {
+    let rig = Rig::new();
+    let m = rig.setup.metrics;
+    let first = rig.ready_agent(0);
+    rig.traffic_counted(&first, 0);
+    let before = counter_series(m);
+    stop(first);
+
+    // What a reboot loses: every pin of ours, and with the TCX links'
+    // pins (nothing else holds them once the agent is gone) our programs
+    // on the taps. Nothing of ours sits on the taps as a tc filter.
+    for vm in [&rig.a, &rig.b] {
+        for hook in ["ingress", "egress"] {
+            let out = Command::new("tc")
+                .args(["filter", "show", "dev", &vm.tap, hook])
+                .output()
+                .unwrap();
+            assert!(out.stdout.is_empty(), "{}: {out:?}", vm.tap);
+        }
+    }
+    let links = pinned_links(&rig.setup.bpffs);
+    assert_eq!(links.len(), 4, "two taps, two hooks each");
+    std::fs::remove_dir_all(&rig.setup.bpffs).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while links
+        .iter()
+        .any(|id| bpftool(&["link", "show", "id", &id.to_string()]).is_some())
+    {
+        assert!(
+            Instant::now() < until,
+            "links {links:?} outlived their pins"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let second = rig.ready_agent(1);
+    assert!(
+        second.log_text().contains("flows_pin=Created"),
+        "{}",
+        second.log_text()
+    );
+    // Straight from the state file: every series at its last value.
+    let after = counter_series(m);
+    for (series, value) in &before {
+        assert_eq!(after.get(series), Some(value), "{series}");
+    }
+    rig.traffic_counted(&second, 1);
+    // New traffic only adds: no series went lower.
+    let later = counter_series(m);
+    for (series, value) in &before {
+        assert!(later.get(series).is_some_and(|v| v >= value), "{series}");
+    }
+    stop(second);
+}
+
+#[test]
+fn a_mac_reborn_in_another_project_starts_from_zero_and_the_old_series_stay() {
+    const TENANT_C: &str = "0b0000000000000000000000000000cc";
+    let rig = Rig::new();
+    rig.tune("reconcile_interval: 5m", "reconcile_interval: 1s");
+    let agent = rig.ready_agent(0);
+    let m = rig.setup.metrics;
+    rig.traffic_counted(&agent, 0);
+    let (a, b) = (&rig.a, &rig.b);
+    let b_before = truth(counters(b));
+
+    assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/ports/p-b", "")));
+    wait_for_sample(&agent, m, "lachesis_ghost_bindings 1");
+    wait_for_sample(&agent, m, "lachesis_ghost_bindings 0");
+    let bindings = || {
+        metadata_maps(&rig.setup.bpffs)["endpoints"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    wait_until(&agent, "B's binding evicted from the kernel", || {
+        bindings() == 1
+    });
+    for (kind, body) in [
+        (
+            "projects",
+            format!(r#"{{"id": "{TENANT_C}", "name": "tenant-c"}}"#),
+        ),
+        (
+            "servers",
+            format!(r#"{{"id": "vm-c", "name": "c-db", "tenant_id": "{TENANT_C}"}}"#),
+        ),
+        (
+            "ports",
+            format!(
+                r#"{{"id": "p-c", "network_id": "net-lab", "project_id": "{TENANT_C}", "mac_address": "{MAC_B}", "device_id": "vm-c", "device_owner": "compute:nova", "fixed_ips": [{{"subnet_id": "sub-lab", "ip_address": "10.77.0.2"}}]}}"#
+            ),
+        ),
+    ] {
+        let status = rig.sim.control("POST", &format!("/sim/{kind}"), &body);
+        assert!((200..300).contains(&status), "{kind}: {status}");
+    }
+    // The reborn binding is in the kernel before the tap sends again.
+    wait_until(&agent, "the reborn binding in the kernel", || {
+        bindings() == 2
+    });
+    traffic(a, b, 1);
+
+    // A is all its tap's; B stays where it was; C has only what the tap
+    // counted since the rebirth (and the sweep's `unknown` holds nothing).
+    assert_tenants(
+        &agent,
+        m,
+        Duration::from_secs(20),
+        empty_unknown,
+        &["tenant_id"],
+        || {
+            BTreeMap::from([
+                (TENANT_A.to_owned(), truth(counters(a))),
+                (TENANT_B.to_owned(), b_before),
+                (TENANT_C.to_owned(), truth(counters(b)).since(b_before)),
+            ])
+        },
+    );
+    stop(agent);
+}
+
+/// A on 10.77.0.0/25 behind `r-a` (gateway on `ext-one`); the lab's B
+/// plays `r-a`: its MAC is the router interface's, its lab address,
+/// 10.77.0.130, is in no subnet. A's traffic with it is zone `external`,
+/// labelled by the router's gateway network (DESIGN §6.4 rule 1).
+fn routed_topology() -> String {
+    topology_head()
+        + &format!(
+            r#"networks:
+  - {{id: net-ext1, name: ext-one, project_id: 0a000000000000000000000000000001, external: true}}
+  - {{id: net-ext2, name: ext-two, project_id: 0a000000000000000000000000000001, external: true}}
+  - {{id: net-a, name: a-private, project_id: {TENANT_A}}}
+subnets:
+  - {{id: sub-ext1, network_id: net-ext1, project_id: 0a000000000000000000000000000001, cidr: 203.0.113.0/24, gateway_ip: 203.0.113.1}}
+  - {{id: sub-ext2, network_id: net-ext2, project_id: 0a000000000000000000000000000001, cidr: 198.51.100.0/24, gateway_ip: 198.51.100.1}}
+  - {{id: sub-a, network_id: net-a, project_id: {TENANT_A}, cidr: 10.77.0.0/25, gateway_ip: 10.77.0.126}}
+routers:
+  - id: r-a
+    name: a-router
+    project_id: {TENANT_A}
+    external_gateway_info: {{network_id: net-ext1, external_fixed_ips: [{{subnet_id: sub-ext1, ip_address: 203.0.113.10}}]}}
+ports:
+  - {{id: p-ra-gw, network_id: net-ext1, project_id: "", mac_address: "fa:16:3e:00:0a:01", device_id: r-a, device_owner: network:router_gateway, fixed_ips: [{{subnet_id: sub-ext1, ip_address: 203.0.113.10}}]}}
+  - {{id: p-ra-if, network_id: net-a, project_id: {TENANT_A}, mac_address: "{MAC_B}", device_id: r-a, device_owner: network:router_interface, fixed_ips: [{{subnet_id: sub-a, ip_address: 10.77.0.126}}]}}
+  - {{id: p-a, network_id: net-a, project_id: {TENANT_A}, mac_address: "{MAC_A}", device_id: vm-a, device_owner: compute:nova, fixed_ips: [{{subnet_id: sub-a, ip_address: 10.77.0.1}}]}}
+servers:
+  - {{id: vm-a, name: a-web, tenant_id: {TENANT_A}}}
+"#
+        )
+}
+
+/// Only A's series count in the re-gateway test (B's tap is the router's
+/// and has no binding).
+fn not_a(key: &str, _: &Totals) -> bool {
+    !key.starts_with(TENANT_A)
+}
+
+#[test]
+fn a_router_regatewayed_keeps_earlier_bytes_under_the_old_external_network() {
+    const LABELS: &[&str] = &["tenant_id", "zone", "external_network"];
+    let rig = Rig::serving(&routed_topology(), Ipv4Addr::new(10, 77, 0, 130));
+    rig.tune("reconcile_interval: 5m", "reconcile_interval: 1s");
+    let agent = rig.ready_agent(0);
+    let (a, b, m) = (&rig.a, &rig.b, rig.setup.metrics);
+    let series = |network: &str| format!("{TENANT_A}/external/{network}");
+    let limit = Duration::from_secs(20);
+    traffic(a, b, 0);
+    assert_tenants(&agent, m, limit, not_a, LABELS, || {
+        BTreeMap::from([(series("ext-one"), truth(counters(a)))])
+    });
+
+    // The change: quiet taps, so the counters now split old from new.
+    let at_change = truth(counters(a));
+    let body = r#"{"network_id": "net-ext2", "external_fixed_ips": [{"subnet_id": "sub-ext2", "ip_address": "198.51.100.10"}]}"#;
+    let status = rig.sim.control("PUT", "/sim/routers/r-a/gateway", body);
+    assert!((200..300).contains(&status), "{status}");
+    // A pass that started after the change has committed.
+    let ok = sample(m, RUNS_OK).unwrap();
+    wait_for_value(&agent, m, RUNS_OK, |v| v >= ok + 2.0);
+    traffic(a, b, 1);
+    assert_tenants(&agent, m, limit, not_a, LABELS, || {
+        BTreeMap::from([
+            (series("ext-one"), at_change),
+            (series("ext-two"), truth(counters(a)).since(at_change)),
+        ])
+    });
     stop(agent);
 }
