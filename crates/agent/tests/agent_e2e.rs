@@ -19,7 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Sim;
-use lachesis_lab::netns::{IfCounters, Lab, Vm};
+use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
 
 const TENANT_A: &str = "0b0000000000000000000000000000aa";
 const TENANT_B: &str = "0b0000000000000000000000000000bb";
@@ -259,35 +259,7 @@ fn counters(vm: &Vm) -> IfCounters {
 }
 
 /// Bytes and packets per direction of one VM, as the VM sees them.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Totals {
-    tx_bytes: u64,
-    tx_packets: u64,
-    rx_bytes: u64,
-    rx_packets: u64,
-}
-
-impl Totals {
-    /// What was added since `earlier`.
-    fn since(self, earlier: Totals) -> Totals {
-        Totals {
-            tx_bytes: self.tx_bytes - earlier.tx_bytes,
-            tx_packets: self.tx_packets - earlier.tx_packets,
-            rx_bytes: self.rx_bytes - earlier.rx_bytes,
-            rx_packets: self.rx_packets - earlier.rx_packets,
-        }
-    }
-}
-
-/// The tap's counters, turned around: what the tap received the VM sent.
-fn truth(c: IfCounters) -> Totals {
-    Totals {
-        tx_bytes: c.rx_bytes,
-        tx_packets: c.rx_packets,
-        rx_bytes: c.tx_bytes,
-        rx_packets: c.tx_packets,
-    }
-}
+type Totals = VmTraffic;
 
 /// `lachesis_tenant_{bytes,packets}_total` summed per direction and the
 /// values of `labels` (joined by `/`).
@@ -405,8 +377,8 @@ fn assert_series_match_with(
     };
     assert_tenants(agent, metrics, limit, ignore, &["tenant_id"], || {
         BTreeMap::from([
-            (TENANT_A.to_owned(), truth(counters(a))),
-            (TENANT_B.to_owned(), truth(counters(b))),
+            (TENANT_A.to_owned(), Totals::from_tap(counters(a))),
+            (TENANT_B.to_owned(), Totals::from_tap(counters(b))),
         ])
     });
 }
@@ -1023,7 +995,7 @@ fn a_mac_reborn_in_another_project_starts_from_zero_and_the_old_series_stay() {
     let m = rig.setup.metrics;
     rig.traffic_counted(&agent, 0);
     let (a, b) = (&rig.a, &rig.b);
-    let b_before = truth(counters(b));
+    let b_before = Totals::from_tap(counters(b));
 
     assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/ports/p-b", "")));
     wait_for_sample(&agent, m, "lachesis_ghost_bindings 1");
@@ -1072,9 +1044,12 @@ fn a_mac_reborn_in_another_project_starts_from_zero_and_the_old_series_stay() {
         &["tenant_id"],
         || {
             BTreeMap::from([
-                (TENANT_A.to_owned(), truth(counters(a))),
+                (TENANT_A.to_owned(), Totals::from_tap(counters(a))),
                 (TENANT_B.to_owned(), b_before),
-                (TENANT_C.to_owned(), truth(counters(b)).since(b_before)),
+                (
+                    TENANT_C.to_owned(),
+                    Totals::from_tap(counters(b)).since(b_before),
+                ),
             ])
         },
     );
@@ -1128,11 +1103,11 @@ fn a_router_regatewayed_keeps_earlier_bytes_under_the_old_external_network() {
     let limit = Duration::from_secs(20);
     traffic(a, b, 0);
     assert_tenants(&agent, m, limit, not_a, LABELS, || {
-        BTreeMap::from([(series("ext-one"), truth(counters(a)))])
+        BTreeMap::from([(series("ext-one"), Totals::from_tap(counters(a)))])
     });
 
     // The change: quiet taps, so the counters now split old from new.
-    let at_change = truth(counters(a));
+    let at_change = Totals::from_tap(counters(a));
     let body = r#"{"network_id": "net-ext2", "external_fixed_ips": [{"subnet_id": "sub-ext2", "ip_address": "198.51.100.10"}]}"#;
     let status = rig.sim.control("PUT", "/sim/routers/r-a/gateway", body);
     assert!((200..300).contains(&status), "{status}");
@@ -1143,7 +1118,10 @@ fn a_router_regatewayed_keeps_earlier_bytes_under_the_old_external_network() {
     assert_tenants(&agent, m, limit, not_a, LABELS, || {
         BTreeMap::from([
             (series("ext-one"), at_change),
-            (series("ext-two"), truth(counters(a)).since(at_change)),
+            (
+                series("ext-two"),
+                Totals::from_tap(counters(a)).since(at_change),
+            ),
         ])
     });
     stop(agent);

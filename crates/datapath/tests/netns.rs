@@ -11,16 +11,10 @@ use std::time::Duration;
 
 use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Mac, Zone};
 use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DrainBuffer, FlowsPin};
-use lachesis_lab::netns::{IfCounters, Lab, Vm};
+use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
 
-/// Per-direction totals of one VM, from the drain.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Totals {
-    tx_bytes: u64,
-    tx_packets: u64,
-    rx_bytes: u64,
-    rx_packets: u64,
-}
+/// Per-direction totals of one VM (from the drain, or from its tap).
+type Totals = VmTraffic;
 
 fn totals_for(entries: &[(FlowKey, FlowCounters)], mac: Mac) -> Totals {
     let mut t = Totals::default();
@@ -44,26 +38,6 @@ fn drain(dp: &Datapath) -> Vec<(FlowKey, FlowCounters)> {
     let mut buf = DrainBuffer::new();
     dp.drain(&mut buf).unwrap();
     buf.entries
-}
-
-fn sub(a: Totals, b: Totals) -> Totals {
-    Totals {
-        tx_bytes: a.tx_bytes - b.tx_bytes,
-        tx_packets: a.tx_packets - b.tx_packets,
-        rx_bytes: a.rx_bytes - b.rx_bytes,
-        rx_packets: a.rx_packets - b.rx_packets,
-    }
-}
-
-/// What the interface counters say the VM sent (tap received) and received
-/// (tap sent).
-fn truth(delta: IfCounters) -> Totals {
-    Totals {
-        tx_bytes: delta.rx_bytes,
-        tx_packets: delta.rx_packets,
-        rx_bytes: delta.tx_bytes,
-        rx_packets: delta.tx_packets,
-    }
 }
 
 fn two_vms() -> (Lab, Vm, Vm) {
@@ -236,8 +210,8 @@ fn check_against_counters(
     let (now, entries) = quiet_reading(vms, read);
     let entries = &entries;
     for (i, vm) in vms.iter().enumerate() {
-        let want = truth(now[i].since(&before_if[i]));
-        let got = sub(totals_for(entries, vm.mac), before[i]);
+        let want = Totals::from_tap(now[i].since(&before_if[i]));
+        let got = totals_for(entries, vm.mac).since(before[i]);
         assert!(
             want.tx_packets > 0 && want.rx_packets > 0,
             "{label}: no traffic crossed {}",

@@ -38,6 +38,45 @@ fn sh(args: &[&str]) {
     }
 }
 
+/// Bytes and packets per direction of one VM, as the VM sees them: what
+/// its tap received the VM sent (`tx`), what the tap sent it received
+/// (`rx`). The independent truth the kernel tests compare the agent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VmTraffic {
+    /// Bytes the VM sent.
+    pub tx_bytes: u64,
+    /// Packets the VM sent.
+    pub tx_packets: u64,
+    /// Bytes the VM received.
+    pub rx_bytes: u64,
+    /// Packets the VM received.
+    pub rx_packets: u64,
+}
+
+impl VmTraffic {
+    /// The tap's counters, turned around.
+    #[must_use]
+    pub fn from_tap(c: IfCounters) -> Self {
+        VmTraffic {
+            tx_bytes: c.rx_bytes,
+            tx_packets: c.rx_packets,
+            rx_bytes: c.tx_bytes,
+            rx_packets: c.tx_packets,
+        }
+    }
+
+    /// What was added since `earlier`.
+    #[must_use]
+    pub fn since(self, earlier: VmTraffic) -> Self {
+        VmTraffic {
+            tx_bytes: self.tx_bytes - earlier.tx_bytes,
+            tx_packets: self.tx_packets - earlier.tx_packets,
+            rx_bytes: self.rx_bytes - earlier.rx_bytes,
+            rx_packets: self.rx_packets - earlier.rx_packets,
+        }
+    }
+}
+
 /// Interface counters of one link, read from sysfs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IfCounters {
