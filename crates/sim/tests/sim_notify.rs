@@ -15,7 +15,7 @@ use lapin::types::FieldTable;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-const URL: &str = "amqp://guest:guest@127.0.0.1:35672/%2f";
+const URL: &str = "amqp://guest:guest@127.0.0.1:16672/%2f";
 
 async fn next_message(chan: &lapin::Channel, queue: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);

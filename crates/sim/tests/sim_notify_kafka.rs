@@ -13,7 +13,7 @@ use reqwest::Method;
 use rskafka::client::partition::UnknownTopicHandling;
 use serde_json::{json, Value};
 
-const BROKER: &str = "127.0.0.1:39092";
+const BROKER: &str = "127.0.0.1:19092";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_publish_to_the_kafka_topic() {
