@@ -3,8 +3,15 @@
 //! One place decides how a test that needs root or a real server fails when
 //! it cannot have it: loudly, naming what it needed. No test skips.
 
+use std::fs::File;
+use std::os::fd::AsRawFd as _;
 use std::process::Command;
 use std::time::Instant;
+
+/// Held (flock) for as long as a [`Services`] lives: the tier listens on
+/// fixed loopback ports, so two test runs on the machine (two worktrees, two
+/// users) take turns instead of stopping each other's brokers.
+const LOCK_FILE: &str = "/run/lock/lachesis-services.lock";
 
 /// Fails loudly when not root: kernel tests must never skip silently.
 pub fn require_root() {
@@ -34,6 +41,8 @@ pub fn script() -> String {
 #[derive(Debug)]
 pub struct Services {
     tier: &'static str,
+    /// Released when dropped, after the tier is stopped.
+    _lock: File,
 }
 
 impl Services {
@@ -57,6 +66,7 @@ impl Services {
 
     fn up(verb: &'static str, tier: &'static str) -> Self {
         require_root_for(&format!("it installs and runs {tier}"));
+        let lock = take_lock(tier);
         let started = Instant::now();
         let out = Command::new("bash")
             .arg(script())
@@ -70,8 +80,36 @@ impl Services {
             String::from_utf8_lossy(&out.stderr)
         );
         eprintln!("{tier} up in {:.1}s", started.elapsed().as_secs_f64());
-        Self { tier }
+        Self { tier, _lock: lock }
     }
+}
+
+/// Waits (saying so) until no other run on the machine holds the tier.
+fn take_lock(tier: &str) -> File {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(LOCK_FILE)
+        .unwrap_or_else(|e| panic!("cannot open {LOCK_FILE}: {e}"));
+    let fd = file.as_raw_fd();
+    // SAFETY: fd is a valid open descriptor owned by `file` for the call.
+    if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        eprintln!("{tier}: another run holds {LOCK_FILE}; waiting for it");
+        let started = Instant::now();
+        // SAFETY: as above.
+        let rc = unsafe { libc::flock(fd, libc::LOCK_EX) };
+        assert!(
+            rc == 0,
+            "flock {LOCK_FILE}: {}",
+            std::io::Error::last_os_error()
+        );
+        eprintln!(
+            "{tier}: lock taken after {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    file
 }
 
 impl Drop for Services {
