@@ -146,12 +146,39 @@ pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Resul
         log: log.clone(),
     };
 
-    let booted = tokio::select! {
-        booted = boot(&config, families, handles, &gate, &tunables, &cancel, &mut tasks) => booted,
-        stop = stop_signal(&mut signals) => Err(anyhow!("{stop} during boot")),
+    // A stop during boot lets the current step finish (nothing is left
+    // half-applied); only cold start's retries give way to it at once.
+    let stopping = CancellationToken::new();
+    let mut stop_requested = None;
+    let booted = {
+        let lifecycle = Lifecycle {
+            gate: &gate,
+            tunables: &tunables,
+            cancel: &cancel,
+            stopping: &stopping,
+        };
+        let boot = boot(&config, families, handles, lifecycle, &mut tasks);
+        tokio::pin!(boot);
+        loop {
+            tokio::select! {
+                booted = &mut boot => break booted,
+                name = stop_signal(&mut signals), if stop_requested.is_none() => {
+                    info!(signal = name, "stop requested during boot: finishing the current step");
+                    stop_requested = Some(name);
+                    stopping.cancel();
+                }
+            }
+        }
     };
     let booted = match booted {
         Ok(b) => b,
+        Err(e) if e.is::<StoppedDuringBoot>() => {
+            gate.fail(e.to_string());
+            cancel.cancel();
+            while tasks.join_next().await.is_some() {}
+            info!("stopped before the first sync: nothing attached, state file untouched");
+            return Ok(());
+        }
         Err(e) => {
             let reason = format!("{e:#}");
             error!(reason, "boot failed");
@@ -165,6 +192,10 @@ pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Resul
 
     let mut current = config;
     let ended = loop {
+        if let Some(name) = stop_requested.take() {
+            info!(signal = name, "stopping: final drain and flush; programs stay attached");
+            break None;
+        }
         tokio::select! {
             sig = signals.next() => match sig {
                 Received::Stop(name) => {
@@ -209,6 +240,19 @@ async fn stop_signal(signals: &mut Signals) -> &'static str {
         }
     }
 }
+
+/// SIGTERM or SIGINT while cold start was still waiting for Keystone and
+/// Neutron: a clean stop, not a failure (nothing was attached yet).
+#[derive(Debug)]
+struct StoppedDuringBoot(&'static str);
+
+impl std::fmt::Display for StoppedDuringBoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped by {} during cold start", self.0)
+    }
+}
+
+impl std::error::Error for StoppedDuringBoot {}
 
 /// One SIGHUP: the file re-read, the tunables swapped whole, or nothing
 /// changed; returns the configuration now in effect.
@@ -294,20 +338,26 @@ async fn cold_start(
     source: &OpenStackSource,
     previous: Option<(&Plan, SystemTime)>,
     tunables: &SharedTunables,
-) -> Metadata {
+    stopping: &CancellationToken,
+) -> Result<Metadata, StoppedDuringBoot> {
+    let stopped = || StoppedDuringBoot("a signal");
     let mut failures = 0;
     loop {
         let options = tunables.get().plan_options();
         let old = previous.map(|(p, _)| Arc::new(p.clone()));
-        match source.sync(old, options).await {
+        let synced = tokio::select! {
+            synced = source.sync(old, options) => synced,
+            () = stopping.cancelled() => return Err(stopped()),
+        };
+        match synced {
             Ok(s) => {
-                return Metadata {
+                return Ok(Metadata {
                     plan: s.plan,
                     projects: s.projects,
                     servers: s.servers,
                     synced_at: SystemTime::now(),
                     degraded: false,
-                }
+                })
             }
             Err(e) => {
                 let cause = crate::reconcile::chain(&e);
@@ -316,19 +366,22 @@ async fn cold_start(
                         error = cause,
                         "cold start sync failed; booting degraded from the state file's plan"
                     );
-                    return Metadata {
+                    return Ok(Metadata {
                         plan: Arc::new(plan.clone()),
                         projects: Vec::new(),
                         servers: None,
                         synced_at: written,
                         degraded: true,
-                    };
+                    });
                 }
                 let wait = backoff(failures);
                 failures = failures.saturating_add(1);
                 warn!(error = cause, attempt = failures, retry_in = ?wait,
                     "cold start sync failed and no state file: nothing is attached until it succeeds");
-                tokio::time::sleep(wait).await;
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = stopping.cancelled() => return Err(stopped()),
+                }
             }
         }
     }
@@ -364,15 +417,24 @@ struct Parts {
     view: (Arc<AttributionSnapshot>, BTreeMap<Mac, Ghost>),
 }
 
+/// What boot shares with the supervisor: the gate, the tunables, the
+/// tasks' cancellation and the stop requested during boot.
+#[derive(Clone, Copy)]
+struct Lifecycle<'a> {
+    gate: &'a Arc<BootGate>,
+    tunables: &'a Arc<SharedTunables>,
+    cancel: &'a CancellationToken,
+    stopping: &'a CancellationToken,
+}
+
 async fn boot(
     config: &Config,
     families: Families,
     handles: Handles,
-    gate: &Arc<BootGate>,
-    tunables: &Arc<SharedTunables>,
-    cancel: &CancellationToken,
+    lifecycle: Lifecycle<'_>,
     tasks: &mut Tasks,
 ) -> anyhow::Result<Booted> {
+    let (gate, tunables, cancel) = (lifecycle.gate, lifecycle.tunables, lifecycle.cancel);
     let Families {
         registry,
         daemon,
@@ -430,18 +492,15 @@ async fn boot(
     // 2. Cold start: sync and plan, then every trie row, binding and
     // amphora address, before any new tap is attached.
     let source = openstack_source(config, api)?;
-    let meta = cold_start(&source, previous.as_ref().map(|p| (p, written)), tunables).await;
+    let meta = cold_start(
+        &source,
+        previous.as_ref().map(|p| (p, written)),
+        tunables,
+        lifecycle.stopping,
+    )
+    .await?;
     daemon.degraded(meta.degraded);
-    let writes = cold_writes(&meta.plan, |p| owner.tenant_id(p)).context("interning tenants")?;
-    let n = writes.len();
-    tokio::task::block_in_place(|| writes.into_iter().try_for_each(|w| dp.write(w)))
-        .context("writing the kernel metadata maps")?;
-    info!(
-        writes = n,
-        bindings = meta.plan.bindings.len(),
-        degraded = meta.degraded,
-        "kernel metadata written"
-    );
+    write_metadata(&dp, &owner, &meta)?;
     advance(gate, &daemon, Phase::MetadataReady)?;
     let watcher = attach(&dp, config, link_metrics).await?;
     advance(gate, &daemon, Phase::Attached)?;
@@ -485,6 +544,22 @@ async fn boot(
     };
     start_tasks(parts, &daemon, gate, tunables, cancel, tasks);
     Ok(Booted { owner })
+}
+
+/// Every trie row, binding and amphora address of the cold start's plan
+/// (DESIGN §12 step 2), before any tap is attached.
+fn write_metadata(dp: &Datapath, owner: &Owner, meta: &Metadata) -> anyhow::Result<()> {
+    let writes = cold_writes(&meta.plan, |p| owner.tenant_id(p)).context("interning tenants")?;
+    let n = writes.len();
+    tokio::task::block_in_place(|| writes.into_iter().try_for_each(|w| dp.write(w)))
+        .context("writing the kernel metadata maps")?;
+    info!(
+        writes = n,
+        bindings = meta.plan.bindings.len(),
+        degraded = meta.degraded,
+        "kernel metadata written"
+    );
+    Ok(())
 }
 
 /// `/metrics`, `/healthz` and `/readyz`, answering from here on.

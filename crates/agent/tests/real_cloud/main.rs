@@ -2,10 +2,16 @@
 //! `scripts/real-cloud` (`MariaDB`, `RabbitMQ`, uwsgi), a topology built through
 //! the real API, the client's fetched bodies checked against it with both
 //! auth kinds, and `lachesis plan --cloud` (both auth kinds, from a
-//! clouds.yaml) checked row by row against the plan that topology implies.
+//! clouds.yaml) checked row by row against the plan that topology implies,
+//! then `lachesis agent` run against it (cold start, SIGKILL restart) with
+//! namespace traffic counted exactly.
 //! Runs in `cargo test` as root; it fails loudly (never skips) when the
 //! services cannot be brought up.
 
+#[path = "../common/mod.rs"]
+mod common;
+
+mod agent;
 mod bodies;
 mod expected;
 mod harness;
@@ -119,6 +125,56 @@ async fn real_keystone_and_neutron_yield_exactly_the_built_topology() {
         plan_started.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+
+    let agent_started = Instant::now();
+    let tenants = agent_tenants(&admin, &built).await;
+    let dir = tempfile::tempdir().unwrap();
+    let clouds = dir.path().join("clouds.yaml");
+    write_clouds_yaml(&clouds, &cred["application_credential"]);
+    // On a thread of its own: it moves into a network namespace.
+    let run = std::thread::spawn(move || agent::cold_start_and_sigkill_restart(&tenants, &clouds));
+    if let Err(panic) = run.join() {
+        std::panic::resume_unwind(panic);
+    }
+    eprintln!(
+        "agent cold start and SIGKILL restart against the real cloud checked in {:.1}s",
+        agent_started.elapsed().as_secs_f64()
+    );
+}
+
+/// Tenant A's VM port on the shared network, and a new port of tenant B's
+/// on the same subnet: two VMs the lab can put on one bridge.
+async fn agent_tenants(admin: &Admin, built: &Built) -> agent::Tenants {
+    const MAC_B: &str = "fa:16:3e:b1:00:03";
+    let created = admin
+        .post(
+            &format!("{}/ports", harness::NEUTRON),
+            json!({"port": {"name": "lt-vm-b1-shared", "network_id": built.shared,
+                "project_id": built.project_b, "mac_address": MAC_B,
+                "device_id": "5e7a1c1e-0000-4000-8000-0000000000b1",
+                "device_owner": "compute:nova", "fixed_ips": [{"ip_address": "10.50.0.32"}]}}),
+        )
+        .await;
+    let port_b = harness::id(&created, "port");
+    let port_a = admin
+        .list("ports")
+        .await
+        .into_iter()
+        .find(|p| p["name"] == "lt-vm-a1-shared")
+        .expect("tenant A's shared port");
+    agent::Tenants {
+        project_a: built.project_a.clone(),
+        project_b: built.project_b.clone(),
+        mac_a: s(&port_a, "mac_address"),
+        mac_b: MAC_B.to_owned(),
+        ip_a: port_a["fixed_ips"][0]["ip_address"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap(),
+        ip_b: "10.50.0.32".parse().unwrap(),
+        port_ids: [s(&port_a, "id"), port_b],
+    }
 }
 
 fn lachesis(args: &[&str]) -> Output {
