@@ -191,6 +191,28 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
     );
     assert!(body.contains("lachesis_degraded 0"), "{body}");
     assert_own_families_documented(setup.metrics);
+    // Every map's fill, counted from the kernel: two bindings, the lab
+    // subnet's trie rows (bpftool's own dump is the independent count).
+    let maps = metadata_maps(&setup.bpffs);
+    for (map, capacity) in [
+        ("endpoints", 16384),
+        ("zones_v4", 65536),
+        ("zones_v6", 65536),
+        ("amphora_ips", 8192),
+    ] {
+        let n = maps.get(map).map_or(0, |d| d.as_array().unwrap().len());
+        wait_for_sample(
+            &agent,
+            setup.metrics,
+            &format!("lachesis_bpf_map_entries{{map=\"{map}\"}} {n}"),
+        );
+        wait_for_sample(
+            &agent,
+            setup.metrics,
+            &format!("lachesis_bpf_map_capacity_entries{{map=\"{map}\"}} {capacity}"),
+        );
+    }
+    assert_eq!(maps["endpoints"].as_array().unwrap().len(), 2);
     rig.traffic_counted(&agent, 0);
 
     // The debug listener shows the plan and the flows, attributed.

@@ -42,6 +42,7 @@ pub use sizing::{
 #[cfg(feature = "testing")]
 pub use testrun::{baseline_object, Baseline, TestRun};
 
+pub use maps::MapFill;
 use maps::MetadataMaps;
 
 /// Kernel stats counters, indexed by [`StatReason`] code.
@@ -172,6 +173,13 @@ impl Datapath {
     /// Removes an amphora address; `false` if it was not there.
     pub fn delete_amphora(&self, tenant_id: u32, addr: IpAddr) -> Result<bool> {
         self.meta.delete_amphora(tenant_id, addr)
+    }
+
+    /// Entries and capacity of `endpoints`, `zones_v4`, `zones_v6` and
+    /// `amphora_ips` (walked key by key; see [`MapFill`]).
+    #[must_use]
+    pub fn metadata_fill(&self) -> [MapFill; 4] {
+        self.meta.fill()
     }
 
     // ---- draining ---------------------------------------------------------

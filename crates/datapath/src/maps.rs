@@ -56,7 +56,35 @@ fn delete_existing(map: &MapHandle, key: &[u8], what: &str) -> Result<bool> {
     }
 }
 
+/// One metadata map's fill: its current entries and its `max_entries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapFill {
+    /// The map's name in the object (`endpoints`, `zones_v4`, …).
+    pub name: &'static str,
+    /// Entries now in the map, counted by walking its keys.
+    pub entries: u64,
+    /// The map's `max_entries`.
+    pub capacity: u32,
+}
+
 impl MetadataMaps {
+    /// Every metadata map's entries and capacity. The kernel keeps no
+    /// count for these map types, so each is walked key by key: call it
+    /// after writes (only the agent writes these maps), not per packet.
+    pub fn fill(&self) -> [MapFill; 4] {
+        let one = |name, map: &MapHandle| MapFill {
+            name,
+            entries: map.keys().count() as u64,
+            capacity: map.max_entries(),
+        };
+        [
+            one("endpoints", &self.endpoints),
+            one("zones_v4", &self.zones_v4),
+            one("zones_v6", &self.zones_v6),
+            one("amphora_ips", &self.amphora_ips),
+        ]
+    }
+
     pub fn upsert_endpoint(&self, mac: Mac, value: EndpointValue) -> Result<()> {
         if value.tenant_id == 0 {
             return Err(Error::Invalid {

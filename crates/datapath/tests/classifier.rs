@@ -648,3 +648,56 @@ fn full_map_counts_update_failure() {
         5
     );
 }
+
+#[test]
+fn metadata_fill_counts_what_was_written_and_deleted() {
+    let pins = common::PinDir::new("fill");
+    let (dp, _, _) = pins.load();
+    let entries = |dp: &Datapath| -> Vec<(&'static str, u64, u32)> {
+        dp.metadata_fill()
+            .iter()
+            .map(|f| (f.name, f.entries, f.capacity))
+            .collect()
+    };
+    assert_eq!(
+        entries(&dp),
+        [
+            ("endpoints", 0, 16384),
+            ("zones_v4", 0, 65536),
+            ("zones_v6", 0, 65536),
+            ("amphora_ips", 0, 8192),
+        ]
+    );
+    for i in 0..300u64 {
+        let value = lachesis_abi::EndpointValue {
+            tenant_id: 7,
+            ..lachesis_abi::EndpointValue::default()
+        };
+        dp.upsert_endpoint(Mac::from_u64(0x02_00_00_00_00_00 + i), value)
+            .unwrap();
+    }
+    for i in 0..200u8 {
+        let p4: lachesis_abi::Prefix = format!("10.{i}.0.0/16").parse().unwrap();
+        dp.upsert_zone(7, p4, Zone::SameTenant).unwrap();
+    }
+    for i in 0..50u16 {
+        let p6: lachesis_abi::Prefix = format!("2001:db8:{i:x}::/48").parse().unwrap();
+        dp.upsert_zone(0, p6, Zone::External).unwrap();
+    }
+    dp.upsert_amphora(7, ip("10.9.0.4")).unwrap();
+    // An overwrite is not a second entry; a delete removes one.
+    dp.upsert_zone(7, "10.0.0.0/16".parse().unwrap(), Zone::Shared)
+        .unwrap();
+    assert!(dp
+        .delete_endpoint(Mac::from_u64(0x02_00_00_00_00_00))
+        .unwrap());
+    assert_eq!(
+        entries(&dp),
+        [
+            ("endpoints", 299, 16384),
+            ("zones_v4", 200, 65536),
+            ("zones_v6", 50, 65536),
+            ("amphora_ips", 1, 8192),
+        ]
+    );
+}

@@ -193,7 +193,10 @@ pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Resul
     let mut current = config;
     let ended = loop {
         if let Some(name) = stop_requested.take() {
-            info!(signal = name, "stopping: final drain and flush; programs stay attached");
+            info!(
+                signal = name,
+                "stopping: final drain and flush; programs stay attached"
+            );
             break None;
         }
         tokio::select! {
@@ -673,6 +676,7 @@ fn start_tasks(
         serve(debug_listener, routes, cancel.clone()),
     ));
     let table = reconciler.bindings();
+    let committed = reconciler.committed();
     let c = cancel.clone();
     tasks.spawn(named("reconciler", async move {
         reconciler.run(c).await.map_err(|e| e.to_string())
@@ -705,11 +709,48 @@ fn start_tasks(
             cancel.clone(),
         )),
     ));
+    tasks.spawn(named(
+        "map fill",
+        follow_metadata_fill(
+            dp.clone(),
+            owner.metrics().clone(),
+            committed,
+            cancel.clone(),
+        ),
+    ));
     let c = cancel.clone();
     tasks.spawn(named("link watcher", async move {
         links::run(watcher, PRESENCE_INTERVAL, c).await;
         Ok(())
     }));
+}
+
+/// How often the metadata maps' fill is re-counted without a commit (a
+/// failed pass may have written part of its delta).
+const FILL_RECOUNT: Duration = Duration::from_mins(1);
+
+/// Counts the metadata maps' entries (only the agent writes them) at
+/// start, after every commit and every [`FILL_RECOUNT`]: a key walk, too
+/// costly for every scrape at 100 000 trie rows.
+async fn follow_metadata_fill(
+    dp: Arc<Datapath>,
+    metrics: OrderMetrics,
+    mut committed: tokio::sync::watch::Receiver<Arc<Committed>>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let fills = tokio::task::block_in_place(|| dp.metadata_fill());
+        metrics.metadata_fill(&fills);
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = committed.changed() => if changed.is_err() {
+                // The reconciler is gone; the supervisor is stopping.
+                cancel.cancelled().await;
+                return;
+            },
+            () = tokio::time::sleep(FILL_RECOUNT) => {}
+        }
+    }
 }
 
 /// The sync age follows the reconciler's commits; while degraded, a task

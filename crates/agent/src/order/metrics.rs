@@ -167,6 +167,20 @@ impl OrderMetrics {
             .set(i64::from(capacity));
     }
 
+    /// Shows the metadata maps' fill (`endpoints`, `zones_v4`, `zones_v6`,
+    /// `amphora_ips`) on the same two families as `flows`.
+    pub fn metadata_fill(&self, fills: &[lachesis_datapath::MapFill]) {
+        for f in fills {
+            let labels = vec![("map", f.name)];
+            self.map_entries
+                .get_or_create(&labels)
+                .set(i64::try_from(f.entries).unwrap_or(i64::MAX));
+            self.map_capacity
+                .get_or_create(&labels)
+                .set(i64::from(f.capacity));
+        }
+    }
+
     /// Counts what each kernel slot gained since the last read; a slot
     /// lower than before (a new `stats` map) counts from zero.
     pub(crate) fn kernel_stats(&self, now: Stats) {
