@@ -21,49 +21,9 @@ use common::agent::{
     empty_unknown, get, isolate, metadata_maps, pinned_links, sample, stop, traffic,
     wait_for_sample, wait_for_value, wait_until, Agent, Setup, Totals,
 };
+use common::agent::{topology, topology_head, MAC_A, MAC_B, TENANT_A, TENANT_B};
 use common::Sim;
 use lachesis_lab::netns::{Lab, Vm};
-
-const TENANT_A: &str = "0b0000000000000000000000000000aa";
-const TENANT_B: &str = "0b0000000000000000000000000000bb";
-const MAC_A: &str = "fa:16:3e:aa:00:01";
-const MAC_B: &str = "fa:16:3e:bb:00:02";
-
-/// The simulator's settings, the admin user, the admin project and both
-/// tenants' projects.
-fn topology_head() -> String {
-    format!(
-        r"settings:
-  token_ttl_secs: 3600
-  regions: [RegionOne]
-  services: [identity, network, compute]
-projects:
-  - {{id: 0a000000000000000000000000000001, name: admin}}
-  - {{id: {TENANT_A}, name: tenant-a}}
-  - {{id: {TENANT_B}, name: tenant-b}}
-users:
-  - {{id: u-admin, name: admin, password: admin-secret}}
-"
-    )
-}
-
-/// Two tenants, one shared network in the lab's /24, one VM port each.
-fn topology() -> String {
-    topology_head()
-        + &format!(
-            r#"networks:
-  - {{id: net-lab, name: lab, project_id: 0a000000000000000000000000000001, shared: true}}
-subnets:
-  - {{id: sub-lab, network_id: net-lab, project_id: 0a000000000000000000000000000001, cidr: 10.77.0.0/24, gateway_ip: null}}
-ports:
-  - {{id: p-a, network_id: net-lab, project_id: {TENANT_A}, mac_address: "{MAC_A}", device_id: vm-a, device_owner: compute:nova, fixed_ips: [{{subnet_id: sub-lab, ip_address: 10.77.0.1}}]}}
-  - {{id: p-b, network_id: net-lab, project_id: {TENANT_B}, mac_address: "{MAC_B}", device_id: vm-b, device_owner: compute:nova, fixed_ips: [{{subnet_id: sub-lab, ip_address: 10.77.0.2}}]}}
-servers:
-  - {{id: vm-a, name: a-web, tenant_id: {TENANT_A}}}
-  - {{id: vm-b, name: b-app, tenant_id: {TENANT_B}}}
-"#
-        )
-}
 
 /// Polls /metrics until both tenants' series equal their taps' counters
 /// (series show the last flush); fails with both sides after `limit`.

@@ -1,14 +1,26 @@
 //! The operator kit (deploy/, docs/operations.md "Operator kit") checked
-//! with the real tools: promtool validates and unit-tests every rule file.
+//! with the real tools: promtool validates and unit-tests every rule file;
+//! the systemd unit passes `systemd-analyze verify` and its capability set
+//! is enough for a real agent to boot and count (root, namespaces).
 //! The tools come from Debian packages scripts/setup installs; a missing
 //! tool fails the test loudly, naming the package.
 
 mod common;
 
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
-use common::repo;
+use common::agent::{
+    assert_tenants, counters, isolate, sample, stop, topology, traffic, wait_for_sample,
+    wait_for_value, Agent, Setup, Totals, MAC_A, MAC_B, TENANT_A, TENANT_B,
+};
+use common::{repo, Sim};
+use lachesis_lab::netns::Lab;
+
+const UNIT: &str = "deploy/systemd/lachesis.service";
 
 /// Runs `tool args…`, failing loudly (naming `package`) when the tool is
 /// missing and with its whole output when it fails.
@@ -62,8 +74,8 @@ fn every_rule_file_passes_promtool_check_and_its_unit_tests() {
 
 #[test]
 fn every_alert_has_a_unit_test_firing_and_one_node_not_firing() {
-    let rules = std::fs::read_to_string(repo().join("deploy/prometheus/lachesis-rules.yml"))
-        .unwrap();
+    let rules =
+        std::fs::read_to_string(repo().join("deploy/prometheus/lachesis-rules.yml")).unwrap();
     let tests: String = files_in("deploy/prometheus/tests", ".test.yml")
         .iter()
         .map(|f| std::fs::read_to_string(repo().join(f)).unwrap())
@@ -81,4 +93,128 @@ fn every_alert_has_a_unit_test_firing_and_one_node_not_firing() {
             "no unit test expects {alert} to fire"
         );
     }
+}
+
+/// The values of `key=` lines in the unit's `[Service]` section.
+fn unit_values(key: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join(UNIT)).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{key}=")))
+        .flat_map(|v| v.split_whitespace().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn the_systemd_unit_verifies() {
+    // Verified on this host with the unit's binary path pointing at the
+    // built binary (the package installs it at /usr/bin/lachesis).
+    let dir = tempfile::tempdir().unwrap();
+    let unit = dir.path().join("lachesis.service");
+    let text = std::fs::read_to_string(repo().join(UNIT)).unwrap();
+    assert!(text.contains("/usr/bin/lachesis "));
+    let text = text.replace(
+        "/usr/bin/lachesis ",
+        &format!("{} ", env!("CARGO_BIN_EXE_lachesis")),
+    );
+    std::fs::write(&unit, text).unwrap();
+    let text = run_tool(
+        "systemd-analyze",
+        "systemd",
+        &["verify", "--man=no", unit.to_str().unwrap()],
+    );
+    let ours: Vec<&str> = text.lines().filter(|l| l.contains("lachesis")).collect();
+    assert!(ours.is_empty(), "systemd-analyze verify:\n{text}");
+    // What the unit promises an operator.
+    assert_eq!(unit_values("ExecReload"), ["/bin/kill", "-HUP", "$MAINPID"]);
+    assert_eq!(unit_values("ProtectSystem"), ["strict"]);
+    assert_eq!(unit_values("StateDirectory"), ["lachesis"]);
+    assert_eq!(unit_values("ReadWritePaths"), ["/sys/fs/bpf"]);
+    assert_eq!(unit_values("Restart"), ["on-failure"]);
+}
+
+#[test]
+fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
+    lachesis_lab::require_root();
+    let caps = unit_values("CapabilityBoundingSet");
+    assert!(!caps.is_empty());
+    let bounding: Vec<String> = caps
+        .iter()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    let bounding = format!("--bounding-set=-all,{}", bounding.join(","));
+    let wrapper = ["setpriv", &bounding, "--inh-caps=-all", "--no-new-privs"];
+
+    isolate();
+    let mut lab = Lab::new();
+    let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
+    let b = lab.add_vm(MAC_B.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2));
+    lab.static_neighbours();
+    let scratch = tempfile::tempdir().unwrap();
+    let topo = scratch.path().join("topology.yaml");
+    std::fs::write(&topo, topology()).unwrap();
+    let sim = Sim::start_topology(&topo, &[]);
+    let setup = Setup::new(&lab, &sim);
+
+    let mut agent = Agent::start_under(&setup, 0, &wrapper);
+    agent.wait_ready(setup.metrics);
+    // The agent really runs with that set and nothing more.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
+    let bnd = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .unwrap()
+        .trim();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .unwrap()
+        .trim();
+    assert_eq!(bnd, eff, "{status}");
+    assert_eq!(
+        u64::from_str_radix(bnd, 16).unwrap().count_ones() as usize,
+        caps.len(),
+        "{status}"
+    );
+    let counted = |agent: &Agent| {
+        assert_tenants(
+            agent,
+            setup.metrics,
+            Duration::from_secs(20),
+            |_, _| false,
+            &["tenant_id"],
+            || {
+                BTreeMap::from([
+                    (TENANT_A.to_owned(), Totals::from_tap(counters(&a))),
+                    (TENANT_B.to_owned(), Totals::from_tap(counters(&b))),
+                ])
+            },
+        );
+    };
+    wait_for_sample(&agent, setup.metrics, "lachesis_attached_interfaces 2");
+    traffic(&a, &b, 0);
+    counted(&agent);
+    stop(agent);
+
+    // A restart (what `systemctl restart` and an upgrade do) must find the
+    // first instance's programs on the taps and replace them, not add a
+    // second pair that counts every byte twice.
+    let mut agent = Agent::start_under(&setup, 1, &wrapper);
+    agent.wait_ready(setup.metrics);
+    traffic(&a, &b, 1);
+    counted(&agent);
+    // Its presence check sees its own programs on both taps: telling ours
+    // from others' needs the kernel to open a program by id, and without
+    // that every check would "heal" (re-attach) both taps.
+    wait_for_sample(&agent, setup.metrics, "lachesis_attached_interfaces 2");
+    wait_for_value(
+        &agent,
+        setup.metrics,
+        "lachesis_attach_presence_checks_total",
+        |v| v >= 1.0,
+    );
+    assert_eq!(
+        sample(setup.metrics, "lachesis_attach_heals_total"),
+        Some(0.0)
+    );
+    stop(agent);
 }

@@ -13,6 +13,51 @@ use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
 
 use super::Sim;
 
+/// Tenant A's project id in [`topology`].
+pub const TENANT_A: &str = "0b0000000000000000000000000000aa";
+/// Tenant B's project id.
+pub const TENANT_B: &str = "0b0000000000000000000000000000bb";
+/// VM A's port MAC (at 10.77.0.1).
+pub const MAC_A: &str = "fa:16:3e:aa:00:01";
+/// VM B's port MAC (at 10.77.0.2).
+pub const MAC_B: &str = "fa:16:3e:bb:00:02";
+
+/// The simulator's settings, the admin user, the admin project and both
+/// tenants' projects.
+pub fn topology_head() -> String {
+    format!(
+        r"settings:
+  token_ttl_secs: 3600
+  regions: [RegionOne]
+  services: [identity, network, compute]
+projects:
+  - {{id: 0a000000000000000000000000000001, name: admin}}
+  - {{id: {TENANT_A}, name: tenant-a}}
+  - {{id: {TENANT_B}, name: tenant-b}}
+users:
+  - {{id: u-admin, name: admin, password: admin-secret}}
+"
+    )
+}
+
+/// Two tenants, one shared network in the lab's /24, one VM port each.
+pub fn topology() -> String {
+    topology_head()
+        + &format!(
+            r#"networks:
+  - {{id: net-lab, name: lab, project_id: 0a000000000000000000000000000001, shared: true}}
+subnets:
+  - {{id: sub-lab, network_id: net-lab, project_id: 0a000000000000000000000000000001, cidr: 10.77.0.0/24, gateway_ip: null}}
+ports:
+  - {{id: p-a, network_id: net-lab, project_id: {TENANT_A}, mac_address: "{MAC_A}", device_id: vm-a, device_owner: compute:nova, fixed_ips: [{{subnet_id: sub-lab, ip_address: 10.77.0.1}}]}}
+  - {{id: p-b, network_id: net-lab, project_id: {TENANT_B}, mac_address: "{MAC_B}", device_id: vm-b, device_owner: compute:nova, fixed_ips: [{{subnet_id: sub-lab, ip_address: 10.77.0.2}}]}}
+servers:
+  - {{id: vm-a, name: a-web, tenant_id: {TENANT_A}}}
+  - {{id: vm-b, name: b-app, tenant_id: {TENANT_B}}}
+"#
+        )
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -90,8 +135,22 @@ pub struct Agent {
 
 impl Agent {
     pub fn start(setup: &Setup, n: usize) -> Agent {
+        Agent::start_under(setup, n, &[])
+    }
+
+    /// [`Agent::start`] through `wrapper` (a program and its arguments that
+    /// execs the rest, e.g. `setpriv …`); none when empty.
+    pub fn start_under(setup: &Setup, n: usize, wrapper: &[&str]) -> Agent {
         let log = setup.log(n);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lachesis"));
+        let binary = env!("CARGO_BIN_EXE_lachesis");
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(binary),
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+        };
         for (key, _) in std::env::vars() {
             if key.starts_with("OS_") || key.starts_with("LACHESIS_") || key == "RUST_LOG" {
                 cmd.env_remove(key);
