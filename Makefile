@@ -69,3 +69,9 @@ sim: setup
 
 bench-sync: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-openstack --example bench_sync
+
+# The Debian package (docs/operations.md "Debian package"): release binary,
+# systemd unit, example config as a conffile, rules and dashboards.
+.PHONY: deb
+deb: setup
+	@bash scripts/build-deb

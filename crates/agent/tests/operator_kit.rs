@@ -1,7 +1,8 @@
 //! The operator kit (deploy/, docs/operations.md "Operator kit") checked
 //! with the real tools: promtool validates and unit-tests every rule file;
-//! the systemd unit passes `systemd-analyze verify` and its capability set
-//! is enough for a real agent to boot and count (root, namespaces).
+//! the Debian package installs into a fresh root and its systemd unit
+//! passes `systemd-analyze verify`; the unit's capability set is enough for
+//! a real agent to boot and count (root, namespaces).
 //! The tools come from Debian packages scripts/setup installs; a missing
 //! tool fails the test loudly, naming the package.
 
@@ -104,18 +105,89 @@ fn unit_values(key: &str) -> Vec<String> {
         .collect()
 }
 
+/// Where the package puts each artifact (`dpkg -L`).
+const PACKAGED: &[&str] = &[
+    "/usr/bin/lachesis",
+    "/lib/systemd/system/lachesis.service",
+    "/etc/lachesis/lachesis.yaml",
+    "/usr/share/lachesis/prometheus/lachesis-rules.yml",
+    "/usr/share/doc/lachesis/README.md",
+    "/usr/share/doc/lachesis/copyright",
+];
+
 #[test]
-fn the_systemd_unit_verifies() {
-    // Verified on this host with the unit's binary path pointing at the
-    // built binary (the package installs it at /usr/bin/lachesis).
-    let dir = tempfile::tempdir().unwrap();
-    let unit = dir.path().join("lachesis.service");
-    let text = std::fs::read_to_string(repo().join(UNIT)).unwrap();
-    assert!(text.contains("/usr/bin/lachesis "));
-    let text = text.replace(
-        "/usr/bin/lachesis ",
-        &format!("{} ", env!("CARGO_BIN_EXE_lachesis")),
+fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
+    let out = tempfile::tempdir().unwrap();
+    let built = Command::new("bash")
+        .arg(repo().join("scripts/build-deb"))
+        .args(["--binary", env!("CARGO_BIN_EXE_lachesis")])
+        .args(["--out", out.path().to_str().unwrap()])
+        .args(["--compression", "gzip"])
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "build-deb: {built:?}");
+    let deb = String::from_utf8(built.stdout).unwrap().trim().to_owned();
+    assert!(
+        Path::new(&deb).extension().is_some_and(|e| e == "deb"),
+        "{deb}"
     );
+
+    // A fresh, empty dpkg root: the maintainer scripts run without chroot
+    // (there is no shell inside) and honour DPKG_ROOT; the libraries the
+    // binary links are not in that root, hence --force-depends.
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    std::fs::create_dir_all(r.join("var/lib/dpkg/info")).unwrap();
+    std::fs::create_dir_all(r.join("var/lib/dpkg/updates")).unwrap();
+    std::fs::write(r.join("var/lib/dpkg/status"), "").unwrap();
+    let root_arg = format!("--root={}", r.display());
+    let text = run_tool(
+        "dpkg",
+        "dpkg",
+        &[
+            &root_arg,
+            "--force-script-chrootless",
+            "--force-depends",
+            "-i",
+            &deb,
+        ],
+    );
+    assert!(text.contains("installed, not started"), "{text}");
+    let listed = run_tool("dpkg", "dpkg", &[&root_arg, "-L", "lachesis"]);
+    for path in PACKAGED {
+        assert!(
+            listed.lines().any(|l| l == *path),
+            "{path} not in:\n{listed}"
+        );
+        assert!(r.join(&path[1..]).exists(), "{path} not installed");
+    }
+    let conffiles = run_tool(
+        "dpkg-query",
+        "dpkg",
+        &[&root_arg, "-W", "-f=${Conffiles}", "lachesis"],
+    );
+    assert!(
+        conffiles.contains("/etc/lachesis/lachesis.yaml"),
+        "{conffiles}"
+    );
+    assert!(
+        r.join("var/lib/lachesis").is_dir(),
+        "postinst made no state dir"
+    );
+    // The installed binary and example configuration work together.
+    let installed = r.join("usr/bin/lachesis");
+    let check = Command::new(&installed)
+        .args(["agent", "--check-config", "--config"])
+        .arg(r.join("etc/lachesis/lachesis.yaml"))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+
+    // The installed unit, with its binary path pointing into the root.
+    let text = std::fs::read_to_string(r.join("lib/systemd/system/lachesis.service")).unwrap();
+    assert!(text.contains("/usr/bin/lachesis "));
+    let unit = out.path().join("lachesis.service");
+    let text = text.replace("/usr/bin/lachesis ", &format!("{} ", installed.display()));
     std::fs::write(&unit, text).unwrap();
     let text = run_tool(
         "systemd-analyze",
@@ -130,6 +202,20 @@ fn the_systemd_unit_verifies() {
     assert_eq!(unit_values("StateDirectory"), ["lachesis"]);
     assert_eq!(unit_values("ReadWritePaths"), ["/sys/fs/bpf"]);
     assert_eq!(unit_values("Restart"), ["on-failure"]);
+
+    // Purge removes what postinst made.
+    run_tool(
+        "dpkg",
+        "dpkg",
+        &[
+            &root_arg,
+            "--force-script-chrootless",
+            "--purge",
+            "lachesis",
+        ],
+    );
+    assert!(!r.join("var/lib/lachesis").exists());
+    assert!(!r.join("usr/bin/lachesis").exists());
 }
 
 #[test]
