@@ -83,7 +83,10 @@ fn networks_carry_their_subnets_cidrs_and_flags() {
     assert_eq!(ids, ["net-a", "net-b", "net-pub", "net-sh"]);
     let a = t.network("net-a").unwrap();
     assert_eq!(a.cidrs, prefixes(&["10.1.0.0/24", "2001:db8:a::/64"]));
-    assert_eq!((a.project.as_str(), a.shared, a.external), ("pa", false, false));
+    assert_eq!(
+        (a.project.as_str(), a.shared, a.external),
+        ("pa", false, false)
+    );
     let public = t.network("net-pub").unwrap();
     assert!(public.external && !public.shared);
     let shared = t.network("net-sh").unwrap();
@@ -119,7 +122,11 @@ fn floating_ips_keep_address_network_project_and_binding() {
     let bound = &t.floating_ips[0];
     assert_eq!(bound.address, Some("203.0.113.21".parse().unwrap()));
     assert_eq!(
-        (bound.network.as_str(), bound.project.as_str(), bound.port.as_deref()),
+        (
+            bound.network.as_str(),
+            bound.project.as_str(),
+            bound.port.as_deref()
+        ),
         ("net-pub", "pa", Some("vm-a1"))
     );
     assert_eq!(bound.fixed_ip, Some("10.1.0.5".parse().unwrap()));
@@ -133,7 +140,12 @@ fn vm_ports_are_the_compute_ports_only() {
     assert_eq!(t.vm_ports.len(), 1, "{:?}", t.vm_ports);
     let vm = &t.vm_ports[0];
     assert_eq!(
-        (vm.id.as_str(), vm.network.as_str(), vm.server.as_str(), vm.project.as_str()),
+        (
+            vm.id.as_str(),
+            vm.network.as_str(),
+            vm.server.as_str(),
+            vm.project.as_str()
+        ),
         ("vm-a1", "net-a", "srv-a1", "pa")
     );
     assert_eq!(vm.mac, Some("fa:16:3e:a1:00:01".parse().unwrap()));
