@@ -320,6 +320,7 @@ nav a.here{background:#3a4660;color:#fff}
 main{padding:1em 1.5em 2em;max-width:1400px}
 h1{font-size:1.4em;margin:.3em 0 .6em}
 h2{font-size:1.1em;margin:1.4em 0 .5em}
+h2 code{font-size:1em}
 a{color:var(--accent)}
 code{font:12.5px ui-monospace,'DejaVu Sans Mono',monospace}
 code.id{color:var(--muted);font-size:11.5px}
@@ -327,7 +328,7 @@ code.id{color:var(--muted);font-size:11.5px}
 table{border-collapse:collapse;background:#fff;margin:.3em 0 1em;min-width:40%}
 th,td{border:1px solid var(--line);padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#eef1f6;font-weight:600}
-table.kv th{width:12em}
+table.kv th{width:14em}
 form.filters{display:flex;flex-wrap:wrap;gap:.8em;align-items:end;background:#fff;border:1px solid var(--line);padding:.8em;margin-bottom:1em}
 form.filters label{display:flex;flex-direction:column;font-size:.9em;color:var(--muted)}
 input,select{font:inherit;padding:.25em .4em;border:1px solid var(--line);border-radius:4px;min-width:14em}
@@ -355,7 +356,7 @@ svg .router rect{fill:#f2f4f7;stroke:#1d2330;stroke-width:1.5}
 svg .fip rect{fill:#fffaf5;stroke:#b54708}
 svg .vm rect{fill:#ecfdf3;stroke:#067647}
 svg .group{fill:#fafbfc;stroke:#d0d5dd;stroke-dasharray:4 3}
-svg text.group-label{font-weight:600;fill:#475467}
+svg text.group-label{font-weight:600;fill:#475467;paint-order:stroke;stroke:#fafbfc;stroke-width:5px}
 ";
 
 #[cfg(test)]

@@ -780,3 +780,37 @@ fn debug_itself_sends_a_person_to_the_index() {
         assert_eq!(r.headers()[LOCATION], "/debug/ui/");
     }
 }
+
+/// The `translate(x y)` of the node `kind`/`id`.
+fn node_at(page: &str, kind: &str, id: &str) -> (usize, usize) {
+    let marker = format!("data-kind=\"{kind}\" data-id=\"{id}\" transform=\"translate(");
+    let start = page.find(&marker).unwrap_or_else(|| panic!("{kind} {id}")) + marker.len();
+    let text = &page[start..start + page[start..].find(')').unwrap()];
+    let (x, y) = text.split_once(' ').unwrap();
+    (x.parse().unwrap(), y.parse().unwrap())
+}
+
+#[test]
+fn floating_ips_stack_over_their_network_and_vms_under_theirs() {
+    let mut t = topology();
+    for i in 2..10 {
+        t.floating_ips.push(FloatingIpSummary {
+            id: format!("fip-{i}"),
+            address: None,
+            ..t.floating_ips[0].clone()
+        });
+    }
+    let (_, page) = get_with(&routes_over(Some(plan()), Some(t)), "/debug/ui/topology");
+    assert!(page.contains("+ 3 more"), "9 floating IPs, 6 drawn");
+    let (_, public_y) = node_at(&page, "network", "net-pub");
+    let fips = node_ids(&page, "fip");
+    assert_eq!(fips.len(), 6);
+    let ys: Vec<usize> = fips.iter().map(|f| node_at(&page, "fip", f).1).collect();
+    assert!(ys.iter().all(|y| *y < public_y), "{ys:?} over {public_y}");
+    assert!(ys.windows(2).all(|w| w[0] < w[1]), "top down: {ys:?}");
+    let (_, router_y) = node_at(&page, "router", "r-a");
+    assert!(public_y < router_y);
+    let (_, net_a_y) = node_at(&page, "network", "net-a");
+    assert!(router_y < net_a_y);
+    assert!(node_at(&page, "vm", "p-a1").1 > net_a_y);
+}

@@ -85,7 +85,7 @@ fn filter_form(h: &mut Html, t: &Topology, tenant: Option<&str>) {
 }
 
 fn legend(h: &mut Html) {
-    h.raw("<p class=\"muted\">Top: external networks and their floating IPs (dashed: a router's gateway). Middle: routers. Bottom: networks grouped by owner, shared networks first, with their VM ports. Hover a box for its ids.</p>");
+    h.raw("<p class=\"muted\">Top: external networks, their floating IPs above them (dashed: a router's gateway). Middle: routers. Bottom: networks grouped by owner, shared networks first, with their VM ports. Hover a box for its ids.</p>");
 }
 
 /// What one page draws: everything, or one tenant's part and what it
@@ -149,7 +149,8 @@ impl At {
     }
 }
 
-/// A small box stacked under its network.
+/// A small box stacked by its network: floating IPs above their
+/// (external) network, VM ports below theirs.
 #[derive(Debug, Clone, Copy)]
 enum Small<'a> {
     Fip(&'a FloatingIpSummary),
@@ -167,8 +168,17 @@ pub(super) struct Layout<'a> {
     pub(super) routers: Vec<(At, &'a RouterSummary)>,
     /// Owner groups of the bottom band: label, left and right edge.
     groups: Vec<(String, usize, usize)>,
-    /// Floating IPs, then VM ports, under each network.
-    stacks: BTreeMap<&'a str, Vec<Small<'a>>>,
+    /// Floating IPs above each network.
+    above: BTreeMap<&'a str, Vec<Small<'a>>>,
+    /// VM ports below each network.
+    below: BTreeMap<&'a str, Vec<Small<'a>>>,
+}
+
+/// Which side of its network a stack is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Above,
+    Below,
 }
 
 impl<'a> Layout<'a> {
@@ -179,23 +189,26 @@ impl<'a> Layout<'a> {
     pub(super) fn new(t: &Topology, view: &View<'a>) -> Layout<'a> {
         let (external, internal): (Vec<&NetworkSummary>, Vec<&NetworkSummary>) =
             view.networks.iter().partition(|n| n.external);
-        let mut stacks: BTreeMap<&str, Vec<Small>> = BTreeMap::new();
+        let mut above: BTreeMap<&str, Vec<Small>> = BTreeMap::new();
         for f in &view.fips {
-            stacks.entry(&f.network).or_default().push(Small::Fip(f));
+            above.entry(&f.network).or_default().push(Small::Fip(f));
         }
+        let mut below: BTreeMap<&str, Vec<Small>> = BTreeMap::new();
         for p in &view.vms {
-            stacks.entry(&p.network).or_default().push(Small::Vm(p));
+            below.entry(&p.network).or_default().push(Small::Vm(p));
         }
-        let rows_under = |nets: &[&NetworkSummary]| {
+        let rows = |nets: &[&NetworkSummary], stacks: &BTreeMap<&str, Vec<Small>>| {
             nets.iter()
                 .map(|n| stacked(stacks.get(n.id.as_str()).map_or(0, Vec::len)))
                 .max()
                 .unwrap_or(0)
         };
-        let ext_y = MARGIN;
-        let router_y = ext_y + NODE_H + stack_height(rows_under(&external)) + 48;
+        // Floating IPs over the external networks, so the routers' gateway
+        // lines reach them unobstructed from below.
+        let ext_y = MARGIN + stack_height(rows(&external, &above)) + 4;
+        let router_y = ext_y + NODE_H + stack_height(rows(&external, &below)) + 56;
         let net_y = router_y + NODE_H + 80;
-        let height = net_y + NODE_H + stack_height(rows_under(&internal)) + MARGIN + 8;
+        let height = net_y + NODE_H + stack_height(rows(&internal, &below)) + MARGIN + 8;
 
         let mut at: BTreeMap<&str, At> = BTreeMap::new();
         let mut x = MARGIN;
@@ -257,7 +270,8 @@ impl<'a> Layout<'a> {
             at,
             routers,
             groups,
-            stacks,
+            above,
+            below,
         }
     }
 }
@@ -272,18 +286,13 @@ fn svg(t: &Topology, view: &View<'_>) -> Html {
         .attr("height", height)
         .attr("viewBox", format_args!("0 0 {width} {height}"))
         .raw(">");
-    for (label, start, end) in &l.groups {
+    for (_, start, end) in &l.groups {
         h.raw("<rect class=\"group\" rx=\"8\"")
             .attr("x", start - 10)
             .attr("y", l.net_y - 30)
             .attr("width", end - start + 20)
             .attr("height", height - l.net_y + 30 - 8)
-            .raw("/><text class=\"group-label\"")
-            .attr("x", start - 2)
-            .attr("y", l.net_y - 12)
-            .raw(">")
-            .text(clip(label, 40))
-            .raw("</text>");
+            .raw("/>");
     }
     // Edges first, under the boxes.
     for (r_at, r) in &l.routers {
@@ -310,12 +319,23 @@ fn svg(t: &Topology, view: &View<'_>) -> Html {
             }
         }
     }
-    for (net, items) in &l.stacks {
-        if let Some(a) = l.at.get(net) {
-            tree_edges(&mut h, *a, items);
+    for (side, stacks) in [(Side::Above, &l.above), (Side::Below, &l.below)] {
+        for (net, items) in stacks {
+            if let Some(a) = l.at.get(net) {
+                tree_edges(&mut h, *a, side, items);
+            }
         }
     }
-    // Boxes.
+    // Group labels over the edges (with a halo), then the boxes.
+    for (label, start, end) in &l.groups {
+        h.raw("<text class=\"group-label\"")
+            .attr("x", start - 2)
+            .attr("y", l.net_y - 12)
+            .raw(">")
+            // About 7 units a character: a label never runs into the next group.
+            .text(clip(label, (end - start + 12) / 7))
+            .raw("</text>");
+    }
     for n in &view.networks {
         if let Some(a) = l.at.get(n.id.as_str()) {
             network_node(&mut h, t, n, *a);
@@ -324,9 +344,11 @@ fn svg(t: &Topology, view: &View<'_>) -> Html {
     for (a, r) in &l.routers {
         router_node(&mut h, t, r, *a);
     }
-    for (net, items) in &l.stacks {
-        if let Some(a) = l.at.get(net) {
-            stack(&mut h, t, *a, items);
+    for (side, stacks) in [(Side::Above, &l.above), (Side::Below, &l.below)] {
+        for (net, items) in stacks {
+            if let Some(a) = l.at.get(net) {
+                stack(&mut h, t, *a, side, items);
+            }
         }
     }
     h.raw("</svg>");
@@ -407,9 +429,13 @@ fn stack_height(rows: usize) -> usize {
     rows * (SMALL_H + 8)
 }
 
-/// The y of the `i`th small box under a network box at `a`.
-fn stack_y(a: At, i: usize) -> usize {
-    a.y + NODE_H + 10 + i * (SMALL_H + 8)
+/// The top of the `i`th of `n` small boxes stacked on `side` of a network
+/// box at `a` (row `i` counted from the top in both cases).
+fn stack_y(a: At, side: Side, i: usize, n: usize) -> usize {
+    match side {
+        Side::Below => a.y + NODE_H + 10 + i * (SMALL_H + 8),
+        Side::Above => a.y - 10 - SMALL_H - (n - 1 - i) * (SMALL_H + 8),
+    }
 }
 
 fn line(h: &mut Html, class: &'static str, from: (usize, usize), to: (usize, usize)) {
@@ -423,42 +449,50 @@ fn line(h: &mut Html, class: &'static str, from: (usize, usize), to: (usize, usi
         .raw("/>");
 }
 
-/// The comb joining a network box to the small boxes stacked under it.
-fn tree_edges(h: &mut Html, a: At, items: &[Small<'_>]) {
-    for (i, item) in items.iter().take(STACK_MAX).enumerate() {
+/// The comb joining a network box to the small boxes stacked by it.
+fn tree_edges(h: &mut Html, a: At, side: Side, items: &[Small<'_>]) {
+    let shown = items.len().min(STACK_MAX);
+    let from = match side {
+        Side::Above => a.y,
+        Side::Below => a.y + NODE_H,
+    };
+    for (i, item) in items.iter().take(shown).enumerate() {
         let class = match item {
             Small::Fip(_) => "edge fip",
             Small::Vm(_) => "edge",
         };
-        let y = stack_y(a, i) + SMALL_H / 2;
+        let y = stack_y(a, side, i, shown) + SMALL_H / 2;
         h.raw("<path class=\"")
             .raw(class)
             .raw("\"")
-            .attr(
-                "d",
-                format_args!("M{} {} V{y} H{}", a.x + 8, a.y + NODE_H, a.x + 18),
-            )
+            .attr("d", format_args!("M{} {from} V{y} H{}", a.x + 8, a.x + 18))
             .raw("/>");
     }
 }
 
-fn stack(h: &mut Html, t: &Topology, a: At, items: &[Small<'_>]) {
-    for (i, item) in items.iter().take(STACK_MAX).enumerate() {
+fn stack(h: &mut Html, t: &Topology, a: At, side: Side, items: &[Small<'_>]) {
+    let shown = items.len().min(STACK_MAX);
+    for (i, item) in items.iter().take(shown).enumerate() {
         let at = At {
             x: a.x + 18,
-            y: stack_y(a, i),
+            y: stack_y(a, side, i, shown),
         };
         match item {
             Small::Fip(f) => fip_node(h, t, f, at),
             Small::Vm(p) => vm_node(h, t, p, at),
         }
     }
-    if items.len() > STACK_MAX {
+    if items.len() > shown {
+        // The count goes past the far end of the stack.
+        let y = match side {
+            Side::Below => stack_y(a, side, shown, shown + 1) + 14,
+            Side::Above => stack_y(a, side, 0, shown) - 8,
+        };
         h.raw("<text class=\"small\"")
             .attr("x", a.x + 18)
-            .attr("y", stack_y(a, STACK_MAX) + 14)
+            .attr("y", y)
             .raw(">")
-            .text(format_args!("+ {} more", items.len() - STACK_MAX))
+            .text(format_args!("+ {} more", items.len() - shown))
             .raw("</text>");
     }
 }
