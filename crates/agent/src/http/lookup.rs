@@ -420,4 +420,4 @@ fn display_opt<T: std::fmt::Display, S: serde::Serializer>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -289,10 +289,16 @@ fn tenant_cell(h: &mut Html, topology: Option<&Topology>, id: &str) {
         h.raw("<td><code>*</code> <span class=\"muted\">every tenant</span></td>");
         return;
     }
-    match topology
+    let name = topology
         .and_then(|t| t.projects.get(id))
-        .filter(|n| !n.is_empty())
-    {
+        .map(String::as_str);
+    named_cell(h, name, id);
+}
+
+/// A cell with `name` over `id`, or `id` alone when there is no name (or
+/// the name is the id).
+fn named_cell(h: &mut Html, name: Option<&str>, id: &str) {
+    match name.filter(|n| !n.is_empty() && *n != id) {
         Some(name) => {
             h.raw("<td>")
                 .text(name)

@@ -1,6 +1,6 @@
 use super::*;
 
-fn mac(text: &str) -> Mac {
+pub(crate) fn mac(text: &str) -> Mac {
     text.parse().unwrap()
 }
 
@@ -9,7 +9,7 @@ fn ip(text: &str) -> IpAddr {
 }
 
 /// A trie row; tenant `*` is the global scope.
-fn row(tenant: &str, prefix: &str, zone: Zone) -> TrieRow {
+pub(crate) fn row(tenant: &str, prefix: &str, zone: Zone) -> TrieRow {
     TrieRow {
         tenant: if tenant == "*" {
             Scope::Global

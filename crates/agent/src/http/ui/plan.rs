@@ -8,10 +8,11 @@ use std::net::{IpAddr, Ipv6Addr};
 use bytes::Bytes;
 use hyper::{Request, StatusCode};
 use lachesis_abi::Mac;
+use lachesis_planner::topology::RouterSummary;
 use lachesis_planner::{AmphoraIp, Plan, RouterMac, Topology, TrieRow};
 
 use super::html::{Html, CODE_TD, P, TD};
-use super::{bad_request, document, no_plan, tenant_cell, zone_badge, Form};
+use super::{bad_request, document, named_cell, no_plan, tenant_cell, zone_badge, Form};
 use crate::http::params::{BadParam, Params};
 use crate::http::reply::Reply;
 use crate::http::source::{DebugSource, LiveBinding};
@@ -176,32 +177,92 @@ fn filter_form(
         .raw("></label><button type=\"submit\">Filter</button></form>");
 }
 
-/// A table's heading: the name, how many rows pass of how many, the
-/// filters used.
-fn heading(h: &mut Html, name: &'static str, shown: usize, total: usize, used: &[&str]) {
-    h.raw("<h2>").raw(name).raw(" <span class=\"muted\">");
-    if used.is_empty() {
-        h.text(total);
-    } else {
-        h.text(format_args!(
-            "{shown} of {total}, by {}",
-            used.join(" and ")
-        ));
-    }
-    h.raw("</span></h2>");
+/// One table of the page.
+struct Table {
+    name: &'static str,
+    /// What the table is, one paragraph.
+    about: &'static str,
+    /// Which filters narrow it: tenant, MAC, address.
+    applies: [bool; 3],
+    /// The header row's cells.
+    columns: &'static str,
 }
 
-/// The rest not shown, if any.
-fn more(h: &mut Html, passing: usize) {
-    if passing > ROWS_SHOWN {
-        h.raw("<p class=\"note\">")
-            .text(format_args!(
-                "{} more rows not shown: narrow with a filter.",
-                passing - ROWS_SHOWN
-            ))
-            .raw("</p>");
+impl Table {
+    /// The heading (how many of `total` rows pass, by which filters), the
+    /// paragraph, `note` if any, at most [`ROWS_SHOWN`] rows drawn by
+    /// `row` (which writes the cells), and how many more there are.
+    fn render<T>(
+        &self,
+        h: &mut Html,
+        filter: &Filter,
+        total: usize,
+        rows: &[T],
+        note: Option<&'static str>,
+        mut row: impl FnMut(&mut Html, &T),
+    ) {
+        let used = filter.applied(self.applies);
+        h.raw("<h2>").raw(self.name).raw(" <span class=\"muted\">");
+        if used.is_empty() {
+            h.text(total);
+        } else {
+            h.text(format_args!(
+                "{} of {total}, by {}",
+                rows.len(),
+                used.join(" and ")
+            ));
+        }
+        h.raw("</span></h2>").element(P, self.about);
+        if let Some(note) = note {
+            h.raw("<p class=\"note\">").text(note).raw("</p>");
+        }
+        h.raw("<table><thead><tr>")
+            .raw(self.columns)
+            .raw("</tr></thead><tbody>");
+        for r in rows.iter().take(ROWS_SHOWN) {
+            h.raw("<tr>");
+            row(h, r);
+            h.raw("</tr>");
+        }
+        h.raw("</tbody></table>");
+        if rows.len() > ROWS_SHOWN {
+            h.raw("<p class=\"note\">")
+                .text(format_args!(
+                    "{} more rows not shown: narrow with a filter.",
+                    rows.len() - ROWS_SHOWN
+                ))
+                .raw("</p>");
+        }
     }
 }
+
+const TRIE: Table = Table {
+    name: "Trie rows",
+    about: "The LPM tries zones_v4 and zones_v6: a VM's packet is looked up among its tenant's rows first, the global rows (*) only when none holds the address; the longest prefix wins.",
+    applies: [true, true, true],
+    columns: "<th>tenant</th><th>prefix</th><th>zone</th>",
+};
+
+const BINDINGS: Table = Table {
+    name: "Bindings",
+    about: "The endpoints map: each VM MAC the kernel knows, and who its bytes are billed to. Ghosts are bindings whose port is gone, kept for their grace window.",
+    applies: [true, true, true],
+    columns: "<th>MAC</th><th>tenant</th><th>server</th><th>port</th><th>fallback external network</th><th>flags</th><th></th>",
+};
+
+const ROUTER_MACS: Table = Table {
+    name: "Router MACs",
+    about: "Router interface MACs, never bound (a routed packet's zone is the trie's). The ledger labels a flow to such a MAC with the router's external network (DESIGN §6.4 rule 1).",
+    applies: [true, true, false],
+    columns: "<th>MAC</th><th>router</th><th>project</th><th>external network</th>",
+};
+
+const AMPHORAE: Table = Table {
+    name: "Amphora addresses",
+    about: "The amphora_ips map: load-balancer data-port addresses under the load balancer's owner; traffic from them to the members (segment 2) is infra.",
+    applies: [true, false, true],
+    columns: "<th>tenant</th><th>address</th>",
+};
 
 fn trie_table(
     h: &mut Html,
@@ -221,30 +282,14 @@ fn trie_table(
         .iter()
         .filter(|r| filter.row(r, mac_tenant))
         .collect();
-    heading(
-        h,
-        "Trie rows",
-        rows.len(),
-        plan.trie.len(),
-        &filter.applied([true, true, true]),
-    );
-    h.element(
-        P,
-        "The LPM tries zones_v4 and zones_v6: a VM's packet is looked up among its tenant's rows first, the global rows (*) only when none holds the address; the longest prefix wins.",
-    );
-    if filter.mac.is_some() && mac_tenant.is_none() {
-        h.raw("<p class=\"note\">That MAC has no binding: the kernel reads no row for it (zone miss).</p>");
-    }
-    h.raw("<table><thead><tr><th>tenant</th><th>prefix</th><th>zone</th></tr></thead><tbody>");
-    for r in rows.iter().take(ROWS_SHOWN) {
-        h.raw("<tr>");
+    let note = (filter.mac.is_some() && mac_tenant.is_none())
+        .then_some("That MAC has no binding: the kernel reads no row for it (zone miss).");
+    TRIE.render(h, filter, plan.trie.len(), &rows, note, |h, r| {
         tenant_cell(h, topology, r.tenant.as_str());
         h.element(CODE_TD, r.prefix).raw("<td>");
         zone_badge(h, r.zone);
-        h.raw("</td></tr>");
-    }
-    h.raw("</tbody></table>");
-    more(h, rows.len());
+        h.raw("</td>");
+    });
 }
 
 fn bindings_table(
@@ -257,34 +302,11 @@ fn bindings_table(
         .iter()
         .filter(|b| filter.binding(b, topology))
         .collect();
-    heading(
-        h,
-        "Bindings",
-        rows.len(),
-        bindings.len(),
-        &filter.applied([true, true, true]),
-    );
-    h.element(
-        P,
-        "The endpoints map: each VM MAC the kernel knows, and who its bytes are billed to. Ghosts are bindings whose port is gone, kept for their grace window.",
-    );
-    h.raw("<table><thead><tr><th>MAC</th><th>tenant</th><th>server</th><th>port</th><th>fallback external network</th><th>flags</th><th></th></tr></thead><tbody>");
-    for lb in rows.iter().take(ROWS_SHOWN) {
+    BINDINGS.render(h, filter, bindings.len(), &rows, None, |h, lb| {
         let b = &lb.binding;
-        h.raw("<tr>").element(CODE_TD, b.mac);
+        h.element(CODE_TD, b.mac);
         tenant_cell(h, topology, &b.tenant);
-        match topology.map(|t| t.server_label(&b.server)) {
-            Some(name) if name != b.server => {
-                h.raw("<td>")
-                    .text(name)
-                    .raw("<br><code class=\"id\">")
-                    .text(&b.server)
-                    .raw("</code></td>");
-            }
-            _ => {
-                h.element(CODE_TD, &b.server);
-            }
-        }
+        named_cell(h, topology.map(|t| t.server_label(&b.server)), &b.server);
         h.element(CODE_TD, &b.port)
             .element(TD, b.external_network.as_deref().unwrap_or("none"));
         let flags: Vec<&str> = [(b.amphora, "amphora"), (lb.ghost, "ghost")]
@@ -294,10 +316,8 @@ fn bindings_table(
         h.element(TD, flags.join(", "))
             .raw("<td>")
             .link(format_args!("/debug/ui/lookup?mac={}", b.mac), "lookup…")
-            .raw("</td></tr>");
-    }
-    h.raw("</tbody></table>");
-    more(h, rows.len());
+            .raw("</td>");
+    });
 }
 
 fn routers_table(h: &mut Html, plan: &Plan, topology: Option<&Topology>, filter: &Filter) {
@@ -306,44 +326,18 @@ fn routers_table(h: &mut Html, plan: &Plan, topology: Option<&Topology>, filter:
         .iter()
         .filter(|r| filter.router(r, topology))
         .collect();
-    heading(
-        h,
-        "Router MACs",
-        rows.len(),
-        plan.router_macs.len(),
-        &filter.applied([true, true, false]),
-    );
-    h.element(
-        P,
-        "Router interface MACs, never bound (a routed packet's zone is the trie's). The ledger labels a flow to such a MAC with the router's external network (DESIGN §6.4 rule 1).",
-    );
-    h.raw("<table><thead><tr><th>MAC</th><th>router</th><th>project</th><th>external network</th></tr></thead><tbody>");
-    for r in rows.iter().take(ROWS_SHOWN) {
-        h.raw("<tr>").element(CODE_TD, r.mac);
+    ROUTER_MACS.render(h, filter, plan.router_macs.len(), &rows, None, |h, r| {
+        h.element(CODE_TD, r.mac);
         let router = topology.and_then(|t| t.router(&r.router));
-        match router {
-            Some(router) if router.name.is_some() => {
-                h.raw("<td>")
-                    .text(router.label())
-                    .raw("<br><code class=\"id\">")
-                    .text(&r.router)
-                    .raw("</code></td>");
-            }
-            _ => {
-                h.element(CODE_TD, &r.router);
-            }
-        }
+        named_cell(h, router.map(RouterSummary::label), &r.router);
         match router {
             Some(router) => tenant_cell(h, topology, &router.project),
             None => {
                 h.element(TD, "");
             }
         }
-        h.element(TD, r.external_network.as_deref().unwrap_or("none"))
-            .raw("</tr>");
-    }
-    h.raw("</tbody></table>");
-    more(h, rows.len());
+        h.element(TD, r.external_network.as_deref().unwrap_or("none"));
+    });
 }
 
 fn amphora_table(h: &mut Html, plan: &Plan, topology: Option<&Topology>, filter: &Filter) {
@@ -352,23 +346,8 @@ fn amphora_table(h: &mut Html, plan: &Plan, topology: Option<&Topology>, filter:
         .iter()
         .filter(|a| filter.amphora(a))
         .collect();
-    heading(
-        h,
-        "Amphora addresses",
-        rows.len(),
-        plan.amphora_ips.len(),
-        &filter.applied([true, false, true]),
-    );
-    h.element(
-        P,
-        "The amphora_ips map: load-balancer data-port addresses under the load balancer's owner; traffic from them to the members (segment 2) is infra.",
-    );
-    h.raw("<table><thead><tr><th>tenant</th><th>address</th></tr></thead><tbody>");
-    for a in rows.iter().take(ROWS_SHOWN) {
-        h.raw("<tr>");
+    AMPHORAE.render(h, filter, plan.amphora_ips.len(), &rows, None, |h, a| {
         tenant_cell(h, topology, &a.tenant);
-        h.element(CODE_TD, a.address).raw("</tr>");
-    }
-    h.raw("</tbody></table>");
-    more(h, rows.len());
+        h.element(CODE_TD, a.address);
+    });
 }

@@ -2,14 +2,15 @@ use std::sync::Arc;
 
 use hyper::header::{CONTENT_TYPE, LOCATION};
 use hyper::Method;
-use lachesis_abi::{Mac, Zone};
+use lachesis_abi::Zone;
 use lachesis_planner::topology::{FloatingIpSummary, NetworkSummary, RouterSummary, VmPort};
 use lachesis_planner::{
-    AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, RouterMac, Scope, TrieRow,
+    AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, RouterMac,
 };
 
 use super::*;
 use crate::config::Config;
+use crate::http::lookup::tests::{mac, row};
 use crate::http::reply::body_text;
 use crate::http::source::{FlowListing, LiveBinding};
 use crate::http::{DebugRoutes, Routes as _};
@@ -53,22 +54,6 @@ impl DebugSource for Fake {
     }
     fn flows(&self, _: usize) -> FlowListing {
         FlowListing::default()
-    }
-}
-
-fn mac(text: &str) -> Mac {
-    text.parse().unwrap()
-}
-
-fn row(tenant: &str, prefix: &str, zone: Zone) -> TrieRow {
-    TrieRow {
-        tenant: if tenant == "*" {
-            Scope::Global
-        } else {
-            Scope::Tenant(tenant.to_owned())
-        },
-        prefix: prefix.parse().unwrap(),
-        zone,
     }
 }
 

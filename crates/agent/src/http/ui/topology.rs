@@ -12,7 +12,7 @@ use lachesis_planner::topology::{FloatingIpSummary, NetworkSummary, RouterSummar
 use lachesis_planner::Topology;
 
 use super::html::{clip, Html, CODE_TD, P, TD};
-use super::{bad_request, document, tenant_cell, Form};
+use super::{bad_request, document, named_cell, tenant_cell, Form};
 use crate::http::params::Params;
 use crate::http::reply::Reply;
 use crate::http::source::DebugSource;
@@ -623,11 +623,8 @@ fn vm_node(h: &mut Html, t: &Topology, p: &VmPort, at: At) {
 fn routes_table(h: &mut Html, t: &Topology, routers: &[&RouterSummary]) {
     h.raw("<h2>Routers</h2><table><thead><tr><th>router</th><th>project</th><th>gateway</th><th>interfaces on</th><th>static routes</th></tr></thead><tbody>");
     for r in routers {
-        h.raw("<tr><td>")
-            .text(r.label())
-            .raw("<br><code class=\"id\">")
-            .text(&r.id)
-            .raw("</code></td>");
+        h.raw("<tr>");
+        named_cell(h, r.name.as_deref(), &r.id);
         tenant_cell(h, Some(t), &r.project);
         let names = |ids: &[String]| {
             ids.iter()
