@@ -13,7 +13,7 @@ use lachesis_agent::http::{
 };
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
 use lachesis_ledger::{state, Exporter, Ledger, UnresolvedLimits};
-use lachesis_planner::Plan;
+use lachesis_planner::{Plan, Topology};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use reqwest::StatusCode;
@@ -57,6 +57,9 @@ impl DebugSource for Fake {
     }
     fn flows(&self, _limit: usize) -> FlowListing {
         FlowListing::default()
+    }
+    fn topology(&self) -> Option<Arc<Topology>> {
+        None
     }
 }
 

@@ -22,6 +22,7 @@ mod plan;
 mod resolver;
 pub mod snapshot;
 mod sources;
+pub mod topology;
 mod trie;
 mod zone;
 
@@ -36,6 +37,7 @@ pub use plan::{
 };
 pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot};
 pub use sources::{SourceStatus, Sources};
+pub use topology::{summarize, Topology};
 
 /// Builds the desired state for `snapshot` (DESIGN §6), with no previous
 /// plan: a cold start. Reconcile passes call [`plan_with_previous`].

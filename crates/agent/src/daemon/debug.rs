@@ -5,7 +5,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use lachesis_abi::{FlowCounters, FlowKey};
 use lachesis_datapath::{Datapath, DrainBuffer};
-use lachesis_planner::Plan;
+use lachesis_planner::{Plan, Topology};
 use tokio::sync::watch;
 
 use crate::config::Config;
@@ -48,6 +48,10 @@ impl DebugSource for DebugState {
 
     fn bindings(&self) -> Vec<LiveBinding> {
         bindings(&(self.attribution)().snapshot)
+    }
+
+    fn topology(&self) -> Option<Arc<Topology>> {
+        self.committed.borrow().topology.clone()
     }
 
     fn flows(&self, limit: usize) -> FlowListing {

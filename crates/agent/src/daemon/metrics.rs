@@ -202,6 +202,7 @@ mod tests {
             Arc::new(Committed {
                 plan: Arc::default(),
                 synced_at: SystemTime::now() - Duration::from_secs(ago),
+                topology: None,
             })
         };
         let (tx, rx) = watch::channel(at(120));

@@ -21,7 +21,7 @@ use lachesis_abi::Mac;
 use lachesis_datapath::Datapath;
 use lachesis_ledger::state::{self, LoadSource, StatePaths};
 use lachesis_ledger::Exporter;
-use lachesis_planner::Plan;
+use lachesis_planner::{Plan, Topology};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -332,6 +332,8 @@ struct Metadata {
     servers: Option<Vec<Named>>,
     synced_at: SystemTime,
     degraded: bool,
+    /// The cloud as the pages draw it; `None` when degraded.
+    topology: Option<Arc<Topology>>,
 }
 
 /// Cold start's sync (DESIGN §12 step 2): retried with backoff while
@@ -360,6 +362,7 @@ async fn cold_start(
                     servers: s.servers,
                     synced_at: SystemTime::now(),
                     degraded: false,
+                    topology: Some(s.topology),
                 })
             }
             Err(e) => {
@@ -375,6 +378,7 @@ async fn cold_start(
                         servers: None,
                         synced_at: written,
                         degraded: true,
+                        topology: None,
                     });
                 }
                 let wait = backoff(failures);
@@ -646,6 +650,7 @@ fn start_tasks(
             committed: Committed {
                 plan: meta.plan,
                 synced_at: meta.synced_at,
+                topology: meta.topology,
             },
             projects: meta.projects,
             servers: meta.servers.unwrap_or_default(),

@@ -13,6 +13,7 @@ use super::params::{BadParam, Params};
 use super::reply::{json, not_found, reply, text, Reply, Verb};
 use super::server::{Page, Routes};
 use super::source::{DebugSource, FlowEntry, LogLevelControl};
+use super::ui;
 use crate::config::{parse_log_level, LogLevel};
 
 /// The pages of the debug listener.
@@ -23,6 +24,12 @@ pub const PATHS: &[&str] = &[
     "/debug/anomalies",
     "/debug/flows",
     "/debug/lookup",
+    // The pages for a browser (`super::ui`).
+    "/debug/ui/",
+    "/debug/ui/plan",
+    "/debug/ui/anomalies",
+    "/debug/ui/lookup",
+    "/debug/ui/topology",
 ];
 
 /// `/debug/flows` without `?limit=`.
@@ -161,6 +168,11 @@ fn bad_param(e: &BadParam) -> Reply {
 impl Routes for DebugRoutes {
     fn handle(&self, req: &Request<Bytes>) -> Reply {
         let path = req.uri().path();
+        if let Some(page) = ui::page_for(path) {
+            return Verb::Read
+                .refuse(req.method())
+                .unwrap_or_else(|| page(self.source.as_ref(), req));
+        }
         let (verb, page): (Verb, Page<Self>) = match path {
             "/debug/config" => (Verb::Read, Self::config),
             "/debug/log-level" => (Verb::Put, Self::log_level),

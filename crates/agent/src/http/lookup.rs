@@ -19,7 +19,9 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use lachesis_abi::{Direction, Mac, Zone};
-use lachesis_planner::{AmphoraIp, Scope, TrieRow};
+use lachesis_ledger::memory::MemoryAttribution;
+use lachesis_ledger::BindingLabels;
+use lachesis_planner::{AmphoraIp, RouterMac, Scope, TrieRow};
 use serde::Serialize;
 
 use super::params::{BadParam, Params};
@@ -245,6 +247,87 @@ pub fn explain(
     out
 }
 
+/// The `external_network` label the ledger gives the explained packet's
+/// bytes (DESIGN §6.4), and the rule that chose it. Not part of the
+/// kernel's classification: the ledger attributes it per flow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExternalAttribution {
+    /// The label (`none` when no rule gives one).
+    pub label: String,
+    /// Which rule decided.
+    pub rule: ExternalRule,
+}
+
+/// The rule of DESIGN §6.4 that decided an [`ExternalAttribution`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum ExternalRule {
+    /// The zone is not `external`: only `external` carries a label.
+    NotExternal,
+    /// Rule 1: the peer MAC is an interface of this router, which has an
+    /// external gateway.
+    RouterMac {
+        /// The router's id.
+        router: String,
+    },
+    /// Rule 2: the VM binding's fallback (a floating IP's network, else the
+    /// gateway of the router behind the VM's subnet).
+    VmFallback,
+    /// Rule 3: neither applies.
+    NoRule,
+}
+
+/// No peer MAC given: a MAC no router map holds, so rule 1 cannot apply.
+const NO_PEER: Mac = Mac([0; 6]);
+
+/// The label the ledger would give `e`'s bytes, with the committed plan's
+/// `router_macs`; the label itself comes from the ledger's own rule
+/// ([`lachesis_ledger::external_network`]), never a copy of it.
+#[must_use]
+pub fn external_network(e: &Explanation, router_macs: &[RouterMac]) -> ExternalAttribution {
+    let vm = e.steps.iter().find_map(|s| match s {
+        Step::VmBinding {
+            binding: Some(b), ..
+        } => Some(&b.binding),
+        _ => None,
+    });
+    let router = e.query.peer_mac.and_then(|peer| {
+        router_macs
+            .iter()
+            .find(|r| r.mac == peer && r.external_network.is_some())
+    });
+    let mut attr = MemoryAttribution::default();
+    if let Some(r) = router {
+        attr.routers
+            .insert(r.mac, r.external_network.clone().unwrap_or_default());
+    }
+    let labels = vm.map(|b| BindingLabels {
+        tenant_id: &b.tenant,
+        server_id: &b.server,
+        port_id: &b.port,
+        fallback_external_network: b.external_network.as_deref(),
+    });
+    let external = e.zone == Zone::External;
+    let label = lachesis_ledger::external_network(
+        &attr,
+        external,
+        e.query.peer_mac.unwrap_or(NO_PEER),
+        labels.as_ref(),
+    )
+    .to_owned();
+    let rule = match (external, router) {
+        (false, _) => ExternalRule::NotExternal,
+        (true, Some(r)) => ExternalRule::RouterMac {
+            router: r.router.clone(),
+        },
+        (true, None) if vm.is_some_and(|b| b.external_network.is_some()) => {
+            ExternalRule::VmFallback
+        }
+        (true, None) => ExternalRule::NoRule,
+    };
+    ExternalAttribution { label, rule }
+}
+
 impl Explanation {
     fn decide(mut self, zone: Zone, reason: &str) -> Self {
         self.zone = zone;
@@ -337,4 +420,4 @@ fn display_opt<T: std::fmt::Display, S: serde::Serializer>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -5,7 +5,8 @@
 //!   Prometheus text by `Accept`), `/healthz`, `/readyz`.
 //! - **debug** (`listen.debug`, default `127.0.0.1:9848`): `/debug/config`,
 //!   `PUT /debug/log-level`, `/debug/plan`, `/debug/anomalies`,
-//!   `/debug/flows`, `/debug/lookup`.
+//!   `/debug/flows`, `/debug/lookup`; and pages for a browser under
+//!   `/debug/ui/` (index, plan, anomalies, lookup, topology).
 //!
 //! Each listener is a [`Routes`] value — a pure function of the request,
 //! tested without sockets — served by [`serve`] until its cancellation
@@ -44,6 +45,7 @@ mod params;
 mod reply;
 mod server;
 mod source;
+mod ui;
 
 pub use debug::{DebugRoutes, FLOWS_DEFAULT_LIMIT, FLOWS_MAX_LIMIT, PATHS as DEBUG_PATHS};
 pub use metrics::{MetricsRoutes, RenderError, COLLECT_DURATION, PATHS as METRICS_PATHS};

@@ -14,6 +14,8 @@ pub type Reply = Response<Full<Bytes>>;
 pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
 /// `Content-Type` of JSON answers.
 pub(crate) const JSON: &str = "application/json";
+/// `Content-Type` of the browser pages.
+pub(crate) const HTML: &str = "text/html; charset=utf-8";
 
 /// A response with `status`, `content_type` and `body`.
 pub(crate) fn reply(

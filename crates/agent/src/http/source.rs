@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use lachesis_abi::{Direction, L4Class, Mac, Zone};
-use lachesis_planner::{Anomaly, Binding, Plan};
+use lachesis_planner::{Anomaly, Binding, Plan, Topology};
 use serde::{Serialize, Serializer};
 
 use crate::config::{Config, LogLevel};
@@ -23,6 +23,11 @@ pub trait DebugSource: Send + Sync {
     /// Every binding the kernel's `endpoints` map holds now: the committed
     /// plan's, plus ghosts kept for their grace window (DESIGN §9).
     fn bindings(&self) -> Vec<LiveBinding>;
+
+    /// The cloud the committed plan was made from (names, networks,
+    /// routers, floating IPs); `None` before the first sync and while the
+    /// plan is the state file's.
+    fn topology(&self) -> Option<Arc<Topology>>;
 
     /// Anomalies to list with their details (DESIGN §6.6); by default the
     /// committed plan's.

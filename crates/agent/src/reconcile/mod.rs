@@ -36,7 +36,7 @@ use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use lachesis_planner::Plan;
+use lachesis_planner::{Plan, Topology};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -60,6 +60,9 @@ pub struct Committed {
     pub plan: Arc<Plan>,
     /// When the sync it came from finished (sync age counts from here).
     pub synced_at: SystemTime,
+    /// The cloud the plan was made from, for the debug pages; `None` when
+    /// the plan came from the state file (degraded boot).
+    pub topology: Option<Arc<Topology>>,
 }
 
 /// What boot hands over: the plan the kernel was written from (cold start),

@@ -182,6 +182,7 @@ where
         self.committed.send_replace(Arc::new(Committed {
             plan: synced.plan.clone(),
             synced_at,
+            topology: Some(synced.topology.clone()),
         }));
         self.prune(synced).await;
         self.metrics.set_amphora_ports(amphora_ports(&synced.plan));

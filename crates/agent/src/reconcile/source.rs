@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use lachesis_planner::{
-    parse_snapshot, plan_with_previous, ParseError, Plan, PlanOptions, Sources,
+    parse_snapshot, plan_with_previous, summarize, ParseError, Plan, PlanOptions, Sources, Topology,
 };
 
 /// A project or a server: its id (what prunes compare) and its name (what
@@ -42,6 +42,8 @@ pub struct Synced {
     pub servers: Option<Vec<Named>>,
     /// Entries or parts the parser dropped (malformed input).
     pub skipped: usize,
+    /// The snapshot summarised for the debug pages (never planned).
+    pub topology: Arc<Topology>,
 }
 
 impl Synced {
@@ -129,6 +131,7 @@ impl MetadataSource for OpenStackSource {
                     .as_ref()
                     .map(|list| list.iter().map(|s| named(&s.id, &s.name)).collect()),
                 skipped: report.skipped.len(),
+                topology: Arc::new(summarize(&snapshot)),
             })
         })
         .await

@@ -150,6 +150,11 @@ pub struct FloatingIp {
     pub id: String,
     /// `floating_network_id`.
     pub network_id: String,
+    /// `floating_ip_address`; `None` when absent or malformed (display only:
+    /// the plan never reads it).
+    pub address: Option<IpAddr>,
+    /// Owning project (`""` when none; display only).
+    pub project: String,
     /// `port_id`; `None` when unassociated.
     pub port_id: Option<String>,
     /// `fixed_ip_address`; `None` when unassociated.

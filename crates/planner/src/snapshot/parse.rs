@@ -544,6 +544,8 @@ fn floating_ip(obj: &Obj, entry: &mut Entry) -> Result<FloatingIp, SkipReason> {
     Ok(FloatingIp {
         id: required(obj, "id")?,
         network_id: required(obj, "floating_network_id")?,
+        address: opt_addr(obj, "floating_ip_address", entry),
+        project: entry.project(obj),
         port_id: entry.opt_string(obj, "port_id"),
         fixed_ip: opt_addr(obj, "fixed_ip_address", entry),
     })

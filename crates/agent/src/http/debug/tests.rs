@@ -33,6 +33,9 @@ impl DebugSource for Fake {
             .flat_map(|p| p.bindings.iter().cloned().map(LiveBinding::live))
             .collect()
     }
+    fn topology(&self) -> Option<Arc<lachesis_planner::Topology>> {
+        None
+    }
     fn flows(&self, limit: usize) -> FlowListing {
         *self.asked_limit.lock().unwrap() = Some(limit);
         // Deliberately ignores the limit: the page must still bound it.

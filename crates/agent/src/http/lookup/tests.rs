@@ -1,6 +1,6 @@
 use super::*;
 
-fn mac(text: &str) -> Mac {
+pub(crate) fn mac(text: &str) -> Mac {
     text.parse().unwrap()
 }
 
@@ -9,7 +9,7 @@ fn ip(text: &str) -> IpAddr {
 }
 
 /// A trie row; tenant `*` is the global scope.
-fn row(tenant: &str, prefix: &str, zone: Zone) -> TrieRow {
+pub(crate) fn row(tenant: &str, prefix: &str, zone: Zone) -> TrieRow {
     TrieRow {
         tenant: if tenant == "*" {
             Scope::Global
@@ -502,5 +502,79 @@ fn the_json_names_steps_zones_and_macs_in_text() {
     assert_eq!(
         v["steps"][3]["matched"],
         serde_json::json!({"tenant": "project-a", "prefix": "10.0.5.1/32", "zone": "infra"})
+    );
+}
+
+fn routers() -> Vec<RouterMac> {
+    vec![
+        RouterMac {
+            mac: mac(ROUTER),
+            router: "router-1".to_owned(),
+            external_network: Some("public".to_owned()),
+        },
+        RouterMac {
+            mac: mac("02:00:00:00:00:fd"),
+            router: "router-2".to_owned(),
+            external_network: None,
+        },
+    ]
+}
+
+#[test]
+fn the_external_network_follows_the_ledgers_rules_in_order() {
+    let mut b = bindings();
+    b[0].binding.external_network = Some("fip-net".to_owned());
+    let label = |q: &Query| external_network(&explain(q, &trie(), &b, &[]), &routers());
+    // Rule 1: the router MAC with a gateway beats the VM's fallback.
+    let via = |peer: &str| Query {
+        peer_mac: Some(mac(peer)),
+        ..query(VM_A, "8.8.8.8")
+    };
+    assert_eq!(
+        label(&via(ROUTER)),
+        ExternalAttribution {
+            label: "public".to_owned(),
+            rule: ExternalRule::RouterMac {
+                router: "router-1".to_owned()
+            },
+        }
+    );
+    // A router without a gateway, or no peer at all: the VM's fallback.
+    for q in [via("02:00:00:00:00:fd"), query(VM_A, "8.8.8.8")] {
+        assert_eq!(
+            label(&q),
+            ExternalAttribution {
+                label: "fip-net".to_owned(),
+                rule: ExternalRule::VmFallback,
+            },
+            "{q:?}"
+        );
+    }
+    // Neither: `none`.
+    assert_eq!(
+        label(&query(VM_A2, "8.8.8.8")),
+        ExternalAttribution {
+            label: "none".to_owned(),
+            rule: ExternalRule::NoRule,
+        }
+    );
+    // Only zone external carries a label, whatever the router.
+    let e = explain(&via(ROUTER), &trie(), &b, &[]);
+    assert_eq!(e.zone, Zone::External);
+    let internal = Query {
+        remote: ip("10.0.9.9"),
+        ..via(ROUTER)
+    };
+    assert_eq!(
+        label(&internal),
+        ExternalAttribution {
+            label: "none".to_owned(),
+            rule: ExternalRule::NotExternal,
+        }
+    );
+    // An unbound VM is a miss: no label either.
+    assert_eq!(
+        label(&query("02:00:00:00:00:99", "8.8.8.8")).rule,
+        ExternalRule::NotExternal
     );
 }

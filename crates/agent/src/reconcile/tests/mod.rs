@@ -117,6 +117,7 @@ pub(super) fn synced(plan: Plan) -> Synced {
         ),
         skipped: 0,
         plan: Arc::new(plan),
+        topology: Arc::default(),
     }
 }
 
@@ -161,6 +162,7 @@ impl Rig {
                 committed: Committed {
                     plan: first.plan.clone(),
                     synced_at: SystemTime::now(),
+                    topology: None,
                 },
                 projects: first.projects.clone(),
                 servers: first.servers.clone().unwrap_or_default(),

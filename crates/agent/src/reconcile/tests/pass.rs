@@ -578,3 +578,35 @@ async fn ghosts_expire_after_the_live_grace_and_leave_the_table_when_forgotten()
     assert!(table.attribution().binding(mac(2)).is_none());
     assert_eq!(rig.reconciler.metrics().ghosts(), 0);
 }
+
+#[tokio::test]
+async fn the_syncs_topology_is_committed_with_its_plan_and_only_then() {
+    let mut rig = Rig::new(&base());
+    assert!(
+        rig.reconciler.committed().borrow().topology.is_none(),
+        "boot handed none"
+    );
+    let drawn = |name: &str| {
+        Arc::new(lachesis_planner::Topology {
+            projects: [("p-a".to_owned(), name.to_owned())].into(),
+            ..Default::default()
+        })
+    };
+    let first = drawn("first");
+    let mut s = synced(trie_changed());
+    s.topology = first.clone();
+    rig.source.set(s.clone());
+    rig.kernel.fail_nth(1);
+    assert_eq!(
+        rig.reconciler.pass(Trigger::Tick).await,
+        PassResult::ApplyError
+    );
+    assert!(
+        rig.reconciler.committed().borrow().topology.is_none(),
+        "a pass that did not commit its plan does not commit its topology"
+    );
+    assert_eq!(rig.reconciler.pass(Trigger::Tick).await, PassResult::Ok);
+    let committed = rig.reconciler.committed().borrow().clone();
+    assert!(Arc::ptr_eq(committed.topology.as_ref().unwrap(), &first));
+    assert_eq!(*committed.plan, trie_changed());
+}

@@ -1,0 +1,390 @@
+//! The debug pages in a real browser (root; docs/agent-http.md, "The
+//! browser test"): the simulator serves `tests/fixtures/debug-pages.yaml`,
+//! a real agent syncs it, and Debian's `chromium` loads every page
+//! headless from inside the test's own network namespace (the agent's
+//! debug listener is on that namespace's loopback).
+//!
+//! Console errors: Chromium's log (`--enable-logging=stderr --v=0`) carries
+//! one line tagged `CONSOLE` per console message of a page — `console.*`,
+//! uncaught exceptions, Content-Security-Policy refusals. The pages have no
+//! script and forbid every load, so any such line fails the test; a page
+//! logging on purpose proves first that such lines are seen.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::agent::{get, isolate, Agent, Setup};
+use common::{repo, Sim};
+use lachesis_lab::netns::Lab;
+
+const FIXTURE: &str = "crates/agent/tests/fixtures/debug-pages.yaml";
+/// Tenant A's VM a-web (10.1.0.5).
+const VM_A: &str = "fa:16:3e:a1:00:01";
+/// Router A's interface on tenant A's network: a-web's next hop.
+const ROUTER_A: &str = "fa:16:3e:00:0a:02";
+const TENANT_A: &str = "0b0000000000000000000000000000aa";
+/// The longest a page may take to load or be photographed.
+const BROWSER_LIMIT: Duration = Duration::from_mins(1);
+
+/// Where the screenshots and Chromium's logs go: `target/test-output/debug-pages`.
+fn output_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory")
+        .join("test-output/debug-pages")
+}
+
+/// Debian's Chromium, run headless as root with a throwaway profile.
+struct Chromium {
+    binary: PathBuf,
+    profile: tempfile::TempDir,
+    logs: PathBuf,
+    runs: usize,
+}
+
+impl Chromium {
+    /// Fails, never skips, when the package is missing.
+    fn find(logs: PathBuf) -> Chromium {
+        let binary = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .unwrap_or_else(|| {
+                panic!(
+                    "chromium is not installed: run scripts/setup-operator as root \
+                     (it installs Debian's chromium package)"
+                )
+            });
+        Chromium {
+            binary,
+            profile: tempfile::tempdir().unwrap(),
+            logs,
+            runs: 0,
+        }
+    }
+
+    /// Runs Chromium on `url` with `extra` flags; its stdout and log.
+    fn run(&mut self, extra: &[&str], url: &str) -> (String, String) {
+        self.runs += 1;
+        let out_path = self.logs.join(format!("run-{:02}.out", self.runs));
+        let log_path = self.logs.join(format!("run-{:02}.log", self.runs));
+        let mut child = Command::new(&self.binary)
+            .args([
+                "--headless=new",
+                // Root cannot use Chromium's sandbox.
+                "--no-sandbox",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--enable-logging=stderr",
+                "--v=0",
+            ])
+            .arg(format!("--user-data-dir={}", self.profile.path().display()))
+            .args(extra)
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(File::create(&out_path).unwrap())
+            .stderr(File::create(&log_path).unwrap())
+            // Its own process group: a hung browser is ended whole.
+            .process_group(0)
+            .spawn()
+            .expect("start chromium");
+        let status = wait_or_kill(&mut child, BROWSER_LIMIT, url);
+        let out = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        assert!(
+            status.success(),
+            "chromium {extra:?} {url}: {status}\n{log}"
+        );
+        (out, log)
+    }
+
+    /// The page's DOM after load; fails on any console message.
+    fn dom(&mut self, url: &str) -> String {
+        let (dom, log) = self.run(&["--dump-dom"], url);
+        let console = console_lines(&log);
+        assert!(
+            console.is_empty(),
+            "{url} logged to the console:\n{}",
+            console.join("\n")
+        );
+        assert!(dom.contains("</html>"), "{url}: no document in\n{dom}");
+        dom
+    }
+
+    /// A screenshot of `url` at `width`×`height`; fails on any console
+    /// message.
+    fn screenshot(&mut self, url: &str, path: &Path, width: u32, height: u32) {
+        let (_, log) = self.run(
+            &[
+                &format!("--screenshot={}", path.display()),
+                &format!("--window-size={width},{height}"),
+                "--hide-scrollbars",
+            ],
+            url,
+        );
+        let console = console_lines(&log);
+        assert!(
+            console.is_empty(),
+            "{url} logged to the console:\n{}",
+            console.join("\n")
+        );
+        let png = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}\n{log}", path.display()));
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{} is not a PNG",
+            path.display()
+        );
+        assert!(png.len() > 10_000, "{} is nearly empty", path.display());
+    }
+}
+
+fn wait_or_kill(child: &mut std::process::Child, limit: Duration, what: &str) -> ExitStatus {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > until {
+            let group = i32::try_from(child.id()).unwrap();
+            // SAFETY: signals the process group of our own child.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("chromium did not finish {what} within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Chromium's log lines that report a console message of the page.
+fn console_lines(log: &str) -> Vec<&str> {
+    log.lines().filter(|l| l.contains(":CONSOLE")).collect()
+}
+
+/// The ids of the fixture's `kind` (`networks`, `routers`, …), read from
+/// the YAML itself: the truth the drawing is held against.
+fn fixture_ids(kind: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join(FIXTURE)).unwrap();
+    let doc: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    doc[kind]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The `data-id`s of the SVG nodes of `kind` in a DOM.
+fn node_ids(dom: &str, kind: &str) -> Vec<String> {
+    let marker = format!("data-kind=\"{kind}\" data-id=\"");
+    dom.match_indices(&marker)
+        .map(|(i, _)| {
+            let rest = &dom[i + marker.len()..];
+            rest[..rest.find('"').unwrap()].to_owned()
+        })
+        .collect()
+}
+
+/// The lookup page's verdict box.
+fn verdict(dom: &str) -> &str {
+    let start = dom.find("id=\"verdict\"").expect("a verdict");
+    let end = start + dom[start..].find("</div>").unwrap();
+    &dom[start..end]
+}
+
+/// The agent's debug listener, as the browser reaches it.
+struct Pages {
+    debug: SocketAddr,
+}
+
+impl Pages {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.debug)
+    }
+
+    /// Every page answers 200, loads in the browser with nothing on the
+    /// console, and holds no script element.
+    fn all_load(&self, chromium: &mut Chromium) {
+        let pages = [
+            ("/debug/ui/".to_owned(), "Index"),
+            ("/debug/ui/plan".to_owned(), "Plan"),
+            (format!("/debug/ui/plan?tenant={TENANT_A}"), "Plan"),
+            (format!("/debug/ui/plan?mac={VM_A}"), "Plan"),
+            ("/debug/ui/plan?address=10.2.0.5".to_owned(), "Plan"),
+            ("/debug/ui/anomalies".to_owned(), "Anomalies"),
+            ("/debug/ui/lookup".to_owned(), "Lookup"),
+            ("/debug/ui/topology".to_owned(), "Topology"),
+            (format!("/debug/ui/topology?tenant={TENANT_A}"), "Topology"),
+            // A person typing /debug/ lands on the index.
+            ("/debug/".to_owned(), "Index"),
+        ];
+        for (path, title) in pages {
+            if path != "/debug/" {
+                let (code, _) = get(self.debug, &path).unwrap();
+                assert_eq!(code, 200, "{path}");
+            }
+            let dom = chromium.dom(&self.url(&path));
+            assert!(dom.contains(&format!("<h1>{title}</h1>")), "{path}");
+            assert!(!dom.contains("<script"), "{path}: a script element");
+        }
+    }
+
+    /// The project named like a script tag shows as text (had it run, it
+    /// would have logged); one zone per trie row; the fixture's anomalies.
+    fn plan_and_anomalies(&self, chromium: &mut Chromium) {
+        let plan = chromium.dom(&self.url("/debug/ui/plan"));
+        assert!(plan.contains("&lt;script&gt;console.error('xss')&lt;/script&gt;"));
+        let (_, json) = get(self.debug, "/debug/plan").unwrap();
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            plan.matches("class=\"zone z-").count(),
+            json["trie"].as_array().unwrap().len(),
+            "one zone per trie row of /debug/plan"
+        );
+        let anomalies = chromium.dom(&self.url("/debug/ui/anomalies"));
+        assert!(anomalies.contains("<h2><code>dangling_route</code>"));
+        assert!(anomalies.contains("<h2><code>unknown_device_owner</code>"));
+    }
+
+    /// The lookup form's fields, and its answers for three remote
+    /// addresses of tenant A's a-web.
+    fn lookups(&self, chromium: &mut Chromium) {
+        // The form submits GET /debug/ui/lookup with these fields: the URLs
+        // below are what it sends.
+        let form = chromium.dom(&self.url("/debug/ui/lookup"));
+        assert!(form.contains("method=\"get\" action=\"/debug/ui/lookup\""));
+        for field in ["mac", "ip", "peer", "local", "direction"] {
+            assert!(form.contains(&format!("name=\"{field}\"")), "{field}");
+        }
+        // (remote address, zone, matched row, external network)
+        for (ip, zone, row, external) in [
+            // Same tenant: a-db, on A's own network.
+            ("10.1.0.6", "same_tenant", "10.1.0.0/24", "none"),
+            // Another tenant through a router: b-app, behind router B,
+            // reached by router A's extra route.
+            ("10.2.0.5", "other_tenant", "10.2.0.0/24", "none"),
+            // The internet through router A: the global catch-all, labelled
+            // with router A's gateway network (rule 1).
+            ("198.51.100.7", "external", "0.0.0.0/0", "public"),
+        ] {
+            let query = format!("mac={VM_A}&ip={ip}&peer={ROUTER_A}");
+            let dom = chromium.dom(&self.url(&format!("/debug/ui/lookup?{query}")));
+            let v = verdict(&dom);
+            assert!(v.contains(&format!("class=\"zone z-{zone}\"")), "{ip}: {v}");
+            assert!(
+                v.contains(&format!(
+                    "<strong id=\"external-network\">{external}</strong>"
+                )),
+                "{ip}: {v}"
+            );
+            assert!(dom.contains("LPM trie <code>zones_v4</code>"), "{ip}");
+            assert!(
+                dom.contains(&format!("Matched <code>{row}</code>")),
+                "{ip}: {dom}"
+            );
+            // The same answer as the JSON page's.
+            let (_, json) = get(self.debug, &format!("/debug/lookup?{query}")).unwrap();
+            let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+            assert_eq!(json["zone"], zone, "{ip}");
+        }
+        let dom = chromium.dom(&self.url(&format!(
+            "/debug/ui/lookup?mac={VM_A}&ip=198.51.100.7&peer={ROUTER_A}"
+        )));
+        assert!(verdict(&dom).contains("rule 1"));
+    }
+
+    /// One node per router and per network of the fixture, each once; its
+    /// floating IPs and VM ports.
+    fn topology(&self, chromium: &mut Chromium) {
+        let dom = chromium.dom(&self.url("/debug/ui/topology"));
+        for (kind, list) in [("router", "routers"), ("network", "networks")] {
+            let drawn = node_ids(&dom, kind);
+            let unique: BTreeSet<String> = drawn.iter().cloned().collect();
+            assert_eq!(drawn.len(), unique.len(), "{kind}: {drawn:?}");
+            assert_eq!(unique, fixture_ids(list), "{kind}");
+        }
+        assert_eq!(
+            node_ids(&dom, "fip").into_iter().collect::<BTreeSet<_>>(),
+            fixture_ids("floatingips")
+        );
+        assert_eq!(node_ids(&dom, "vm").len(), 5, "the five VM ports");
+        assert!(dom.contains("&lt;script&gt;console.error('xss')&lt;/script&gt;"));
+    }
+
+    /// Screenshots of each page into `out`, for people and for
+    /// docs/screenshots/.
+    fn screenshots(&self, chromium: &mut Chromium, out: &Path) {
+        for (name, path, height) in [
+            ("debug-index", "/debug/ui/".to_owned(), 720),
+            (
+                "debug-plan",
+                format!("/debug/ui/plan?tenant={TENANT_A}"),
+                900,
+            ),
+            ("debug-anomalies", "/debug/ui/anomalies".to_owned(), 900),
+            (
+                "debug-lookup",
+                format!("/debug/ui/lookup?mac={VM_A}&ip=10.2.0.5&peer={ROUTER_A}"),
+                760,
+            ),
+            ("debug-topology", "/debug/ui/topology".to_owned(), 820),
+        ] {
+            let png = out.join(format!("{name}.png"));
+            chromium.screenshot(&self.url(&path), &png, 1280, height);
+        }
+    }
+}
+
+#[test]
+fn the_debug_pages_in_headless_chromium() {
+    let started = Instant::now();
+    lachesis_lab::require_root();
+    let out = output_dir();
+    let _ = std::fs::remove_dir_all(&out);
+    let logs = out.join("chromium-logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut chromium = Chromium::find(logs);
+
+    // Everything from here, Chromium included, runs in this thread's own
+    // network namespace: loopback only.
+    isolate();
+    // The detector sees a console message when there is one.
+    let (_, log) = chromium.run(
+        &["--dump-dom"],
+        "data:text/html,<title>canary</title><script>console.error('lachesis-canary')</script>",
+    );
+    assert!(
+        console_lines(&log)
+            .iter()
+            .any(|l| l.contains("lachesis-canary")),
+        "chromium's log does not report console messages as expected:\n{log}"
+    );
+
+    let lab = Lab::new();
+    let sim = Sim::start_topology(&repo().join(FIXTURE), &[]);
+    let setup = Setup::new(&lab, &sim);
+    let mut agent = Agent::start(&setup, 0);
+    agent.wait_ready(setup.metrics);
+    let pages = Pages { debug: setup.debug };
+    pages.all_load(&mut chromium);
+    pages.plan_and_anomalies(&mut chromium);
+    pages.lookups(&mut chromium);
+    pages.topology(&mut chromium);
+    pages.screenshots(&mut chromium, &out);
+
+    drop(agent);
+    eprintln!(
+        "debug pages: {} chromium runs, screenshots in {}, {:.1} s",
+        chromium.runs,
+        out.display(),
+        started.elapsed().as_secs_f64()
+    );
+}
