@@ -69,3 +69,11 @@ sim: setup
 
 bench-sync: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-openstack --example bench_sync
+
+# Reconcile passes at 20 000 ports through the agent's real reconciler
+# (docs/agent-reconcile.md "Benchmark"): cold, unchanged, one router
+# changed; a counting writer and the real datapath. Root.
+.PHONY: bench-reconcile
+bench-reconcile: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_reconcile
+
