@@ -77,3 +77,9 @@ bench-sync: setup
 bench-reconcile: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_reconcile
 
+# The daemon's figures (docs/operations.md "Figures"): boot time, memory at
+# 10 000 live flows, kick-to-kernel latency. Runs the built binary. Root.
+.PHONY: bench-agent
+bench-agent: setup
+	$(CARGO) build --profile $(BENCH_PROFILE) -p lachesis-agent --bin lachesis
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_agent
