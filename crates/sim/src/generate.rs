@@ -140,36 +140,36 @@ fn port(
     }
 }
 
-/// Router `r`'s route to a range behind a VM appliance on its own first
-/// subnet (address `.10` there).
-#[must_use]
-pub fn appliance_route(r: usize) -> Route {
+/// A route of router `r` to `v4` or `v6` (the family of its first
+/// subnet) through the VM appliance at `.10` on that subnet.
+fn via_appliance(r: usize, v4: String, v6: String) -> Route {
     let (own, _) = tenant_base(2 * r);
-    let destination = if own.is_ipv4() {
-        format!("192.168.{}.0/24", r % 256)
-    } else {
-        format!("2001:db8:ffff:{r:x}::/64")
-    };
     Route {
-        destination,
+        destination: if own.is_ipv4() { v4 } else { v6 },
         nexthop: host(own, 10).to_string(),
     }
+}
+
+/// Router `r`'s route to a range behind a VM appliance on its own first
+/// subnet.
+#[must_use]
+pub fn appliance_route(r: usize) -> Route {
+    via_appliance(
+        r,
+        format!("192.168.{}.0/24", r % 256),
+        format!("2001:db8:ffff:{r:x}::/64"),
+    )
 }
 
 /// A route router `r` does not hold: another range behind the same
 /// appliance (a one-router change for the benchmarks).
 #[must_use]
 pub fn extra_route(r: usize) -> Route {
-    let (own, _) = tenant_base(2 * r);
-    let destination = if own.is_ipv4() {
-        format!("172.{}.{}.0/24", 16 + r / 256, r % 256)
-    } else {
-        format!("2001:db8:fffe:{r:x}::/64")
-    };
-    Route {
-        destination,
-        nexthop: host(own, 10).to_string(),
-    }
+    via_appliance(
+        r,
+        format!("172.{}.{}.0/24", 16 + r / 256, r % 256),
+        format!("2001:db8:fffe:{r:x}::/64"),
+    )
 }
 
 /// Router `r` with its gateway on external network `e` (0 or 1), and that
