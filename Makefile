@@ -75,3 +75,17 @@ bench-sync: setup
 .PHONY: deb
 deb: setup
 	@bash scripts/build-deb
+
+# Reconcile passes at 20 000 ports through the agent's real reconciler
+# (docs/agent-reconcile.md "Benchmark"): cold, unchanged, one router
+# changed; a counting writer and the real datapath. Root.
+.PHONY: bench-reconcile
+bench-reconcile: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_reconcile
+
+# The daemon's figures (docs/operations.md "Figures"): boot time, memory at
+# 10 000 live flows, kick-to-kernel latency. Runs the built binary. Root.
+.PHONY: bench-agent
+bench-agent: setup
+	$(CARGO) build --profile $(BENCH_PROFILE) -p lachesis-agent --bin lachesis
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_agent

@@ -150,6 +150,11 @@ impl Datapath {
         self.meta.upsert_endpoint(mac, value)
     }
 
+    /// The binding of a VM MAC as the kernel holds it (`None`: unbound).
+    pub fn endpoint(&self, mac: Mac) -> Result<Option<EndpointValue>> {
+        self.meta.endpoint(mac)
+    }
+
     /// Removes a binding; `false` if it was not there.
     pub fn delete_endpoint(&self, mac: Mac) -> Result<bool> {
         self.meta.delete_endpoint(mac)

@@ -101,6 +101,21 @@ impl MetadataMaps {
             .map_err(Error::bpf(format!("write endpoint {mac}")))
     }
 
+    pub fn endpoint(&self, mac: Mac) -> Result<Option<EndpointValue>> {
+        let value = self
+            .endpoints
+            .lookup(&mac.to_u64().to_ne_bytes(), MapFlags::ANY)
+            .map_err(Error::bpf(format!("read endpoint {mac}")))?;
+        value
+            .map(|bytes| {
+                bytemuck::try_pod_read_unaligned(&bytes).map_err(|e| Error::Invalid {
+                    what: "endpoint value",
+                    detail: format!("{mac}: {e}"),
+                })
+            })
+            .transpose()
+    }
+
     pub fn delete_endpoint(&self, mac: Mac) -> Result<bool> {
         delete_existing(
             &self.endpoints,

@@ -525,6 +525,28 @@ fn every_branch_of_the_classifier() {
 }
 
 #[test]
+fn a_binding_reads_back_as_written_until_deleted() {
+    let pins = common::PinDir::new("epread");
+    let (dp, _, _) = pins.load();
+    let net = populate(&dp);
+    let amp = dp
+        .endpoint(net.amp)
+        .unwrap()
+        .expect("the amphora port is bound");
+    assert_eq!(amp.flags, lachesis_abi::ENDPOINT_FLAG_AMPHORA);
+    let a = dp.endpoint(net.a).unwrap().expect("VM a is bound");
+    assert_eq!(a.flags, 0);
+    assert_ne!(a.tenant_id, amp.tenant_id, "two tenants, two ids");
+    assert_eq!(
+        dp.endpoint(net.router).unwrap(),
+        None,
+        "router MACs are never bound"
+    );
+    assert!(dp.delete_endpoint(net.a).unwrap());
+    assert_eq!(dp.endpoint(net.a).unwrap(), None);
+}
+
+#[test]
 fn missing_catch_all_is_miss() {
     let pins = common::PinDir::new("nocatch");
     let (dp, _, _) = pins.load();

@@ -323,6 +323,19 @@ pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Out
     Outcome::Reply(reply(StatusCode::OK, &body))
 }
 
+/// `resource`'s whole list as an admin token with `all_tenants` would get
+/// it unpaged, on a base URL of `http://sim.invalid` (links only).
+#[cfg(feature = "generate")]
+pub(crate) fn unpaged(store: &Store, resource: Resource) -> Value {
+    let base = "http://sim.invalid";
+    let req = PageRequest {
+        self_url: format!("{base}/{}", resource.collection()),
+        query: vec![("all_tenants".to_owned(), "1".to_owned())],
+        max: None,
+    };
+    list(store, resource, &req, base, "")
+}
+
 fn list(
     store: &Store,
     resource: Resource,

@@ -7,13 +7,16 @@
 //! (resources as the services list them), [`notify`] (oslo notifications
 //! to `RabbitMQ` and Kafka), `paging`,
 //! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API),
-//! `http` (the context and reply type both share) and `server` (the listener).
+//! `http` (the context and reply type both share) and `server` (the listener);
+//! with feature `generate`, [`generate`]: the benchmarks' large cloud.
 
 #![deny(missing_docs)]
 
 mod admin;
 mod api;
 mod cidr;
+#[cfg(feature = "generate")]
+pub mod generate;
 mod http;
 pub mod notify;
 mod paging;

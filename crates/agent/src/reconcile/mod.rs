@@ -46,7 +46,7 @@ pub use order::{
     AttributionSnapshot, BatchError, BoxError, LedgerOrder, PruneFailed, Settle, SettleBatch,
 };
 pub use schedule::Kicker;
-pub use source::{MetadataSource, Named, OpenStackSource, SyncError, Synced};
+pub use source::{MetadataSource, Named, OpenStackSource, SyncError, SyncTimings, Synced};
 pub use table::{BindingTable, Ghost, SharedTable};
 
 use crate::boot::{BootFailed, BootWaiter, Phase};

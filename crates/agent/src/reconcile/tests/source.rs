@@ -100,3 +100,26 @@ async fn a_failed_neutron_list_fails_the_sync() {
     let err = source.sync(None, PlanOptions::default()).await.unwrap_err();
     assert!(matches!(err, SyncError::Fetch(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn timings_are_those_of_the_last_successful_sync() {
+    let (sim, source) = source().await;
+    assert_eq!(source.last_timings(), None, "nothing synced yet");
+    // The ports list answers after 50 ms, once: the fetch takes at least that.
+    let mut slow = fault("ports");
+    slow.status = None;
+    slow.delay_ms = 50;
+    slow.times = Some(1);
+    sim.with_store(|s| s.add_fault(slow));
+    source.sync(None, PlanOptions::default()).await.unwrap();
+    let first = source.last_timings().expect("a successful sync is timed");
+    assert!(first.fetch >= Duration::from_millis(50), "{first:?}");
+    assert!(first.plan > Duration::ZERO, "{first:?}");
+    sim.with_store(|s| s.add_fault(fault("ports")));
+    source.sync(None, PlanOptions::default()).await.unwrap_err();
+    assert_eq!(
+        source.last_timings(),
+        Some(first),
+        "a failed sync leaves the last successful one's timings"
+    );
+}
