@@ -205,6 +205,7 @@ pub fn rig<K: KernelWriter>(sim: &SimHandle, kernel: impl FnOnce(&Arc<Datapath>)
             committed: Committed {
                 plan: empty,
                 synced_at: SystemTime::now(),
+                topology: None,
             },
             projects: Vec::new(),
             servers: Vec::new(),

@@ -6,6 +6,7 @@
 //! The tools come from Debian packages scripts/setup installs; a missing
 //! tool fails the test loudly, naming the package.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -93,6 +94,44 @@ fn every_alert_has_a_unit_test_firing_and_one_node_not_firing() {
             tests.contains(&format!("alertname=\"{alert}\",alertstate=")),
             "no unit test expects {alert} to fire"
         );
+    }
+}
+
+/// Two VMs of two tenants (and `extra` VMs) in a namespace of this
+/// thread's own, the simulator serving their ports, an agent's setup.
+struct World {
+    vms: Vec<lachesis_lab::netns::Vm>,
+    setup: Setup,
+    _sim: Sim,
+    _scratch: tempfile::TempDir,
+    _lab: Lab,
+}
+
+impl World {
+    fn new(extra: &[(&str, Ipv4Addr)]) -> World {
+        lachesis_lab::require_root();
+        isolate();
+        let mut lab = Lab::new();
+        let mut vms = vec![
+            lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1)),
+            lab.add_vm(MAC_B.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2)),
+        ];
+        for (mac, ip) in extra {
+            vms.push(lab.add_vm(mac.parse().unwrap(), *ip));
+        }
+        lab.static_neighbours();
+        let scratch = tempfile::tempdir().unwrap();
+        let topo = scratch.path().join("topology.yaml");
+        std::fs::write(&topo, topology()).unwrap();
+        let sim = Sim::start_topology(&topo, &[]);
+        let setup = Setup::new(&lab, &sim);
+        World {
+            vms,
+            setup,
+            _sim: sim,
+            _scratch: scratch,
+            _lab: lab,
+        }
     }
 }
 
@@ -230,18 +269,10 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
     let bounding = format!("--bounding-set=-all,{}", bounding.join(","));
     let wrapper = ["setpriv", &bounding, "--inh-caps=-all", "--no-new-privs"];
 
-    isolate();
-    let mut lab = Lab::new();
-    let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
-    let b = lab.add_vm(MAC_B.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 2));
-    lab.static_neighbours();
-    let scratch = tempfile::tempdir().unwrap();
-    let topo = scratch.path().join("topology.yaml");
-    std::fs::write(&topo, topology()).unwrap();
-    let sim = Sim::start_topology(&topo, &[]);
-    let setup = Setup::new(&lab, &sim);
+    let world = World::new(&[]);
+    let (a, b, setup) = (&world.vms[0], &world.vms[1], &world.setup);
 
-    let mut agent = Agent::start_under(&setup, 0, &wrapper);
+    let mut agent = Agent::start_under(setup, 0, &wrapper);
     agent.wait_ready(setup.metrics);
     // The agent really runs with that set and nothing more.
     let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
@@ -270,23 +301,23 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
             &["tenant_id"],
             || {
                 BTreeMap::from([
-                    (TENANT_A.to_owned(), Totals::from_tap(counters(&a))),
-                    (TENANT_B.to_owned(), Totals::from_tap(counters(&b))),
+                    (TENANT_A.to_owned(), Totals::from_tap(counters(a))),
+                    (TENANT_B.to_owned(), Totals::from_tap(counters(b))),
                 ])
             },
         );
     };
     wait_for_sample(&agent, setup.metrics, "lachesis_attached_interfaces 2");
-    traffic(&a, &b, 0);
+    traffic(a, b, 0);
     counted(&agent);
     stop(agent);
 
     // A restart (what `systemctl restart` and an upgrade do) must find the
     // first instance's programs on the taps and replace them, not add a
     // second pair that counts every byte twice.
-    let mut agent = Agent::start_under(&setup, 1, &wrapper);
+    let mut agent = Agent::start_under(setup, 1, &wrapper);
     agent.wait_ready(setup.metrics);
-    traffic(&a, &b, 1);
+    traffic(a, b, 1);
     counted(&agent);
     // Its presence check sees its own programs on both taps: telling ours
     // from others' needs the kernel to open a program by id, and without
