@@ -128,6 +128,20 @@ impl OpenStackSource {
     }
 }
 
+/// Hands the pages a sync freed back to the kernel. A 20 000-port sync
+/// peaks near 300 MiB of JSON and parsed lists; glibc keeps freed heap for
+/// reuse, so without this the agent's resident set stays at its peak
+/// between syncs (measured with `make bench-agent`: ~290 MiB resident for
+/// ~45 MiB live). Other allocators return memory on their own.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory at the allocator's
+    // discretion; it has no preconditions and touches no live allocation.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 impl MetadataSource for OpenStackSource {
     async fn sync(
         &self,
@@ -163,6 +177,7 @@ impl MetadataSource for OpenStackSource {
             // stays off the async workers.
             drop(snapshot);
             drop(fetched);
+            release_freed_memory();
             Ok((synced, started.elapsed()))
         })
         .await
