@@ -220,7 +220,7 @@ fn plain_output_through_a_pipe_serves_metrics_on_loopback_and_sigterm_cleans_up(
     let url = banner.split_whitespace().nth(1).unwrap().to_owned();
     let mut block = String::new();
     let until = Instant::now() + Duration::from_mins(1);
-    while !missing_rows(&block).is_empty() || !block.contains("running") {
+    while !missing_rows(&block).is_empty() || !block.contains(" running · taps ") {
         assert!(
             Instant::now() < until,
             "rows never showed bytes: {:?}\n{block}",
@@ -297,7 +297,7 @@ fn the_live_view_in_a_terminal_shows_every_tenant_with_bytes_in_its_zones_and_ct
     while Instant::now() < until {
         let shot = tmux(&socket, &["capture-pane", "-p", "-t", "demo"]);
         screen = String::from_utf8_lossy(&shot.stdout).into_owned();
-        if missing_rows(&screen).is_empty() && screen.contains(": running") {
+        if missing_rows(&screen).is_empty() && screen.contains(" running · taps ") {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));

@@ -144,6 +144,22 @@ pub fn remove_run(run: &Run) -> Vec<String> {
     said
 }
 
+/// [`remove_run`]'s lines in one: counts, and every failure in full.
+#[must_use]
+pub fn summary(said: &[String]) -> String {
+    let namespaces = said
+        .iter()
+        .filter(|l| l.starts_with("deleted namespace"))
+        .count();
+    let mut parts = vec![format!("{namespaces} namespaces")];
+    parts.extend(
+        said.iter()
+            .filter(|l| !l.starts_with("deleted namespace"))
+            .cloned(),
+    );
+    parts.join(", ")
+}
+
 /// Every run that left something behind and is no longer a running demo.
 #[must_use]
 pub fn crashed_runs() -> Vec<Run> {

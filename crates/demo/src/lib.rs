@@ -370,8 +370,14 @@ fn require_root() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sets `stop` on SIGINT, SIGTERM or SIGHUP.
-async fn signals(stop: Arc<AtomicBool>) {
+/// How long the demo may take to stop after a signal before the signal
+/// task cleans up itself and exits.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Sets `stop` on SIGINT, SIGTERM or SIGHUP; if the demo has not stopped
+/// [`STOP_GRACE`] later (something hangs), removes the run's leftovers and
+/// exits.
+async fn signals(stop: Arc<AtomicBool>, run: Run) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
         signal(SignalKind::interrupt()),
@@ -386,6 +392,14 @@ async fn signals(stop: Arc<AtomicBool>) {
         _ = hup.recv() => {},
     }
     stop.store(true, Ordering::SeqCst);
+    tokio::time::sleep(STOP_GRACE).await;
+    eprintln!(
+        "lachesis demo: did not stop within {STOP_GRACE:?} of the signal; removing what it made and exiting"
+    );
+    for line in cleanup::remove_run(&run) {
+        eprintln!("lachesis demo: cleanup: {line}");
+    }
+    std::process::exit(1);
 }
 
 fn interrupted(stop: &AtomicBool) -> anyhow::Result<()> {
@@ -406,19 +420,19 @@ pub fn run(args: &DemoArgs, exe: &Path) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.spawn(signals(stop.clone()));
+    let run = Run {
+        pid: std::process::id(),
+    };
+    rt.spawn(signals(stop.clone(), run.clone()));
 
     for crashed in cleanup::crashed_runs() {
         let said = cleanup::remove_run(&crashed);
         eprintln!(
             "lachesis demo: removed the leftovers of a demo that did not clean up (pid {}): {}",
             crashed.pid,
-            said.join("; ")
+            cleanup::summary(&said)
         );
     }
-    let run = Run {
-        pid: std::process::id(),
-    };
     let mut guard = Guard {
         run: run.clone(),
         demo: None,
@@ -430,6 +444,17 @@ pub fn run(args: &DemoArgs, exe: &Path) -> anyhow::Result<ExitCode> {
     if !tui {
         println!("{}", view::banner(&demo));
     }
+    let (hosts, taps) = {
+        let w = demo.world();
+        (w.hosts.len(), w.taps().count())
+    };
+    demo.say(format!(
+        "ready in {:.1} s: {hosts} hosts, {taps} taps, {} flows; the agent counts in the kernel \
+         and the table reads its /metrics every {:.1} s",
+        started.elapsed().as_secs_f64(),
+        traffic::FLOWS.len(),
+        demo.pace.view.as_secs_f64(),
+    ));
     let code = if args.check {
         check(&demo)
     } else {

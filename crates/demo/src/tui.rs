@@ -8,7 +8,7 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use crate::metrics::{human_bytes, human_rate};
@@ -69,13 +69,14 @@ fn draw(f: &mut Frame, demo: &Demo) {
     );
     drop(o);
     let events = demo.events();
+    let table_height = u16::try_from(rows.len() + 3).unwrap_or(u16::MAX);
     let [head, table_area, leak, flows, keys, log] = Layout::vertical([
-        Constraint::Length(4),
-        Constraint::Min(6),
+        Constraint::Length(3),
+        Constraint::Max(table_height.max(4)),
         Constraint::Length(1),
         Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(7),
+        Constraint::Length(2),
+        Constraint::Min(3),
     ])
     .areas(f.area());
     let bold = Style::default().add_modifier(Modifier::BOLD);
@@ -109,13 +110,14 @@ fn draw(f: &mut Frame, demo: &Demo) {
             ])
         })
         .collect();
+    // 78 columns with the borders: an 80-column terminal shows it whole.
     let widths = [
+        Constraint::Length(9),
+        Constraint::Length(20),
         Constraint::Length(10),
-        Constraint::Length(22),
-        Constraint::Length(11),
-        Constraint::Length(13),
-        Constraint::Length(11),
-        Constraint::Length(13),
+        Constraint::Length(12),
+        Constraint::Length(10),
+        Constraint::Length(12),
     ];
     f.render_widget(
         Table::new(body, widths)
@@ -130,16 +132,23 @@ fn draw(f: &mut Frame, demo: &Demo) {
     }
     f.render_widget(Paragraph::new(view::flows_line(demo)), flows);
     f.render_widget(
-        Paragraph::new(format!("keys: {}", view::keys_line(&demo.done()))),
+        Paragraph::new(format!("keys: {}  q quit", view::keys_line(&demo.done())))
+            .wrap(Wrap { trim: true }),
         keys,
     );
-    let shown = usize::from(log.height.saturating_sub(2));
-    let tail: Vec<Line> = events[events.len().saturating_sub(shown)..]
+    let first = view::newest_that_fit(
+        &events,
+        usize::from(log.width.saturating_sub(2)),
+        usize::from(log.height.saturating_sub(2)),
+    );
+    let tail: Vec<Line> = events[first..]
         .iter()
         .map(|e| Line::from(e.clone()))
         .collect();
     f.render_widget(
-        Paragraph::new(tail).block(Block::bordered().title(" scenario ")),
+        Paragraph::new(tail)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(" scenario ")),
         log,
     );
 }

@@ -46,19 +46,17 @@ pub fn keys_line(done: &std::collections::BTreeSet<char>) -> String {
         .join(" · ")
 }
 
-/// The agent's health in one line (`up`: /metrics answered).
+/// The agent's health in one line (`up`: /metrics answered): boot phase,
+/// attached taps, age of the last drain and of the last sync, ghosts.
 #[must_use]
 pub fn health_line(h: &Health, up: bool, pid: Option<u32>) -> String {
+    let pid = pid.map_or("?".to_owned(), |p| p.to_string());
     if !up {
-        return match pid {
-            Some(pid) => format!("agent pid {pid}: not answering (starting, or killed)"),
-            None => "agent down".to_owned(),
-        };
+        return format!("agent {pid} not answering (starting, or killed)");
     }
     let secs = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} s"));
     format!(
-        "agent pid {}: {}{} · taps attached {} · last drain {} ago · sync age {} · ghosts {}",
-        pid.map_or("?".to_owned(), |p| p.to_string()),
+        "agent {pid} {}{} · taps {} · drain {} ago · sync {} ago · ghosts {}",
         h.phase.as_deref().unwrap_or("?"),
         if h.degraded { " (degraded)" } else { "" },
         h.attached.map_or("?".to_owned(), |a| a.to_string()),
@@ -72,7 +70,7 @@ pub fn health_line(h: &Health, up: bool, pid: Option<u32>) -> String {
 #[must_use]
 pub fn leak_line(h: &Health) -> String {
     format!(
-        "miss/unknown (the revenue leak): zone miss {} · tenant unknown {} · rows waiting for a binding {}",
+        "miss/unknown (revenue leak): miss {} · unknown {} · {} rows awaiting a binding",
         human_bytes(crate::metrics::approx(h.miss_bytes)),
         human_bytes(crate::metrics::approx(h.unknown_bytes)),
         h.unresolved_rows
@@ -99,6 +97,27 @@ pub fn table(rows: &[Row]) -> String {
         );
     }
     out.trim_end().to_owned()
+}
+
+/// Where to start showing `events` so the newest ones fit in `height`
+/// lines of `width` columns once wrapped; the newest one always shows.
+#[must_use]
+pub fn newest_that_fit(events: &[String], width: usize, height: usize) -> usize {
+    let mut room = height;
+    let mut first = events.len();
+    while first > 0 {
+        let need = events[first - 1]
+            .chars()
+            .count()
+            .div_ceil(width.max(1))
+            .max(1);
+        if need > room {
+            break;
+        }
+        room -= need;
+        first -= 1;
+    }
+    first.min(events.len().saturating_sub(1))
 }
 
 /// The flows in one line.
@@ -174,5 +193,43 @@ pub fn plain(demo: &Demo, steps: &std::sync::mpsc::Sender<Step>) {
         while std::time::Instant::now() < until && !demo.stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_events_that_fit_once_wrapped_are_shown_and_the_newest_always() {
+        let e: Vec<String> = ["a".repeat(10), "b".repeat(25), "c".repeat(5)]
+            .into_iter()
+            .collect();
+        // width 10: the events need 1, 3 and 1 lines.
+        assert_eq!(newest_that_fit(&e, 10, 5), 0);
+        assert_eq!(newest_that_fit(&e, 10, 4), 1);
+        assert_eq!(newest_that_fit(&e, 10, 3), 2);
+        assert_eq!(newest_that_fit(&e, 10, 0), 2);
+        assert_eq!(newest_that_fit(&[], 10, 3), 0);
+    }
+
+    #[test]
+    fn the_health_line_says_phase_taps_ages_and_a_silent_agent() {
+        let h = Health {
+            phase: Some("running".into()),
+            attached: Some(11),
+            drain_age: Some(0.25),
+            sync_age: Some(-1.0),
+            ghosts: 1,
+            ..Health::default()
+        };
+        assert_eq!(
+            health_line(&h, true, Some(42)),
+            "agent 42 running · taps 11 · drain 0.2 s ago · sync - ago · ghosts 1"
+        );
+        assert_eq!(
+            health_line(&h, false, Some(42)),
+            "agent 42 not answering (starting, or killed)"
+        );
     }
 }
