@@ -34,6 +34,16 @@ fn demo(args: &[&str]) -> Command {
     cmd
 }
 
+/// `lachesis demo ARGS` with no input, its output piped.
+fn spawn(args: &[&str], stderr: Stdio) -> Child {
+    demo(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
 /// What a run with pid `pid` may have left: its namespaces, run folder,
 /// pin folder, and any process started with its agent configuration.
 fn leftovers(pid: u32) -> Vec<String> {
@@ -163,12 +173,7 @@ fn demo_check_after_a_crashed_demo_removes_its_leftovers_and_every_series_equals
     lachesis_lab::require_root();
     // A demo that crashes once it shows counted bytes: SIGKILL leaves its
     // namespaces, pins and run folder behind.
-    let mut crashed = demo(&["--plain"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut crashed = spawn(&["--plain"], Stdio::null());
     let rx = lines(&mut crashed);
     until_line(&rx, Duration::from_mins(2), |l| {
         l.contains("acme") && l.contains("same_tenant")
@@ -182,12 +187,7 @@ fn demo_check_after_a_crashed_demo_removes_its_leftovers_and_every_series_equals
     );
 
     let started = Instant::now();
-    let mut check = demo(&["--check"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut check = spawn(&["--check"], Stdio::piped());
     let check_pid = check.id();
     let status = wait(&mut check, Duration::from_mins(3));
     let out = check.wait_with_output().unwrap();
@@ -207,12 +207,7 @@ fn demo_check_after_a_crashed_demo_removes_its_leftovers_and_every_series_equals
 fn plain_output_through_a_pipe_serves_metrics_on_loopback_and_sigterm_cleans_up() {
     let _serial = serial();
     lachesis_lab::require_root();
-    let mut child = demo(&[])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&[], Stdio::null());
     let rx = lines(&mut child);
     let banner = until_line(&rx, Duration::from_mins(2), |l| {
         l.trim_start().starts_with("metrics")

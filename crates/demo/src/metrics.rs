@@ -149,7 +149,7 @@ impl Snapshot {
 }
 
 /// Zones in code order (DESIGN §3), for sorting rows.
-const ZONES: [&str; 7] = [
+pub(crate) const ZONES: [&str; 7] = [
     "external",
     "same_tenant",
     "other_tenant",

@@ -78,6 +78,14 @@ impl Demo {
         }
     }
 
+    /// The host named `name`, as built now.
+    fn host(&self, name: &str) -> anyhow::Result<crate::world::Host> {
+        self.world()
+            .host(name)
+            .cloned()
+            .with_context(|| format!("no host {name}"))
+    }
+
     /// Waits until the held flows finished their exchanges and `host`'s
     /// taps are quiet; returns their counters, by tap.
     fn quiesce(
@@ -88,9 +96,7 @@ impl Demo {
             bail!("held flows did not finish their exchanges within 10 s");
         }
         let taps: Vec<String> = self
-            .world()
-            .host(host)
-            .with_context(|| format!("no host {host}"))?
+            .host(host)?
             .ifaces
             .iter()
             .filter(|i| i.tap)
@@ -109,11 +115,7 @@ impl Demo {
         ));
         self.traffic.pause_host(WORKER);
         let counters = self.quiesce(WORKER)?;
-        let host = self
-            .world()
-            .host(WORKER)
-            .cloned()
-            .context("no host b-worker")?;
+        let host = self.host(WORKER)?;
         for i in host.ifaces.iter().filter(|i| i.tap) {
             self.truth_mut().delete(&i.outer, counters[&i.outer]);
         }
@@ -209,11 +211,7 @@ impl Demo {
         ));
         self.traffic.pause_host(BATCH);
         let counters = self.quiesce(BATCH)?;
-        let host = self
-            .world()
-            .host(BATCH)
-            .cloned()
-            .context("no host a-batch")?;
+        let host = self.host(BATCH)?;
         for i in host.ifaces.iter().filter(|i| i.tap) {
             self.truth_mut()
                 .change_owner(&i.outer, GLOBEX, counters[&i.outer]);

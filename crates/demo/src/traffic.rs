@@ -567,15 +567,7 @@ mod tests {
             s.bind.parse::<SocketAddr>().unwrap();
         }
         let zones: BTreeSet<&str> = FLOWS.iter().map(|f| f.zone).collect();
-        for zone in [
-            "external",
-            "same_tenant",
-            "other_tenant",
-            "infra",
-            "miss",
-            "shared",
-            "multicast",
-        ] {
+        for zone in crate::metrics::ZONES {
             assert!(zones.contains(zone), "no flow shows {zone}");
         }
     }
