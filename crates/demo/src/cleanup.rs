@@ -210,6 +210,21 @@ mod tests {
     }
 
     #[test]
+    fn a_summary_counts_namespaces_and_keeps_everything_else_whole() {
+        let said = [
+            "deleted namespace ldemo-1-hv".to_owned(),
+            "deleted namespace ldemo-1-a".to_owned(),
+            "removed pin folder /sys/fs/bpf/lachesis-demo-1".to_owned(),
+            "could not delete namespace ldemo-1-b: busy".to_owned(),
+        ];
+        assert_eq!(
+            summary(&said),
+            "2 namespaces, removed pin folder /sys/fs/bpf/lachesis-demo-1, \
+             could not delete namespace ldemo-1-b: busy"
+        );
+    }
+
+    #[test]
     fn a_run_names_everything_with_its_pid() {
         let run = Run { pid: 31 };
         assert_eq!(run.netns_prefix(), "ldemo-31-");

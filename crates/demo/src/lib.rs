@@ -345,16 +345,10 @@ impl Drop for Guard {
             }
         }
         let said = cleanup::remove_run(&self.run);
-        let failed: Vec<&String> = said.iter().filter(|l| l.starts_with("could not")).collect();
-        for line in &failed {
-            eprintln!("lachesis demo: cleanup: {line}");
-        }
         eprintln!(
-            "lachesis demo: cleaned up ({} namespaces, pins and run folder of pid {})",
-            said.iter()
-                .filter(|l| l.starts_with("deleted namespace"))
-                .count(),
-            self.run.pid
+            "lachesis demo: cleaned up after itself (pid {}): {}",
+            self.run.pid,
+            cleanup::summary(&said)
         );
     }
 }
@@ -404,7 +398,7 @@ async fn signals(stop: Arc<AtomicBool>, run: Run) {
 
 fn interrupted(stop: &AtomicBool) -> anyhow::Result<()> {
     if stop.load(Ordering::SeqCst) {
-        bail!("interrupted");
+        bail!("interrupted before the demo was up");
     }
     Ok(())
 }

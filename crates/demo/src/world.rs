@@ -213,15 +213,6 @@ impl Host {
     pub fn has_v6(&self) -> bool {
         self.ifaces.iter().any(Iface::has_v6) || self.lo_addrs.iter().any(|a| a.ip.is_ipv6())
     }
-
-    /// The project of a VM (`None` for others).
-    #[must_use]
-    pub fn project(&self) -> Option<&str> {
-        match &self.role {
-            Role::Vm { project_id, .. } => Some(project_id),
-            _ => None,
-        }
-    }
 }
 
 /// One static neighbour entry: in `host`, on `iface`, `ip` is at `mac`.
