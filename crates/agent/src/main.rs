@@ -42,6 +42,7 @@ enum Command {
     /// Serve a simulated OpenStack API from a topology file.
     Sim(sim_cmd::SimArgs),
     /// Run the whole system on this machine with no cloud (root).
+    #[cfg(feature = "demo")]
     Demo(lachesis_demo::DemoArgs),
 }
 
@@ -76,6 +77,7 @@ fn run(
 ) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Sim(ref args) => sim_cmd::run(args),
+        #[cfg(feature = "demo")]
         Command::Demo(ref args) => {
             let exe = std::env::current_exe().context("locating the lachesis binary")?;
             lachesis_demo::run(args, &exe)
