@@ -41,8 +41,9 @@ enum Command {
     Plan(plan_cmd::PlanArgs),
     /// Serve a simulated OpenStack API from a topology file.
     Sim(sim_cmd::SimArgs),
-    /// Run the whole system on this machine with no cloud.
-    Demo,
+    /// Run the whole system on this machine with no cloud (root).
+    #[cfg(feature = "demo")]
+    Demo(lachesis_demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,12 +75,17 @@ fn run(
     cli: &Cli,
     log: std::sync::Arc<dyn lachesis_agent::http::LogLevelControl>,
 ) -> anyhow::Result<ExitCode> {
-    let what = match cli.command {
-        Command::Sim(ref args) => return sim_cmd::run(args),
+    match cli.command {
+        Command::Sim(ref args) => sim_cmd::run(args),
+        #[cfg(feature = "demo")]
+        Command::Demo(ref args) => {
+            let exe = std::env::current_exe().context("locating the lachesis binary")?;
+            lachesis_demo::run(args, &exe)
+        }
         Command::Agent(ref args) if args.check_config => {
             let mut args = args.clone();
             args.log_level = cli.log.log_level.map(|l| l.as_str().to_owned());
-            return Ok(lachesis_agent::config::check_config(&args));
+            Ok(lachesis_agent::config::check_config(&args))
         }
         Command::Agent(ref args) => {
             let mut args = args.clone();
@@ -99,13 +105,10 @@ fn run(
                 .build()
                 .context("starting the async runtime")?;
             runtime.block_on(lachesis_agent::daemon::run(loaded, log))?;
-            return Ok(ExitCode::SUCCESS);
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Plan(ref args) => return plan_cmd::run(args),
-        Command::Demo => "demo",
-    };
-    eprintln!("lachesis {what}: not built yet (see the open issues); nothing was done");
-    Ok(ExitCode::from(2))
+        Command::Plan(ref args) => plan_cmd::run(args),
+    }
 }
 
 /// A usage error found after parsing, formatted like clap's (exit 2).

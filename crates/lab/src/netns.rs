@@ -17,7 +17,9 @@ use lachesis_abi::Mac;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-fn run(args: &[&str]) -> Result<(), String> {
+/// Runs a command to completion; `Err` names the command and carries its
+/// standard error when it fails. Returns its standard output.
+pub fn run(args: &[&str]) -> Result<String, String> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()
@@ -29,7 +31,36 @@ fn run(args: &[&str]) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Moves the calling thread (only it) into the named namespace
+/// (`/run/netns/NAME`); threads and processes it starts afterwards are
+/// born there.
+pub fn enter(netns: &str) -> Result<(), String> {
+    let path = format!("/run/netns/{netns}");
+    let ns = File::open(&path).map_err(|e| format!("open {path}: {e}"))?;
+    // SAFETY: a valid namespace fd; affects only the calling thread.
+    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(format!(
+            "setns into {path}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
     Ok(())
+}
+
+/// Runs `f` on a new thread that has entered the named namespace.
+pub fn spawn_in<T: Send + 'static>(
+    netns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let netns = netns.to_owned();
+    std::thread::spawn(move || {
+        enter(&netns).unwrap_or_else(|e| panic!("{e}"));
+        f()
+    })
 }
 
 fn sh(args: &[&str]) {
@@ -91,6 +122,32 @@ pub struct IfCounters {
 }
 
 impl IfCounters {
+    /// Reads the counters of `name` in the calling thread's namespace from
+    /// `/proc/thread-self/net/dev` (sysfs shows the namespace it was
+    /// mounted in, not the thread's).
+    pub fn read_here(name: &str) -> Result<IfCounters, String> {
+        let text = std::fs::read_to_string("/proc/thread-self/net/dev")
+            .map_err(|e| format!("read /proc/thread-self/net/dev: {e}"))?;
+        let line = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}:")))
+            .ok_or_else(|| format!("{name} is not in /proc/thread-self/net/dev"))?;
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("counters of {name}: {e}"))?;
+        if f.len() < 10 {
+            return Err(format!("counters of {name}: short line {line:?}"));
+        }
+        Ok(IfCounters {
+            rx_bytes: f[0],
+            rx_packets: f[1],
+            tx_bytes: f[8],
+            tx_packets: f[9],
+        })
+    }
+
     /// Reads `/sys/class/net/<name>/statistics` (caller's namespace).
     #[must_use]
     pub fn read(name: &str) -> IfCounters {
@@ -142,26 +199,14 @@ impl Vm {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> std::thread::JoinHandle<T> {
-        let path = format!("/run/netns/{}", self.netns);
-        std::thread::spawn(move || {
-            let ns = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
-            // SAFETY: a valid namespace fd; affects only this thread.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(
-                rc,
-                0,
-                "setns into {path}: {}",
-                std::io::Error::last_os_error()
-            );
-            f()
-        })
+        spawn_in(&self.netns, f)
     }
 
     /// Runs a command inside the namespace and returns its status success.
     pub fn exec(&self, args: &[&str]) -> Result<(), String> {
         let mut full = vec!["ip", "netns", "exec", self.netns.as_str()];
         full.extend_from_slice(args);
-        run(&full)
+        run(&full).map(drop)
     }
 
     /// Counters of the host-side tap.

@@ -258,21 +258,7 @@ pub fn isolate() {
 /// A tap's counters from this thread's namespace (`/proc/thread-self`;
 /// sysfs shows the namespace it was mounted in).
 pub fn counters(vm: &Vm) -> IfCounters {
-    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
-    let line = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("{}:", vm.tap)))
-        .unwrap_or_else(|| panic!("{} not in /proc/thread-self/net/dev", vm.tap));
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .map(|v| v.parse().unwrap())
-        .collect();
-    IfCounters {
-        rx_bytes: f[0],
-        rx_packets: f[1],
-        tx_bytes: f[8],
-        tx_packets: f[9],
-    }
+    IfCounters::read_here(&vm.tap).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Bytes and packets per direction of one VM, as the VM sees them.

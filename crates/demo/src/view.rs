@@ -1,0 +1,235 @@
+//! What the live view says, as text: the banner, the agent's health, the
+//! per-tenant table, the revenue-leak line (pure formatting), and the plain
+//! periodic output used when standard output is not a terminal.
+
+use std::fmt::Write as _;
+use std::io::BufRead as _;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::metrics::{human_bytes, human_rate, Health, Row};
+use crate::scenario::{Step, SCRIPT};
+use crate::Demo;
+
+/// Where everything is.
+#[must_use]
+pub fn banner(demo: &Demo) -> String {
+    let m = demo.urls.metrics;
+    let d = demo.urls.debug;
+    format!(
+        "lachesis demo: a simulated cloud on this machine — tenants acme and globex, a shared \
+         network, two routers, an internet behind two external networks, a load balancer\n\
+         \x20 metrics  http://{m}/metrics\n\
+         \x20 debug    http://{d}/debug/plan  /debug/flows  /debug/anomalies  /debug/config  \
+         /debug/lookup?mac=fa:16:3e:a1:00:05&ip=198.51.100.7\n\
+         \x20 files    {}  (agent log, config, state file)\n\
+         \x20 keys     {}  q quit",
+        demo.run.dir().display(),
+        keys_line(&demo.done())
+    )
+}
+
+/// The scenario keys, used ones marked done.
+#[must_use]
+pub fn keys_line(done: &std::collections::BTreeSet<char>) -> String {
+    SCRIPT
+        .iter()
+        .map(|s: &Step| {
+            let mark = if done.contains(&s.key()) {
+                " (done)"
+            } else {
+                ""
+            };
+            format!("{} {}{mark}", s.key(), s.label())
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// The agent's health in one line (`up`: /metrics answered): boot phase,
+/// attached taps, age of the last drain and of the last sync, ghosts.
+#[must_use]
+pub fn health_line(h: &Health, up: bool, pid: Option<u32>) -> String {
+    let pid = pid.map_or("?".to_owned(), |p| p.to_string());
+    if !up {
+        return format!("agent {pid} not answering (starting, or killed)");
+    }
+    let secs = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} s"));
+    format!(
+        "agent {pid} {}{} · taps {} · drain {} ago · sync {} ago · ghosts {}",
+        h.phase.as_deref().unwrap_or("?"),
+        if h.degraded { " (degraded)" } else { "" },
+        h.attached.map_or("?".to_owned(), |a| a.to_string()),
+        secs(h.drain_age),
+        secs(h.sync_age.filter(|s| *s >= 0.0)),
+        h.ghosts,
+    )
+}
+
+/// Bytes nobody can bill.
+#[must_use]
+pub fn leak_line(h: &Health) -> String {
+    format!(
+        "miss/unknown (revenue leak): miss {} · unknown {} · {} rows awaiting a binding",
+        human_bytes(crate::metrics::approx(h.miss_bytes)),
+        human_bytes(crate::metrics::approx(h.unknown_bytes)),
+        h.unresolved_rows
+    )
+}
+
+/// The table as text.
+#[must_use]
+pub fn table(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<10} {:<22} {:>11} {:>13} {:>11} {:>13}\n",
+        "TENANT", "ZONE", "TX", "TX RATE", "RX", "RX RATE"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<10} {:<22} {:>11} {:>13} {:>11} {:>13}",
+            r.tenant,
+            r.zone,
+            human_bytes(crate::metrics::approx(r.tx)),
+            human_rate(r.tx_rate),
+            human_bytes(crate::metrics::approx(r.rx)),
+            human_rate(r.rx_rate)
+        );
+    }
+    out.trim_end().to_owned()
+}
+
+/// Where to start showing `events` so the newest ones fit in `height`
+/// lines of `width` columns once wrapped; the newest one always shows.
+#[must_use]
+pub fn newest_that_fit(events: &[String], width: usize, height: usize) -> usize {
+    let mut room = height;
+    let mut first = events.len();
+    while first > 0 {
+        let need = events[first - 1]
+            .chars()
+            .count()
+            .div_ceil(width.max(1))
+            .max(1);
+        if need > room {
+            break;
+        }
+        room -= need;
+        first -= 1;
+    }
+    first.min(events.len().saturating_sub(1))
+}
+
+/// The flows in one line.
+#[must_use]
+pub fn flows_line(demo: &Demo) -> String {
+    let stats = &demo.traffic.stats;
+    let failing: Vec<&str> = crate::traffic::FLOWS
+        .iter()
+        .zip(stats)
+        .filter(|(_, s)| s.failed.load(Ordering::Relaxed) > 0)
+        .map(|(f, _)| f.name)
+        .collect();
+    let exchanges: u64 = stats.iter().map(|s| s.ok.load(Ordering::Relaxed)).sum();
+    if failing.is_empty() {
+        format!(
+            "flows: {} · {exchanges} exchanges, none failed",
+            stats.len()
+        )
+    } else {
+        format!(
+            "flows: {} · {exchanges} exchanges · with failures: {}",
+            stats.len(),
+            failing.join(", ")
+        )
+    }
+}
+
+/// One refresh of the plain output.
+#[must_use]
+pub fn plain_block(demo: &Demo) -> String {
+    let o = demo.observed();
+    let t = demo.uptime().as_secs_f64();
+    let Some(now) = o.latest() else {
+        return format!("[{t:6.1}s] waiting for the agent's first /metrics");
+    };
+    let h = crate::metrics::health(now);
+    let rows = crate::metrics::rows(now, o.rate_base());
+    let mut out = format!("[{t:6.1}s] {}\n", health_line(&h, o.up, demo.agent_pid()));
+    for line in table(&rows).lines() {
+        let _ = writeln!(out, "           {line}");
+    }
+    let _ = write!(
+        out,
+        "           {}\n           {}",
+        leak_line(&h),
+        flows_line(demo)
+    );
+    out
+}
+
+/// Plain periodic lines until stopped; keys arrive as lines on standard
+/// input (`d`, `g`, `m`, `k`, `q`).
+pub fn plain(demo: &Demo, steps: &std::sync::mpsc::Sender<Step>) {
+    let stop = demo.stop.clone();
+    let steps = steps.clone();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { return };
+            match line.trim().chars().next() {
+                Some('q') => stop.store(true, Ordering::SeqCst),
+                Some(c) => {
+                    if let Some(step) = Step::from_key(c) {
+                        let _ = steps.send(step);
+                    }
+                }
+                None => {}
+            }
+        }
+    });
+    while !demo.stop.load(Ordering::SeqCst) {
+        println!("{}", plain_block(demo));
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        while std::time::Instant::now() < until && !demo.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_events_that_fit_once_wrapped_are_shown_and_the_newest_always() {
+        let e: Vec<String> = ["a".repeat(10), "b".repeat(25), "c".repeat(5)]
+            .into_iter()
+            .collect();
+        // width 10: the events need 1, 3 and 1 lines.
+        assert_eq!(newest_that_fit(&e, 10, 5), 0);
+        assert_eq!(newest_that_fit(&e, 10, 4), 1);
+        assert_eq!(newest_that_fit(&e, 10, 3), 2);
+        assert_eq!(newest_that_fit(&e, 10, 0), 2);
+        assert_eq!(newest_that_fit(&[], 10, 3), 0);
+    }
+
+    #[test]
+    fn the_health_line_says_phase_taps_ages_and_a_silent_agent() {
+        let h = Health {
+            phase: Some("running".into()),
+            attached: Some(11),
+            drain_age: Some(0.25),
+            sync_age: Some(-1.0),
+            ghosts: 1,
+            ..Health::default()
+        };
+        assert_eq!(
+            health_line(&h, true, Some(42)),
+            "agent 42 running · taps 11 · drain 0.2 s ago · sync - ago · ghosts 1"
+        );
+        assert_eq!(
+            health_line(&h, false, Some(42)),
+            "agent 42 not answering (starting, or killed)"
+        );
+    }
+}
