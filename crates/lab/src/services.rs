@@ -41,6 +41,9 @@ pub fn script() -> String {
 #[derive(Debug)]
 pub struct Services {
     tier: &'static str,
+    /// The tier's message broker (`rabbitmq`, `kafka`), as the script's
+    /// verbs name it.
+    broker: &'static str,
     /// Released when dropped, after the tier is stopped.
     _lock: File,
 }
@@ -49,39 +52,61 @@ impl Services {
     /// The whole real cloud (Keystone, Neutron, `MariaDB`, `RabbitMQ`).
     #[must_use]
     pub fn cloud() -> Self {
-        Self::up("up", "the real-cloud tier (Keystone, Neutron)")
+        Self::up("up", "the real-cloud tier (Keystone, Neutron)", "rabbitmq")
     }
 
     /// Only `RabbitMQ`.
     #[must_use]
     pub fn rabbitmq() -> Self {
-        Self::up("up-rabbitmq", "RabbitMQ")
+        Self::up("up-rabbitmq", "RabbitMQ", "rabbitmq")
     }
 
     /// Only the Kafka-protocol broker, with the `notifications.info` topic.
     #[must_use]
     pub fn kafka() -> Self {
-        Self::up("up-kafka", "the Kafka-protocol broker")
+        Self::up("up-kafka", "the Kafka-protocol broker", "kafka")
     }
 
-    fn up(verb: &'static str, tier: &'static str) -> Self {
+    fn up(verb: &'static str, tier: &'static str, broker: &'static str) -> Self {
         require_root_for(&format!("it installs and runs {tier}"));
         let lock = take_lock(tier);
-        let started = Instant::now();
-        let out = Command::new("bash")
-            .arg(script())
-            .arg(verb)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
-        assert!(
-            out.status.success(),
-            "{tier} could not be brought up (scripts/real-cloud {verb})\n--- stdout\n{}\n--- stderr\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!("{tier} up in {:.1}s", started.elapsed().as_secs_f64());
-        Self { tier, _lock: lock }
+        run_verb(verb, tier);
+        Self {
+            tier,
+            broker,
+            _lock: lock,
+        }
     }
+
+    /// Stops the tier's broker (by PID) and leaves the rest running, for
+    /// reconnection tests; [`Services::start_broker`] brings it back.
+    pub fn stop_broker(&self) {
+        run_verb(&format!("stop-{}", self.broker), self.broker);
+    }
+
+    /// Starts the broker [`Services::stop_broker`] stopped. The Kafka
+    /// broker's memory engine comes back empty (`notifications.info`
+    /// recreated with one partition): recreate any other topic.
+    pub fn start_broker(&self) {
+        run_verb(&format!("up-{}", self.broker), self.broker);
+    }
+}
+
+/// `scripts/real-cloud VERB`, failing with its output.
+fn run_verb(verb: &str, what: &str) {
+    let started = Instant::now();
+    let out = Command::new("bash")
+        .arg(script())
+        .arg(verb)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
+    assert!(
+        out.status.success(),
+        "{what}: scripts/real-cloud {verb} failed\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{what}: {verb} in {:.1}s", started.elapsed().as_secs_f64());
 }
 
 /// Waits (saying so) until no other run on the machine holds the tier.

@@ -367,7 +367,10 @@ impl KafkaConsumer {
                 .await
             {
                 Ok((records, high)) => {
+                    // The backlog as fetched, before it is handled.
                     pos.high = high;
+                    positions.set(p, pos);
+                    self.metrics.lag(topic, positions.lag());
                     let empty = records.is_empty();
                     if empty && high < pos.next {
                         // The log is shorter than what we read: rewritten.
