@@ -2,7 +2,7 @@
 //! every agent must see every event — a group would share the partitions
 //! out and each agent would see only some.
 //!
-//! Every partition of the topic is read, from the latest offset for the
+//! Every partition of the topic is read, from the end (the high watermark) for the
 //! partitions there at start (cold start already covered history) and from
 //! the earliest for partitions that appear later (everything in them is
 //! newer than our start). Offsets live in memory across reconnections, so
@@ -38,6 +38,12 @@ pub const RELIST: Duration = Duration::from_secs(30);
 
 /// How long one fetch waits on the broker for a record.
 const FETCH_WAIT_MS: i32 = 500;
+
+/// How long any one request may take, the client's own retries included.
+/// The client nests retry loops (a fetch retries a metadata request that
+/// retries a connection), so its deadlines add up; this bound is what
+/// makes an outage visible within seconds.
+const REQUEST_LIMIT: Duration = Duration::from_secs(8);
 
 /// The most one fetch of one partition returns.
 const FETCH_MAX_BYTES: i32 = 8 << 20;
@@ -124,14 +130,28 @@ pub enum KafkaError {
         /// rskafka's error.
         source: ClientError,
     },
+    /// A request took longer than [`REQUEST_LIMIT`].
+    #[error("{step}: no answer within {REQUEST_LIMIT:?}")]
+    Timeout {
+        /// What was being done.
+        step: String,
+    },
     /// The topic is not on the brokers.
     #[error("topic {0:?} does not exist on the brokers")]
     NoTopic(String),
 }
 
-fn client_error(step: impl Into<String>) -> impl FnOnce(ClientError) -> KafkaError {
+/// `request`, bounded by [`REQUEST_LIMIT`], its error named by `step`.
+async fn bounded<T>(
+    step: impl Into<String>,
+    request: impl std::future::Future<Output = Result<T, ClientError>>,
+) -> Result<T, KafkaError> {
     let step = step.into();
-    move |source| KafkaError::Client { step, source }
+    match tokio::time::timeout(REQUEST_LIMIT, request).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(KafkaError::Client { step, source }),
+        Err(_) => Err(KafkaError::Timeout { step }),
+    }
 }
 
 /// Where one partition is, across reconnections.
@@ -256,7 +276,7 @@ impl KafkaConsumer {
                 init_backoff: Duration::from_millis(100),
                 max_backoff: Duration::from_secs(1),
                 base: 2.0,
-                deadline: Some(Duration::from_secs(5)),
+                deadline: Some(Duration::from_secs(3)),
             });
         if let Some(tls) = &self.tls {
             b = b.tls_config(tls.clone());
@@ -268,10 +288,7 @@ impl KafkaConsumer {
     }
 
     async fn partitions(&self, client: &Client) -> Result<BTreeSet<i32>, KafkaError> {
-        let topics = client
-            .list_topics()
-            .await
-            .map_err(client_error("listing topics"))?;
+        let topics = bounded("listing topics", client.list_topics()).await?;
         topics
             .into_iter()
             .find(|t| t.name == self.config.topic)
@@ -291,27 +308,26 @@ impl KafkaConsumer {
         let topic = &self.config.topic;
         let client = tokio::select! {
             () = cancel.cancelled() => return Ok(Ended::Cancelled),
-            c = self.client_builder().build() => c.map_err(client_error("connecting"))?,
+            c = bounded("connecting", self.client_builder().build()) => c?,
         };
         let partitions = self.partitions(&client).await?;
         // The first listing starts at the end; a partition first seen later
         // holds only messages newer than our start.
-        let start = if positions.lock().is_empty() {
-            OffsetAt::Latest
-        } else {
-            OffsetAt::Earliest
-        };
+        let from_end = positions.lock().is_empty();
         let mut readers = Vec::new();
         for &p in &partitions {
-            let pc = client
-                .partition_client(topic.clone(), p, UnknownTopicHandling::Error)
-                .await
-                .map_err(client_error(format!("partition {p}")))?;
+            let pc = bounded(
+                format!("partition {p}"),
+                client.partition_client(topic.clone(), p, UnknownTopicHandling::Error),
+            )
+            .await?;
             if positions.get(p).is_none() {
-                let next = pc
-                    .get_offset(start)
-                    .await
-                    .map_err(client_error(format!("partition {p} offset")))?;
+                let step = format!("partition {p} offset");
+                let next = if from_end {
+                    bounded(step, end_of(&pc)).await?
+                } else {
+                    bounded(step, pc.get_offset(OffsetAt::Earliest)).await?
+                };
                 positions.set(p, Position { next, high: next });
             }
             readers.push(pc);
@@ -362,10 +378,14 @@ impl KafkaConsumer {
                 .get(p)
                 .expect("a position is set before a partition is read");
             let asked = Instant::now();
-            match pc
-                .fetch_records(pos.next, 1..FETCH_MAX_BYTES, FETCH_WAIT_MS)
-                .await
-            {
+            match tokio::time::timeout(
+                REQUEST_LIMIT,
+                pc.fetch_records(pos.next, 1..FETCH_MAX_BYTES, FETCH_WAIT_MS),
+            )
+            .await
+            .map_err(|_| KafkaError::Timeout {
+                step: format!("fetching partition {p}"),
+            })? {
                 Ok((records, high)) => {
                     // The backlog as fetched, before it is handled.
                     pos.high = high;
@@ -401,10 +421,7 @@ impl KafkaConsumer {
                     protocol_error: ProtocolError::OffsetOutOfRange,
                     ..
                 }) => {
-                    let next = pc
-                        .get_offset(OffsetAt::Latest)
-                        .await
-                        .map_err(client_error(format!("partition {p} offset")))?;
+                    let next = bounded(format!("partition {p} offset"), end_of(pc)).await?;
                     warn!(
                         topic,
                         partition = p,
@@ -416,10 +433,27 @@ impl KafkaConsumer {
                     self.metrics.lag(topic, positions.lag());
                     gap(&self.metrics, sink, Gap::OffsetReset);
                 }
-                Err(e) => return Err(client_error(format!("fetching partition {p}"))(e)),
+                Err(source) => {
+                    return Err(KafkaError::Client {
+                        step: format!("fetching partition {p}"),
+                        source,
+                    })
+                }
             }
         }
     }
+}
+
+/// The offset the next message of a partition will get: the high
+/// watermark, read off a fetch. (Not `ListOffsets` "latest": tansu, the
+/// test broker, answers it with the last message's offset, one less than
+/// Kafka does; the high watermark means the same on both.)
+async fn end_of(pc: &PartitionClient) -> Result<i64, ClientError> {
+    // Asked at "latest", the fetch returns at most the last message (on
+    // tansu) or nothing after a short wait (on Kafka), and the watermark.
+    let latest = pc.get_offset(OffsetAt::Latest).await?;
+    let (_, high) = pc.fetch_records(latest, 1..FETCH_MAX_BYTES, 100).await?;
+    Ok(high)
 }
 
 #[cfg(test)]

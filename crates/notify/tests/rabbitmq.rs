@@ -124,6 +124,7 @@ async fn burst(p: &Publisher) -> Vec<(String, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_agents_both_receive_every_event_and_resume_after_a_broker_restart() {
+    common::logs();
     let broker = lachesis_lab::Services::rabbitmq();
     let cancel = CancellationToken::new();
     let mut agents = Vec::new();
@@ -203,6 +204,7 @@ async fn two_agents_both_receive_every_event_and_resume_after_a_broker_restart()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durability_mismatch_is_refused_by_the_broker_and_named() {
+    common::logs();
     let _broker = lachesis_lab::Services::rabbitmq();
     let exchange = format!("lt-durable-{}", std::process::id());
     // The deployment declared it durable.

@@ -54,6 +54,14 @@ impl Sink for Recorder {
     }
 }
 
+/// The consumers' log lines in the test's captured output.
+pub fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_max_level(tracing::Level::INFO)
+        .try_init();
+}
+
 /// Polls `done` every 50 ms for up to `limit`; fails naming `what`.
 pub async fn wait_until(what: &str, limit: Duration, done: impl Fn() -> bool) {
     let until = Instant::now() + limit;
