@@ -9,6 +9,7 @@
 mod bodies;
 mod expected;
 mod harness;
+mod notify;
 
 use std::collections::BTreeSet;
 use std::path::Path;
