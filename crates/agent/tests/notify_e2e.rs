@@ -275,30 +275,32 @@ impl Drop for Rig {
     }
 }
 
+/// The `endpoints` key of one `bpftool -j map dump` entry: the MAC as a
+/// number, shown as such when the map has BTF, else as its eight bytes in
+/// host (little-endian) order.
+fn key_of(entry: &serde_json::Value) -> Option<u64> {
+    let key = entry.get("formatted").map_or(&entry["key"], |f| &f["key"]);
+    if let Some(n) = key.as_u64() {
+        return Some(n);
+    }
+    let bytes: Vec<u8> = key
+        .as_array()?
+        .iter()
+        .map(|b| u8::from_str_radix(b.as_str()?.trim_start_matches("0x"), 16).ok())
+        .collect::<Option<_>>()?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
 /// Whether the map dump has an entry keyed by `mac`.
 fn has_mac(map: &str, mac: &str) -> bool {
-    let want: Vec<u64> = mac
+    let want = mac
         .split(':')
-        .map(|b| u64::from_str_radix(b, 16).unwrap())
-        .collect();
+        .fold(0u64, |k, b| k << 8 | u64::from_str_radix(b, 16).unwrap());
     let dump = bpftool(&["map", "dump", "id", map]).unwrap();
-    dump.as_array().unwrap().iter().any(|entry| {
-        let key = &entry["key"];
-        let bytes: Vec<u64> = key
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|b| match b {
-                        serde_json::Value::String(s) => {
-                            u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
-                        }
-                        other => other.as_u64(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        bytes == want || key.to_string().contains(mac)
-    })
+    let entries = dump.as_array().unwrap();
+    let keys: Vec<Option<u64>> = entries.iter().map(key_of).collect();
+    assert!(keys.iter().all(Option::is_some), "unreadable keys: {dump}");
+    keys.contains(&Some(want))
 }
 
 /// Polls the map every 10 ms until `mac` is in it; the time taken.

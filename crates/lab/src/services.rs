@@ -44,6 +44,10 @@ pub struct Services {
     /// The tier's message broker (`rabbitmq`, `kafka`), as the script's
     /// verbs name it.
     broker: &'static str,
+    /// The network namespace the tier was brought up from (where its
+    /// loopback ports are): every later verb runs there, even when the
+    /// test's thread has moved into a namespace of its own since.
+    netns: File,
     /// Released when dropped, after the tier is stopped.
     _lock: File,
 }
@@ -70,10 +74,13 @@ impl Services {
     fn up(verb: &'static str, tier: &'static str, broker: &'static str) -> Self {
         require_root_for(&format!("it installs and runs {tier}"));
         let lock = take_lock(tier);
-        run_verb(verb, tier);
+        let netns = File::open("/proc/thread-self/ns/net")
+            .unwrap_or_else(|e| panic!("open /proc/thread-self/ns/net: {e}"));
+        run_verb(&netns, verb, tier);
         Self {
             tier,
             broker,
+            netns,
             _lock: lock,
         }
     }
@@ -81,25 +88,25 @@ impl Services {
     /// Stops the tier's broker (by PID) and leaves the rest running, for
     /// reconnection tests; [`Services::start_broker`] brings it back.
     pub fn stop_broker(&self) {
-        run_verb(&format!("stop-{}", self.broker), self.broker);
+        run_verb(&self.netns, &format!("stop-{}", self.broker), self.broker);
     }
 
     /// Starts the broker [`Services::stop_broker`] stopped. The Kafka
     /// broker's memory engine comes back empty (`notifications.info`
     /// recreated with one partition): recreate any other topic.
     pub fn start_broker(&self) {
-        run_verb(&format!("up-{}", self.broker), self.broker);
+        run_verb(&self.netns, &format!("up-{}", self.broker), self.broker);
     }
 }
 
-/// `scripts/real-cloud VERB`, failing with its output.
-fn run_verb(verb: &str, what: &str) {
+/// `scripts/real-cloud VERB` in the namespace `netns`, failing with its
+/// output.
+fn run_verb(netns: &File, verb: &str, what: &str) {
     let started = Instant::now();
-    let out = Command::new("bash")
-        .arg(script())
-        .arg(verb)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
+    let out = in_netns(netns, || {
+        Command::new("bash").arg(script()).arg(verb).output()
+    })
+    .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
     assert!(
         out.status.success(),
         "{what}: scripts/real-cloud {verb} failed\n--- stdout\n{}\n--- stderr\n{}",
@@ -137,9 +144,26 @@ fn take_lock(tier: &str) -> File {
     file
 }
 
+/// Runs `f` on a thread that entered `netns` (only that thread moves).
+fn in_netns<T: Send>(netns: &File, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: a valid namespace fd; affects only this thread.
+                let rc = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+                f()
+            })
+            .join()
+            .expect("the service script's thread")
+    })
+}
+
 impl Drop for Services {
     fn drop(&mut self) {
-        let status = Command::new("bash").arg(script()).arg("down").status();
+        let status = in_netns(&self.netns, || {
+            Command::new("bash").arg(script()).arg("down").status()
+        });
         if !matches!(status, Ok(s) if s.success()) {
             eprintln!("warning: stopping {} failed: {status:?}", self.tier);
         }
