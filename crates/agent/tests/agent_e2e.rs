@@ -19,33 +19,13 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::e2e::{
-    bpftool, free_port, get, get_as, isolate, metadata_maps, pinned_links, sample, Agent,
+    bpftool, free_port, get, get_as, isolate, metadata_maps, pinned_links, sample, topology_head,
+    Agent, MAC_A, TENANT_A, TENANT_B,
 };
 use common::Sim;
 use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
 
-const TENANT_A: &str = "0b0000000000000000000000000000aa";
-const TENANT_B: &str = "0b0000000000000000000000000000bb";
-const MAC_A: &str = "fa:16:3e:aa:00:01";
 const MAC_B: &str = "fa:16:3e:bb:00:02";
-
-/// The simulator's settings, the admin user, the admin project and both
-/// tenants' projects.
-fn topology_head() -> String {
-    format!(
-        r"settings:
-  token_ttl_secs: 3600
-  regions: [RegionOne]
-  services: [identity, network, compute]
-projects:
-  - {{id: 0a000000000000000000000000000001, name: admin}}
-  - {{id: {TENANT_A}, name: tenant-a}}
-  - {{id: {TENANT_B}, name: tenant-b}}
-users:
-  - {{id: u-admin, name: admin, password: admin-secret}}
-"
-    )
-}
 
 /// Two tenants, one shared network in the lab's /24, one VM port each.
 fn topology() -> String {

@@ -17,13 +17,14 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::e2e::{bpftool, free_port, isolate, pinned_links, sample, Agent};
+use common::e2e::{
+    bpftool, free_port, isolate, pinned_links, sample, topology_head, Agent, MAC_A,
+    TENANT_A as TENANT,
+};
 use common::Sim;
 use lachesis_lab::netns::Lab;
 use lachesis_lab::Services;
 
-const TENANT: &str = "0b0000000000000000000000000000aa";
-const MAC_A: &str = "fa:16:3e:aa:00:01";
 const RABBITMQ_PORT: u16 = 16672;
 const KAFKA_PORT: u16 = 19092;
 
@@ -125,17 +126,9 @@ fn pipe(from: &TcpStream, to: &TcpStream) {
 /// One project, one network and subnet, VM A's port (its tap is the
 /// lab's: the agent attaches to it, which is how its maps are found).
 fn topology() -> String {
-    format!(
-        r"settings:
-  token_ttl_secs: 3600
-  regions: [RegionOne]
-  services: [identity, network, compute]
-projects:
-  - {{id: 0a000000000000000000000000000001, name: admin}}
-  - {{id: {TENANT}, name: tenant-a}}
-users:
-  - {{id: u-admin, name: admin, password: admin-secret}}
-networks:
+    topology_head()
+        + &format!(
+            r"networks:
   - {{id: net-lab, name: lab, project_id: {TENANT}}}
 subnets:
   - {{id: sub-lab, network_id: net-lab, project_id: {TENANT}, cidr: 10.77.0.0/24, gateway_ip: null}}
@@ -144,7 +137,7 @@ ports:
 servers:
   - {{id: vm-a, name: a-web, tenant_id: {TENANT}}}
 "
-    )
+        )
 }
 
 /// The world of one test: broker, namespace, lab, simulator, agent.

@@ -27,6 +27,25 @@ pub use metrics::{ErrorKind, NotifyMetrics, Snapshot, Transport, TransportMetric
 pub use rabbitmq::{RabbitError, RabbitMqConfig, RabbitMqConsumer};
 pub use tls::SetupError;
 
+/// Either consumer, for an owner that starts whichever is configured.
+#[derive(Debug)]
+pub enum Consumer {
+    /// [`RabbitMqConsumer`].
+    RabbitMq(RabbitMqConsumer),
+    /// [`KafkaConsumer`].
+    Kafka(KafkaConsumer),
+}
+
+impl Consumer {
+    /// Consumes until `cancel`, reconnecting with backoff.
+    pub async fn run(&self, sink: &dyn Sink, cancel: tokio_util::sync::CancellationToken) {
+        match self {
+            Consumer::RabbitMq(c) => c.run(sink, cancel).await,
+            Consumer::Kafka(c) => c.run(sink, cancel).await,
+        }
+    }
+}
+
 /// Why a gap kick was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gap {

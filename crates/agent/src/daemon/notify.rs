@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use lachesis_notify::{
-    Decision, Gap, KafkaConfig, KafkaConsumer, KafkaTlsFiles, NotifyMetrics, RabbitMqConfig,
-    RabbitMqConsumer, Sasl, Sink, Transport,
+    Consumer, Decision, Gap, KafkaConfig, KafkaConsumer, KafkaTlsFiles, NotifyMetrics,
+    RabbitMqConfig, RabbitMqConsumer, Sasl, Sink, Transport,
 };
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
@@ -61,25 +61,29 @@ impl Notifications {
         tasks: &mut Tasks,
     ) {
         let sink = Arc::new(KickSink(kicker.clone()));
-        if let Some(config) = self.rabbitmq {
-            let consumer =
-                RabbitMqConsumer::new(config, self.metrics.transport(Transport::RabbitMq));
+        let m = &self.metrics;
+        let consumers = [
+            (
+                "rabbitmq consumer",
+                "notifications.rabbitmq",
+                self.rabbitmq.map(|c| {
+                    RabbitMqConsumer::new(c, m.transport(Transport::RabbitMq))
+                        .map(Consumer::RabbitMq)
+                }),
+            ),
+            (
+                "kafka consumer",
+                "notifications.kafka",
+                self.kafka.map(|c| {
+                    KafkaConsumer::new(c, m.transport(Transport::Kafka)).map(Consumer::Kafka)
+                }),
+            ),
+        ];
+        for (name, section, built) in consumers {
+            let Some(built) = built else { continue };
             let (sink, mut waiter, cancel) = (sink.clone(), waiter.clone(), cancel.clone());
-            tasks.spawn(named("rabbitmq consumer", async move {
-                let consumer = consumer.map_err(|e| format!("notifications.rabbitmq: {e}"))?;
-                waiter
-                    .reached(Phase::StateRestored)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                consumer.run(sink.as_ref(), cancel).await;
-                Ok(())
-            }));
-        }
-        if let Some(config) = self.kafka {
-            let consumer = KafkaConsumer::new(config, self.metrics.transport(Transport::Kafka));
-            let (mut waiter, cancel) = (waiter.clone(), cancel.clone());
-            tasks.spawn(named("kafka consumer", async move {
-                let consumer = consumer.map_err(|e| format!("notifications.kafka: {e}"))?;
+            tasks.spawn(named(name, async move {
+                let consumer = built.map_err(|e| format!("{section}: {e}"))?;
                 waiter
                     .reached(Phase::StateRestored)
                     .await

@@ -9,6 +9,28 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub const TENANT_A: &str = "0b0000000000000000000000000000aa";
+pub const TENANT_B: &str = "0b0000000000000000000000000000bb";
+pub const MAC_A: &str = "fa:16:3e:aa:00:01";
+
+/// The head of a simulator topology: settings, the admin user, the admin
+/// project and both tenants' projects.
+pub fn topology_head() -> String {
+    format!(
+        r"settings:
+  token_ttl_secs: 3600
+  regions: [RegionOne]
+  services: [identity, network, compute]
+projects:
+  - {{id: 0a000000000000000000000000000001, name: admin}}
+  - {{id: {TENANT_A}, name: tenant-a}}
+  - {{id: {TENANT_B}, name: tenant-b}}
+users:
+  - {{id: u-admin, name: admin, password: admin-secret}}
+"
+    )
+}
+
 /// A loopback TCP port nothing listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
