@@ -32,12 +32,22 @@ fn rust_log_set(rust_log: Option<String>) -> Option<String> {
     rust_log.filter(|s| !s.trim().is_empty())
 }
 
+/// The filter for a level. At `info` the Kafka client's own retry lines
+/// (several a second while a broker is down) are held to warnings: the
+/// consumer logs the outage once itself. `debug` and `trace` show them.
+fn level_directives(level: LogLevel) -> String {
+    match level {
+        LogLevel::Info => "info,rskafka=warn".to_owned(),
+        other => other.as_str().to_owned(),
+    }
+}
+
 /// The filter directives at start: the flag, else `RUST_LOG`, else `info`.
 fn directives(level: Option<LogLevel>, rust_log: Option<String>) -> String {
     match (level, rust_log_set(rust_log)) {
-        (Some(level), _) => level.as_str().to_owned(),
+        (Some(level), _) => level_directives(level),
         (None, Some(env)) => env,
-        (None, None) => LogLevel::Info.as_str().to_owned(),
+        (None, None) => level_directives(LogLevel::Info),
     }
 }
 
@@ -96,7 +106,7 @@ where
 {
     Arc::new(move |level: LogLevel| {
         handle
-            .reload(EnvFilter::new(level.as_str()))
+            .reload(EnvFilter::new(level_directives(level)))
             .map_err(|e| e.to_string())
     })
 }
@@ -112,8 +122,9 @@ mod tests {
             "warn"
         );
         assert_eq!(directives(None, Some("a=debug".into())), "a=debug");
-        assert_eq!(directives(None, Some("  ".into())), "info");
-        assert_eq!(directives(None, None), "info");
+        assert_eq!(directives(None, Some("  ".into())), "info,rskafka=warn");
+        assert_eq!(directives(None, None), "info,rskafka=warn");
+        assert_eq!(directives(Some(LogLevel::Debug), None), "debug");
     }
 
     #[test]

@@ -41,6 +41,13 @@ pub fn script() -> String {
 #[derive(Debug)]
 pub struct Services {
     tier: &'static str,
+    /// The tier's message broker (`rabbitmq`, `kafka`), as the script's
+    /// verbs name it.
+    broker: &'static str,
+    /// The network namespace the tier was brought up from (where its
+    /// loopback ports are): every later verb runs there, even when the
+    /// test's thread has moved into a namespace of its own since.
+    netns: File,
     /// Released when dropped, after the tier is stopped.
     _lock: File,
 }
@@ -49,39 +56,64 @@ impl Services {
     /// The whole real cloud (Keystone, Neutron, `MariaDB`, `RabbitMQ`).
     #[must_use]
     pub fn cloud() -> Self {
-        Self::up("up", "the real-cloud tier (Keystone, Neutron)")
+        Self::up("up", "the real-cloud tier (Keystone, Neutron)", "rabbitmq")
     }
 
     /// Only `RabbitMQ`.
     #[must_use]
     pub fn rabbitmq() -> Self {
-        Self::up("up-rabbitmq", "RabbitMQ")
+        Self::up("up-rabbitmq", "RabbitMQ", "rabbitmq")
     }
 
     /// Only the Kafka-protocol broker, with the `notifications.info` topic.
     #[must_use]
     pub fn kafka() -> Self {
-        Self::up("up-kafka", "the Kafka-protocol broker")
+        Self::up("up-kafka", "the Kafka-protocol broker", "kafka")
     }
 
-    fn up(verb: &'static str, tier: &'static str) -> Self {
+    fn up(verb: &'static str, tier: &'static str, broker: &'static str) -> Self {
         require_root_for(&format!("it installs and runs {tier}"));
         let lock = take_lock(tier);
-        let started = Instant::now();
-        let out = Command::new("bash")
-            .arg(script())
-            .arg(verb)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
-        assert!(
-            out.status.success(),
-            "{tier} could not be brought up (scripts/real-cloud {verb})\n--- stdout\n{}\n--- stderr\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!("{tier} up in {:.1}s", started.elapsed().as_secs_f64());
-        Self { tier, _lock: lock }
+        let netns = File::open("/proc/thread-self/ns/net")
+            .unwrap_or_else(|e| panic!("open /proc/thread-self/ns/net: {e}"));
+        run_verb(&netns, verb, tier);
+        Self {
+            tier,
+            broker,
+            netns,
+            _lock: lock,
+        }
     }
+
+    /// Stops the tier's broker (by PID) and leaves the rest running, for
+    /// reconnection tests; [`Services::start_broker`] brings it back.
+    pub fn stop_broker(&self) {
+        run_verb(&self.netns, &format!("stop-{}", self.broker), self.broker);
+    }
+
+    /// Starts the broker [`Services::stop_broker`] stopped. The Kafka
+    /// broker's memory engine comes back empty (`notifications.info`
+    /// recreated with one partition): recreate any other topic.
+    pub fn start_broker(&self) {
+        run_verb(&self.netns, &format!("up-{}", self.broker), self.broker);
+    }
+}
+
+/// `scripts/real-cloud VERB` in the namespace `netns`, failing with its
+/// output.
+fn run_verb(netns: &File, verb: &str, what: &str) {
+    let started = Instant::now();
+    let out = in_netns(netns, || {
+        Command::new("bash").arg(script()).arg(verb).output()
+    })
+    .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
+    assert!(
+        out.status.success(),
+        "{what}: scripts/real-cloud {verb} failed\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{what}: {verb} in {:.1}s", started.elapsed().as_secs_f64());
 }
 
 /// Waits (saying so) until no other run on the machine holds the tier.
@@ -112,9 +144,26 @@ fn take_lock(tier: &str) -> File {
     file
 }
 
+/// Runs `f` on a thread that entered `netns` (only that thread moves).
+fn in_netns<T: Send>(netns: &File, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: a valid namespace fd; affects only this thread.
+                let rc = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+                f()
+            })
+            .join()
+            .expect("the service script's thread")
+    })
+}
+
 impl Drop for Services {
     fn drop(&mut self) {
-        let status = Command::new("bash").arg(script()).arg("down").status();
+        let status = in_netns(&self.netns, || {
+            Command::new("bash").arg(script()).arg("down").status()
+        });
         if !matches!(status, Ok(s) if s.success()) {
             eprintln!("warning: stopping {} failed: {status:?}", self.tier);
         }

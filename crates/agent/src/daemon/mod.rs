@@ -10,6 +10,7 @@
 
 mod debug;
 mod metrics;
+mod notify;
 mod writes;
 
 use std::collections::BTreeMap;
@@ -96,7 +97,9 @@ struct Families {
 }
 
 impl Families {
-    fn register() -> Families {
+    /// Every family, and the notification consumers whose families are
+    /// among them (started after boot).
+    fn register(config: &Config) -> (Families, notify::Notifications) {
         let mut registry = Registry::default();
         let daemon = DaemonMetrics::register(&mut registry);
         let order = OrderMetrics::register(&mut registry);
@@ -104,21 +107,25 @@ impl Families {
         let links = LinkMetrics::new(&mut registry);
         let api = lachesis_openstack::ApiMetrics::default();
         api.register(&mut registry);
-        Families {
+        let notifications = notify::Notifications::register(&mut registry, &config.notifications);
+        let families = Families {
             registry,
             daemon,
             order,
             reconcile,
             links,
             api,
-        }
+        };
+        (families, notifications)
     }
 }
 
-/// What the debug listener shares with the supervisor.
+/// What the supervisor hands the tasks it starts after boot: the debug
+/// listener's shared state and the notification consumers.
 struct Handles {
     live: LiveConfig,
     log: Arc<dyn LogLevelControl>,
+    notifications: notify::Notifications,
 }
 
 /// What boot hands the supervisor.
@@ -136,7 +143,7 @@ pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Resul
     let gate = Arc::new(BootGate::new());
     let cancel = CancellationToken::new();
     let mut tasks = Tasks::new();
-    let families = Families::register();
+    let (families, notifications) = Families::register(&loaded.config);
     let daemon = families.daemon.clone();
     let tunables = Arc::new(SharedTunables::new(loaded.config.tunables));
     let config = loaded.config.clone();
@@ -144,6 +151,7 @@ pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Resul
     let handles = Handles {
         live: live.clone(),
         log: log.clone(),
+        notifications,
     };
 
     // A stop during boot lets the current step finish (nothing is left
@@ -660,6 +668,10 @@ fn start_tasks(
         reconcile,
     );
     follow_commits(&reconciler, degraded, daemon, cancel, tasks);
+    let kicker = reconciler.kicker();
+    handles
+        .notifications
+        .spawn(&kicker, &gate.waiter(), cancel, tasks);
     reconciler
         .bindings()
         .try_lock()
@@ -686,6 +698,33 @@ fn start_tasks(
     tasks.spawn(named("reconciler", async move {
         reconciler.run(c).await.map_err(|e| e.to_string())
     }));
+    spawn_ledger_tasks(&owner, table, tunables, gate, cancel, tasks);
+    tasks.spawn(named(
+        "map fill",
+        follow_metadata_fill(
+            dp.clone(),
+            owner.metrics().clone(),
+            committed,
+            cancel.clone(),
+        ),
+    ));
+    let c = cancel.clone();
+    tasks.spawn(named("link watcher", async move {
+        links::run(watcher, PRESENCE_INTERVAL, c).await;
+        Ok(())
+    }));
+}
+
+/// The scraper, the flusher and the ghost sweeper: the ledger owner's
+/// periodic work, each waiting for `state_restored`.
+fn spawn_ledger_tasks(
+    owner: &Owner,
+    table: crate::reconcile::SharedTable,
+    tunables: &Arc<SharedTunables>,
+    gate: &BootGate,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) {
     tasks.spawn(named(
         "scraper",
         boot_failed(run_scraper(
@@ -714,20 +753,6 @@ fn start_tasks(
             cancel.clone(),
         )),
     ));
-    tasks.spawn(named(
-        "map fill",
-        follow_metadata_fill(
-            dp.clone(),
-            owner.metrics().clone(),
-            committed,
-            cancel.clone(),
-        ),
-    ));
-    let c = cancel.clone();
-    tasks.spawn(named("link watcher", async move {
-        links::run(watcher, PRESENCE_INTERVAL, c).await;
-        Ok(())
-    }));
 }
 
 /// How often the metadata maps' fill is re-counted without a commit (a

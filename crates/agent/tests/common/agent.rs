@@ -138,10 +138,18 @@ impl Agent {
         Agent::start_under(setup, n, &[])
     }
 
+    /// The agent on `config`, its stderr in `log`.
+    pub fn start_config(config: &Path, log: PathBuf) -> Agent {
+        Agent::spawn(config, log, &[])
+    }
+
     /// [`Agent::start`] through `wrapper` (a program and its arguments that
     /// execs the rest, e.g. `setpriv …`); none when empty.
     pub fn start_under(setup: &Setup, n: usize, wrapper: &[&str]) -> Agent {
-        let log = setup.log(n);
+        Agent::spawn(&setup.config, setup.log(n), wrapper)
+    }
+
+    fn spawn(config: &Path, log: PathBuf, wrapper: &[&str]) -> Agent {
         let binary = env!("CARGO_BIN_EXE_lachesis");
         let mut cmd = match wrapper.split_first() {
             None => Command::new(binary),
@@ -157,7 +165,7 @@ impl Agent {
             }
         }
         let child = cmd
-            .args(["agent", "--config", setup.config.to_str().unwrap()])
+            .args(["agent", "--config", config.to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -568,4 +576,54 @@ pub fn assert_own_families_documented(metrics: SocketAddr) {
     ] {
         assert_eq!(rendered.get(name), documented.get(name), "{name}");
     }
+}
+
+/// Forwards a loopback port of the test's network namespace to the same
+/// port in the namespace the forwarder was started in (where a service of
+/// the host listens: a broker, Keystone, Neutron). Connections made while
+/// the service is down are accepted and closed.
+pub struct Forwarder {
+    listener: std::sync::mpsc::Sender<TcpListener>,
+    port: u16,
+}
+
+impl Forwarder {
+    /// Call before [`isolate`]: the thread stays in this namespace.
+    pub fn start(port: u16) -> Forwarder {
+        let (tx, rx) = std::sync::mpsc::channel::<TcpListener>();
+        std::thread::spawn(move || {
+            let Ok(listener) = rx.recv() else { return };
+            for inbound in listener.incoming() {
+                let Ok(inbound) = inbound else { continue };
+                let Ok(outbound) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else {
+                    let _ = inbound.shutdown(std::net::Shutdown::Both);
+                    continue;
+                };
+                pipe(&inbound, &outbound);
+                pipe(&outbound, &inbound);
+            }
+        });
+        Forwarder { listener: tx, port }
+    }
+
+    /// Call after [`isolate`]: listens on the port in the new namespace.
+    pub fn listen(&self) {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).unwrap_or_else(|e| {
+            panic!(
+                "forwarding port {} into the test's namespace: {e}",
+                self.port
+            )
+        });
+        self.listener.send(l).unwrap();
+    }
+}
+
+/// Copies `from` into `to` on a thread until either side closes.
+fn pipe(from: &TcpStream, to: &TcpStream) {
+    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(std::net::Shutdown::Write);
+        let _ = from.shutdown(std::net::Shutdown::Read);
+    });
 }

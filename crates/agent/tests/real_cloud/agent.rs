@@ -9,16 +9,14 @@
 //! so their two ports are forwarded into it by a thread left outside.
 
 use std::collections::BTreeMap;
-use std::io::ErrorKind;
-use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
+use std::net::Ipv4Addr;
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use lachesis_lab::netns::Lab;
 
 use crate::common::agent::{
-    assert_tenants, counters, get, isolate, stop, traffic, Agent, Setup, Totals,
+    assert_tenants, counters, get, isolate, stop, traffic, Agent, Forwarder, Setup, Totals,
 };
 
 /// Keystone's and Neutron's loopback ports (scripts/real-cloud).
@@ -36,63 +34,15 @@ pub struct Tenants {
     pub port_ids: [String; 2],
 }
 
-type Connect = (u16, mpsc::Sender<std::io::Result<TcpStream>>);
-
-/// A thread that stays in the host's namespace and opens connections to
-/// its loopback on request.
-fn host_connector() -> mpsc::Sender<Connect> {
-    let (tx, rx) = mpsc::channel::<Connect>();
-    std::thread::spawn(move || {
-        for (port, reply) in rx {
-            let _ = reply.send(TcpStream::connect((Ipv4Addr::LOCALHOST, port)));
-        }
-    });
-    tx
-}
-
-/// Listens on `port` in the calling thread's namespace and pipes every
-/// connection to the host's loopback through `connector`.
-fn forward(port: u16, connector: mpsc::Sender<Connect>) {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
-        .unwrap_or_else(|e| panic!("forwarding port {port} into the lab namespace: {e}"));
-    std::thread::spawn(move || {
-        for inbound in listener.incoming() {
-            let Ok(inbound) = inbound else { continue };
-            let (reply, answer) = mpsc::channel();
-            if connector.send((port, reply)).is_err() {
-                return;
-            }
-            let Ok(Ok(upstream)) = answer.recv() else {
-                continue;
-            };
-            pipe(&inbound, &upstream);
-            pipe(&upstream, &inbound);
-        }
-    });
-}
-
-/// Copies `from` to `to` on a thread, then half-closes `to`.
-fn pipe(from: &TcpStream, to: &TcpStream) {
-    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
-    std::thread::spawn(move || {
-        if let Err(e) = std::io::copy(&mut from, &mut to) {
-            if e.kind() != ErrorKind::ConnectionReset {
-                eprintln!("forwarder: {e}");
-            }
-        }
-        let _ = to.shutdown(Shutdown::Write);
-    });
-}
-
 /// Cold start, traffic, SIGKILL under traffic, restart: the tenant series
 /// equal the taps' counters after each life. Runs on its own thread
 /// (it moves that thread into a fresh network namespace).
 pub fn cold_start_and_sigkill_restart(tenants: &Tenants, clouds: &Path) {
     lachesis_lab::require_root();
-    let connector = host_connector();
+    let forwarders = FORWARDED.map(Forwarder::start);
     isolate();
-    for port in FORWARDED {
-        forward(port, connector.clone());
+    for f in &forwarders {
+        f.listen();
     }
     let mut lab = Lab::new();
     let a = lab.add_vm(tenants.mac_a.parse().unwrap(), tenants.ip_a);

@@ -15,6 +15,7 @@ mod agent;
 mod bodies;
 mod expected;
 mod harness;
+mod notify;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,0 +1,323 @@
+//! The `lachesis_notifications_*` families (DESIGN §8, §10;
+//! docs/metrics.md), by transport. Only the configured transports have
+//! series: a gauge reading "not connected" for a transport nobody
+//! configured would page someone for nothing.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::decode::Decision;
+
+/// A broker kind (`transport` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// AMQP 0-9-1.
+    RabbitMq,
+    /// Kafka protocol.
+    Kafka,
+}
+
+impl Transport {
+    /// The label value.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::RabbitMq => "rabbitmq",
+            Transport::Kafka => "kafka",
+        }
+    }
+}
+
+/// What failed (`kind` label of `lachesis_notifications_errors_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A message that is not an oslo notification; skipped.
+    Decode,
+    /// Connecting, declaring, subscribing, fetching or acknowledging
+    /// failed; the consumer reconnects with backoff.
+    Transport,
+}
+
+impl ErrorKind {
+    /// Every value, seeded at zero.
+    pub const ALL: [ErrorKind; 2] = [ErrorKind::Decode, ErrorKind::Transport];
+
+    /// The label value.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Decode => "decode",
+            ErrorKind::Transport => "transport",
+        }
+    }
+}
+
+type One = [(&'static str, &'static str); 1];
+type Two = [(&'static str, &'static str); 2];
+type Lag = [(&'static str, String); 2];
+
+/// Every notification family, registered once.
+#[derive(Debug, Clone, Default)]
+pub struct NotifyMetrics {
+    received: Family<One, Counter>,
+    decoded: Family<One, Counter>,
+    ignored: Family<One, Counter>,
+    kicked: Family<One, Counter>,
+    gap_kicks: Family<One, Counter>,
+    errors: Family<Two, Counter>,
+    connected: Family<One, Gauge>,
+    lag: Family<Lag, Gauge>,
+}
+
+impl NotifyMetrics {
+    /// Registers the families, with zero series for each transport of
+    /// `transports` (and the lag of `kafka_topic`). Registers nothing when
+    /// no transport is configured.
+    pub fn register(
+        registry: &mut Registry,
+        transports: &[Transport],
+        kafka_topic: Option<&str>,
+    ) -> NotifyMetrics {
+        let m = NotifyMetrics::default();
+        if transports.is_empty() {
+            return m;
+        }
+        let counters = [
+            ("lachesis_notifications_received", "Messages received from the broker", &m.received),
+            ("lachesis_notifications_decoded", "Messages decoded as oslo notifications", &m.decoded),
+            ("lachesis_notifications_ignored", "Decoded notifications that do not ask for a reconcile (.start events, other services and events)", &m.ignored),
+            ("lachesis_notifications_kicked", "Decoded notifications that kicked the reconciler", &m.kicked),
+            ("lachesis_notifications_gap_kicks", "Kicks made because notifications may have been missed (a RabbitMQ reconnection, a Kafka offset reset)", &m.gap_kicks),
+        ];
+        for (name, help, family) in counters {
+            registry.register(name, help, family.clone());
+        }
+        registry.register(
+            "lachesis_notifications_errors",
+            "Undecodable messages and transport failures",
+            m.errors.clone(),
+        );
+        registry.register(
+            "lachesis_notifications_connected",
+            "1 while the consumer is connected and subscribed",
+            m.connected.clone(),
+        );
+        if kafka_topic.is_some() {
+            registry.register(
+                "lachesis_notifications_lag_messages",
+                "Kafka: high watermark minus the next offset to read, summed over the topic's partitions",
+                m.lag.clone(),
+            );
+        }
+        for t in transports {
+            let l = label(*t);
+            for family in [&m.received, &m.decoded, &m.ignored, &m.kicked, &m.gap_kicks] {
+                let _ = family.get_or_create(&l);
+            }
+            for kind in ErrorKind::ALL {
+                let _ = m.errors.get_or_create(&errors_label(*t, kind));
+            }
+            let _ = m.connected.get_or_create(&l);
+        }
+        if let Some(topic) = kafka_topic {
+            let _ = m.lag.get_or_create(&lag_label(topic));
+        }
+        m
+    }
+
+    /// The handle one consumer counts with.
+    #[must_use]
+    pub fn transport(&self, transport: Transport) -> TransportMetrics {
+        TransportMetrics {
+            transport,
+            families: self.clone(),
+        }
+    }
+}
+
+fn label(t: Transport) -> One {
+    [("transport", t.as_str())]
+}
+
+fn errors_label(t: Transport, kind: ErrorKind) -> Two {
+    [("transport", t.as_str()), ("kind", kind.as_str())]
+}
+
+fn lag_label(topic: &str) -> Lag {
+    [
+        ("transport", Transport::Kafka.as_str().to_owned()),
+        ("topic", topic.to_owned()),
+    ]
+}
+
+/// One transport's series.
+#[derive(Debug, Clone)]
+pub struct TransportMetrics {
+    transport: Transport,
+    families: NotifyMetrics,
+}
+
+impl TransportMetrics {
+    /// The transport counted.
+    #[must_use]
+    pub fn kind(&self) -> Transport {
+        self.transport
+    }
+
+    fn count(&self, family: &Family<One, Counter>) {
+        family.get_or_create(&label(self.transport)).inc();
+    }
+
+    /// A message arrived.
+    pub fn received(&self) {
+        self.count(&self.families.received);
+    }
+
+    /// A message decoded to `decision`.
+    pub fn decided(&self, decision: &Decision) {
+        self.count(&self.families.decoded);
+        if decision.is_kick() {
+            self.count(&self.families.kicked);
+        } else {
+            self.count(&self.families.ignored);
+        }
+    }
+
+    /// A kick for messages that may have been missed.
+    pub fn gap_kick(&self) {
+        self.count(&self.families.gap_kicks);
+    }
+
+    /// A failure of `kind`.
+    pub fn error(&self, kind: ErrorKind) {
+        self.families
+            .errors
+            .get_or_create(&errors_label(self.transport, kind))
+            .inc();
+    }
+
+    /// Connected and subscribed, or not.
+    pub fn connected(&self, up: bool) {
+        self.families
+            .connected
+            .get_or_create(&label(self.transport))
+            .set(i64::from(up));
+    }
+
+    /// Kafka: messages behind the high watermark on `topic`.
+    pub fn lag(&self, topic: &str, messages: i64) {
+        self.families
+            .lag
+            .get_or_create(&lag_label(topic))
+            .set(messages);
+    }
+
+    /// The current values, for tests and logs: received, decoded,
+    /// ignored, kicked, gap kicks, decode errors, transport errors,
+    /// connected.
+    #[must_use]
+    pub fn snapshot(&self) -> Snapshot {
+        let l = label(self.transport);
+        let c = |f: &Family<One, Counter>| f.get(&l).map_or(0, |c| c.get());
+        let e = |k| {
+            self.families
+                .errors
+                .get(&errors_label(self.transport, k))
+                .map_or(0, |c| c.get())
+        };
+        let f = &self.families;
+        Snapshot {
+            received: c(&f.received),
+            decoded: c(&f.decoded),
+            ignored: c(&f.ignored),
+            kicked: c(&f.kicked),
+            gap_kicks: c(&f.gap_kicks),
+            decode_errors: e(ErrorKind::Decode),
+            transport_errors: e(ErrorKind::Transport),
+            connected: f.connected.get(&l).is_some_and(|g| g.get() == 1),
+        }
+    }
+
+    /// Kafka: the lag gauge of `topic`.
+    #[must_use]
+    pub fn lag_of(&self, topic: &str) -> i64 {
+        self.families
+            .lag
+            .get(&lag_label(topic))
+            .map_or(0, |g| g.get())
+    }
+}
+
+/// One transport's counters at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    /// `lachesis_notifications_received_total`
+    pub received: u64,
+    /// `lachesis_notifications_decoded_total`
+    pub decoded: u64,
+    /// `lachesis_notifications_ignored_total`
+    pub ignored: u64,
+    /// `lachesis_notifications_kicked_total`
+    pub kicked: u64,
+    /// `lachesis_notifications_gap_kicks_total`
+    pub gap_kicks: u64,
+    /// `lachesis_notifications_errors_total{kind="decode"}`
+    pub decode_errors: u64,
+    /// `lachesis_notifications_errors_total{kind="transport"}`
+    pub transport_errors: u64,
+    /// `lachesis_notifications_connected` is 1.
+    pub connected: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lachesis_lab::catalogue;
+
+    fn render(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn every_family_is_documented_exactly() {
+        let mut registry = Registry::default();
+        let _m = NotifyMetrics::register(
+            &mut registry,
+            &[Transport::RabbitMq, Transport::Kafka],
+            Some("notifications.info"),
+        );
+        let rendered = catalogue::rendered(&render(&registry), "notify");
+        assert_eq!(rendered.len(), 8, "{rendered:?}");
+        catalogue::assert_documented(&rendered);
+    }
+
+    #[test]
+    fn only_configured_transports_have_series() {
+        let mut registry = Registry::default();
+        let _m = NotifyMetrics::register(&mut registry, &[], None);
+        assert_eq!(render(&registry).trim(), "# EOF");
+
+        let mut registry = Registry::default();
+        let m = NotifyMetrics::register(&mut registry, &[Transport::RabbitMq], None);
+        let text = render(&registry);
+        assert!(text.contains("lachesis_notifications_connected{transport=\"rabbitmq\"} 0"));
+        assert!(text.contains(
+            "lachesis_notifications_errors_total{transport=\"rabbitmq\",kind=\"decode\"} 0"
+        ));
+        assert!(!text.contains("kafka"), "{text}");
+        let r = m.transport(Transport::RabbitMq);
+        r.received();
+        r.decided(&Decision::Kick {
+            event_type: "port.create.end".into(),
+            rule: crate::Rule::NeutronCommitted,
+        });
+        r.connected(true);
+        let s = r.snapshot();
+        assert_eq!((s.received, s.decoded, s.kicked, s.ignored), (1, 1, 1, 0));
+        assert!(s.connected);
+    }
+}

@@ -1,0 +1,259 @@
+//! The RabbitMQ consumer against Debian's RabbitMQ (started on a private
+//! loopback port by `scripts/real-cloud up-rabbitmq`). Root only; fails
+//! loudly when the broker cannot run.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{decisions, kinds, nothing_more, spawn, wait_until, Recorder, Seen};
+use lachesis_notify::{
+    Gap, NotifyMetrics, RabbitError, RabbitMqConfig, RabbitMqConsumer, Transport, TransportMetrics,
+};
+use lapin::options::{BasicPublishOptions, ExchangeDeclareOptions};
+use lapin::types::FieldTable;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+const URL: &str = "amqp://guest:guest@127.0.0.1:16672/%2f";
+const EXCHANGES: [&str; 5] = ["neutron", "nova", "keystone", "octavia", "openstack"];
+
+fn config(exchanges: &[&str], durable: bool) -> RabbitMqConfig {
+    RabbitMqConfig {
+        url: URL.into(),
+        exchanges: exchanges.iter().map(|e| (*e).to_owned()).collect(),
+        durable,
+        ca_file: None,
+    }
+}
+
+fn metrics() -> TransportMetrics {
+    NotifyMetrics::register(&mut Registry::default(), &[Transport::RabbitMq], None)
+        .transport(Transport::RabbitMq)
+}
+
+/// Publishes like an OpenStack service: topic exchange declared
+/// non-durable, routing key `notifications.info`.
+struct Publisher {
+    _conn: lapin::Connection,
+    chan: lapin::Channel,
+}
+
+impl Publisher {
+    async fn connect() -> Publisher {
+        let conn = lapin::Connection::connect(URL, lapin::ConnectionProperties::default())
+            .await
+            .unwrap();
+        let chan = conn.create_channel().await.unwrap();
+        Publisher { _conn: conn, chan }
+    }
+
+    async fn publish(&self, exchange: &str, body: &[u8]) {
+        self.chan
+            .exchange_declare(
+                exchange.into(),
+                lapin::ExchangeKind::Topic,
+                ExchangeDeclareOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        self.chan
+            .basic_publish(
+                exchange.into(),
+                "notifications.info".into(),
+                BasicPublishOptions::default(),
+                body,
+                lapin::BasicProperties::default(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+}
+
+/// One burst through every exchange: what each consumer must report, in
+/// order.
+async fn burst(p: &Publisher) -> Vec<(String, bool)> {
+    let sent = [
+        (
+            "neutron",
+            common::envelope("port.create.start", Some("network.ctl")),
+        ),
+        (
+            "neutron",
+            common::envelope("port.create.end", Some("network.ctl")),
+        ),
+        (
+            "neutron",
+            common::envelope("router.interface.create", Some("network.ctl")),
+        ),
+        (
+            "keystone",
+            common::envelope("identity.project.deleted", Some("identity.ctl")),
+        ),
+        (
+            "nova",
+            common::envelope("compute.instance.delete.end", Some("compute.hv1")),
+        ),
+        (
+            "octavia",
+            common::envelope("octavia.loadbalancer.update.end", None),
+        ),
+        (
+            "openstack",
+            common::envelope("image.upload", Some("image.ctl")),
+        ),
+        ("neutron", b"{\"truncated\": ".to_vec()),
+    ];
+    for (exchange, body) in &sent {
+        p.publish(exchange, body).await;
+    }
+    vec![
+        ("port.create.start".into(), false),
+        ("port.create.end".into(), true),
+        ("router.interface.create".into(), true),
+        ("identity.project.deleted".into(), true),
+        ("compute.instance.delete.end".into(), true),
+        ("octavia.loadbalancer.update.end".into(), true),
+        ("image.upload".into(), false),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_agents_both_receive_every_event_and_resume_after_a_broker_restart() {
+    common::logs();
+    let broker = lachesis_lab::Services::rabbitmq();
+    let cancel = CancellationToken::new();
+    let mut agents = Vec::new();
+    for _ in 0..2 {
+        let m = metrics();
+        let consumer =
+            Arc::new(RabbitMqConsumer::new(config(&EXCHANGES, false), m.clone()).unwrap());
+        let (sink, rx) = Recorder::new();
+        let c = cancel.clone();
+        let task = spawn(async move { consumer.run(&sink, c).await });
+        agents.push((m, rx, task));
+    }
+    for (m, _, _) in &agents {
+        wait_until("both consumers subscribed", Duration::from_secs(20), || {
+            m.snapshot().connected
+        })
+        .await;
+    }
+
+    let publisher = Publisher::connect().await;
+    let want = burst(&publisher).await;
+    for (m, rx, _) in &mut agents {
+        let got = decisions(rx, want.len(), Duration::from_secs(10)).await;
+        assert_eq!(kinds(&got), want, "every event, in order, to each agent");
+        wait_until("the garbage counted", Duration::from_secs(5), || {
+            m.snapshot().decode_errors == 1
+        })
+        .await;
+        let s = m.snapshot();
+        assert_eq!(
+            (s.received, s.decoded, s.kicked, s.ignored, s.gap_kicks),
+            (8, 7, 5, 2, 0)
+        );
+        nothing_more(rx, Duration::from_millis(300)).await;
+    }
+    drop(publisher);
+
+    // Broker restart: both see the connection go, reconnect by themselves,
+    // and say a gap may have happened.
+    broker.stop_broker();
+    for (m, _, _) in &agents {
+        wait_until(
+            "connected gauge 0 with the broker down",
+            Duration::from_secs(20),
+            || !m.snapshot().connected,
+        )
+        .await;
+    }
+    broker.start_broker();
+    for (m, rx, _) in &mut agents {
+        wait_until(
+            "resubscribed after the restart",
+            Duration::from_mins(1),
+            || m.snapshot().connected,
+        )
+        .await;
+        match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+            Ok(Some(Seen::Gap(Gap::Reconnected))) => {}
+            other => panic!("expected a reconnection gap, got {other:?}"),
+        }
+        let s = m.snapshot();
+        assert_eq!(s.gap_kicks, 1);
+        assert!(s.transport_errors >= 1, "{s:?}");
+    }
+    let publisher = Publisher::connect().await;
+    let want = burst(&publisher).await;
+    for (m, rx, _) in &mut agents {
+        let got = decisions(rx, want.len(), Duration::from_secs(10)).await;
+        assert_eq!(kinds(&got), want, "resumed after the restart");
+        wait_until("second burst counted", Duration::from_secs(5), || {
+            m.snapshot().received == 16
+        })
+        .await;
+    }
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durability_mismatch_is_refused_by_the_broker_and_named() {
+    common::logs();
+    let _broker = lachesis_lab::Services::rabbitmq();
+    let exchange = format!("lt-durable-{}", std::process::id());
+    // The deployment declared it durable.
+    let p = Publisher::connect().await;
+    p.chan
+        .exchange_declare(
+            exchange.as_str().into(),
+            lapin::ExchangeKind::Topic,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..ExchangeDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let m = metrics();
+    let wrong = RabbitMqConsumer::new(config(&[exchange.as_str()], false), m.clone()).unwrap();
+    let e = wrong.subscribe().await.unwrap_err();
+    assert!(matches!(e, RabbitError::Declare { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("PRECONDITION_FAILED") && text.contains("notifications.rabbitmq.durable"),
+        "{text}"
+    );
+    // The run loop counts it and stays disconnected.
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    let (sink, _rx) = Recorder::new();
+    let _task = spawn(async move { wrong.run(&sink, c).await });
+    wait_until("the refusal counted", Duration::from_secs(10), || {
+        m.snapshot().transport_errors >= 1
+    })
+    .await;
+    assert!(!m.snapshot().connected);
+    cancel.cancel();
+
+    let right = RabbitMqConsumer::new(config(&[exchange.as_str()], true), metrics()).unwrap();
+    let sub = right.subscribe().await.unwrap();
+    assert!(
+        sub.queue.starts_with("amq.gen-"),
+        "server-named: {}",
+        sub.queue
+    );
+    p.chan
+        .exchange_delete(
+            exchange.as_str().into(),
+            lapin::options::ExchangeDeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+}
