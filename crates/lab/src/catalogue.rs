@@ -48,7 +48,7 @@ pub fn documented() -> BTreeMap<String, Family> {
 }
 
 /// The families of an OpenMetrics rendering, as `owner`'s: the sample name
-/// (`_total` for counters), the type and the label names of the first
+/// (`_total` for counters, `_info` for info), the type and the label names of the first
 /// sample. A family must render at least one sample (seed label values).
 #[must_use]
 pub fn rendered(text: &str, owner: &str) -> BTreeMap<String, Family> {
@@ -58,10 +58,12 @@ pub fn rendered(text: &str, owner: &str) -> BTreeMap<String, Family> {
             continue;
         };
         let (family, kind) = decl.split_once(' ').expect("`# TYPE name type`");
-        let name = if kind == "counter" {
-            format!("{family}_total")
-        } else {
-            family.to_owned()
+        // OpenMetrics names a counter's and an info's family without their
+        // sample suffix.
+        let name = match kind {
+            "counter" => format!("{family}_total"),
+            "info" => format!("{family}_info"),
+            _ => family.to_owned(),
         };
         let sample = text
             .lines()

@@ -93,6 +93,14 @@ impl DaemonMetrics {
             m.reloads.clone(),
         );
         registry.register_collector(Box::new(m.sync_age.clone()));
+        registry.register(
+            "lachesis_build",
+            "The running build",
+            prometheus_client::metrics::info::Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("revision", env!("LACHESIS_REVISION")),
+            ]),
+        );
         m
     }
 

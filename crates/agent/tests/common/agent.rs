@@ -552,6 +552,8 @@ pub fn assert_own_families_documented(metrics: SocketAddr) {
         "lachesis_boot_phase",
         "lachesis_degraded",
         "lachesis_config_reloads",
+        "lachesis_build",
+        "lachesis_build_info",
     ];
     let family_of = |l: &str| -> String {
         let l = ["# TYPE ", "# HELP "]
@@ -573,6 +575,7 @@ pub fn assert_own_families_documented(metrics: SocketAddr) {
         "lachesis_boot_phase",
         "lachesis_degraded",
         "lachesis_config_reloads_total",
+        "lachesis_build_info",
     ] {
         assert_eq!(rendered.get(name), documented.get(name), "{name}");
     }

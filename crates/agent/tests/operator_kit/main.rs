@@ -9,15 +9,17 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod live;
+
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::agent::{
-    assert_tenants, counters, isolate, sample, stop, topology, traffic, wait_for_sample,
-    wait_for_value, Agent, Setup, Totals, MAC_A, MAC_B, TENANT_A, TENANT_B,
+    assert_tenants, counters, get, isolate, sample, stop, topology, traffic, wait_for_sample,
+    wait_for_value, Agent, Forwarder, Setup, Totals, MAC_A, MAC_B, TENANT_A, TENANT_B,
 };
 use common::{repo, Sim};
 use lachesis_lab::netns::Lab;
@@ -108,9 +110,15 @@ struct World {
 }
 
 impl World {
-    fn new(extra: &[(&str, Ipv4Addr)]) -> World {
+    /// `forward`: loopback ports of host services (a broker) the agent
+    /// must reach from the namespace.
+    fn new(extra: &[(&str, Ipv4Addr)], forward: &[u16]) -> World {
         lachesis_lab::require_root();
+        let forwarders: Vec<Forwarder> = forward.iter().map(|p| Forwarder::start(*p)).collect();
         isolate();
+        for f in &forwarders {
+            f.listen();
+        }
         let mut lab = Lab::new();
         let mut vms = vec![
             lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1)),
@@ -269,7 +277,7 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
     let bounding = format!("--bounding-set=-all,{}", bounding.join(","));
     let wrapper = ["setpriv", &bounding, "--inh-caps=-all", "--no-new-privs"];
 
-    let world = World::new(&[]);
+    let world = World::new(&[], &[]);
     let (a, b, setup) = (&world.vms[0], &world.vms[1], &world.setup);
 
     let mut agent = Agent::start_under(setup, 0, &wrapper);
@@ -333,5 +341,102 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
         sample(setup.metrics, "lachesis_attach_heals_total"),
         Some(0.0)
     );
+    stop(agent);
+}
+
+/// The Kafka-protocol broker's loopback port (scripts/real-cloud).
+const KAFKA_PORT: u16 = 19092;
+
+/// An unbound VM (no Neutron port has its MAC): its bytes are the leak.
+const MAC_STRAY: &str = "fa:16:3e:cc:00:03";
+
+#[test]
+fn a_real_prometheus_scraping_a_real_agent_evaluates_every_rule_panel_and_variable() {
+    // Kafka notifications, so the node dashboard's notification panels
+    // (connected, lag) have series.
+    let _kafka = lachesis_lab::Services::kafka();
+    let world = World::new(&[(MAC_STRAY, Ipv4Addr::new(10, 77, 0, 3))], &[KAFKA_PORT]);
+    let (a, b, stray, setup) = (&world.vms[0], &world.vms[1], &world.vms[2], &world.setup);
+    // The stray VM's rows wait one second for a binding, then go to
+    // `unknown`.
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    let text =
+        text.replace(
+            "  ghost_grace: 1s\n",
+            "  ghost_grace: 1s\n  unresolved_ttl: 1s\n",
+        ) + &format!("notifications:\n  kafka:\n    brokers: [\"127.0.0.1:{KAFKA_PORT}\"]\n");
+    assert!(text.contains("unresolved_ttl"));
+    std::fs::write(&setup.config, text).unwrap();
+    let mut agent = Agent::start(setup, 0);
+    agent.wait_ready(setup.metrics);
+    let prometheus = live::Prometheus::start(setup.metrics);
+
+    traffic(a, b, 0);
+    traffic(a, stray, 1);
+    // Internet-bound packets (zone `external`): A's default route points
+    // at the stray VM, which drops them; the taps count them all the same.
+    a.exec(&["ip", "route", "add", "default", "via", "10.77.0.3"])
+        .unwrap();
+    let _ = a.exec(&[
+        "ping",
+        "-q",
+        "-c",
+        "5",
+        "-i",
+        "0.01",
+        "-W",
+        "1",
+        "198.51.100.7",
+    ]);
+    // The export settles (series show the last flush, the stray rows have
+    // gone to `unknown`): two equal reads with a leak.
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut body = get(setup.metrics, "/metrics").unwrap().1;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = get(setup.metrics, "/metrics").unwrap().1;
+        let stable = live::samples(&now, "lachesis_bytes_total")
+            == live::samples(&body, "lachesis_bytes_total");
+        body = now;
+        if stable && live::leak_ratio(&body).0 > 0.0 {
+            break;
+        }
+        assert!(Instant::now() < until, "never settled with a leak:\n{body}");
+    }
+
+    // The leak ratio, computed by Prometheus' recording rule and from
+    // /metrics, agree, and the stray VM makes it non-zero.
+    let (leak, total) = live::leak_ratio(&body);
+    assert!(
+        leak > 0.0 && total > leak,
+        "leak {leak} of {total}:\n{body}"
+    );
+    let want = leak / total;
+    prometheus.wait_for("lachesis:leak_ratio:cumulative", |r| {
+        r.len() == 1 && (live::value(&r[0]) - want).abs() < 1e-12
+    });
+
+    let rules =
+        std::fs::read_to_string(repo().join("deploy/prometheus/lachesis-rules.yml")).unwrap();
+    for record in rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- record: "))
+    {
+        prometheus.wait_for(record, |r| !r.is_empty());
+    }
+    for (dashboard, panel, expr) in live::dashboard_queries() {
+        let got = prometheus.wait_for(&expr, |r| !r.is_empty());
+        assert!(!got.is_empty(), "{dashboard} / {panel}: {expr}");
+    }
+    for (name, metric, label) in live::dashboard_variables() {
+        let values = prometheus.label_values(&metric, &label);
+        assert!(
+            !values.is_empty(),
+            "variable {name}: label_values({metric}, {label})"
+        );
+    }
+
+    live::check_cloudkitty(&prometheus, &body, TENANT_A);
+    drop(prometheus);
     stop(agent);
 }
