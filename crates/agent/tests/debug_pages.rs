@@ -25,6 +25,8 @@ use common::{repo, Sim};
 use lachesis_lab::netns::Lab;
 
 const FIXTURE: &str = "crates/agent/tests/fixtures/debug-pages.yaml";
+/// What `lachesis demo` serves.
+const DEMO_TOPOLOGY: &str = "examples/demo-topology.yaml";
 /// Tenant A's VM a-web (10.1.0.5).
 const VM_A: &str = "fa:16:3e:a1:00:01";
 /// Router A's interface on tenant A's network: a-web's next hop.
@@ -172,7 +174,12 @@ fn console_lines(log: &str) -> Vec<&str> {
 /// The ids of the fixture's `kind` (`networks`, `routers`, …), read from
 /// the YAML itself: the truth the drawing is held against.
 fn fixture_ids(kind: &str) -> BTreeSet<String> {
-    let text = std::fs::read_to_string(repo().join(FIXTURE)).unwrap();
+    yaml_ids(FIXTURE, kind)
+}
+
+/// The ids of `kind` in the simulator topology at `path` (repo-relative).
+fn yaml_ids(path: &str, kind: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join(path)).unwrap();
     let doc: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
     doc[kind]
         .as_array()
@@ -380,6 +387,23 @@ fn the_debug_pages_in_headless_chromium() {
     pages.topology(&mut chromium);
     pages.screenshots(&mut chromium, &out);
 
+    drop(agent);
+    drop(setup);
+    drop(sim);
+
+    // The demo's bundled topology: one node per router and per network.
+    let sim = Sim::start_topology(&repo().join(DEMO_TOPOLOGY), &[]);
+    let setup = Setup::new(&lab, &sim);
+    let mut agent = Agent::start(&setup, 1);
+    agent.wait_ready(setup.metrics);
+    let demo = Pages { debug: setup.debug };
+    let dom = chromium.dom(&demo.url("/debug/ui/topology"));
+    for (kind, list) in [("router", "routers"), ("network", "networks")] {
+        let drawn = node_ids(&dom, kind);
+        let unique: BTreeSet<String> = drawn.iter().cloned().collect();
+        assert_eq!(drawn.len(), unique.len(), "demo {kind}: {drawn:?}");
+        assert_eq!(unique, yaml_ids(DEMO_TOPOLOGY, list), "demo {kind}");
+    }
     drop(agent);
     eprintln!(
         "debug pages: {} chromium runs, screenshots in {}, {:.1} s",

@@ -236,6 +236,7 @@ mod tests {
             rendered.keys().collect::<Vec<_>>(),
             [
                 "lachesis_boot_phase",
+                "lachesis_build_info",
                 "lachesis_config_reloads_total",
                 "lachesis_degraded",
                 "lachesis_openstack_sync_age_seconds",
