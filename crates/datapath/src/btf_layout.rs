@@ -14,6 +14,17 @@
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/lachesis.skel.rs"));
 }
+#[allow(
+    warnings,
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
+    missing_debug_implementations,
+    unsafe_op_in_unsafe_fn
+)]
+mod iter_skel {
+    include!(concat!(env!("OUT_DIR"), "/lachesis_iter.skel.rs"));
+}
 
 use std::mem::{offset_of, size_of};
 
@@ -59,4 +70,11 @@ fn abi_types_match_the_object_btf() {
         [prefixlen, tenant_id, addr]
     );
     same_layout!(abi::AmphoraKey, btf::amphora_key, [tenant_id, addr]);
+    same_layout!(abi::TapPort, btf::tap_port, [mac, pad]);
+    // Only the iterator variant's object carries its record type.
+    same_layout!(
+        abi::DrainRecord,
+        iter_skel::types::drain_record,
+        [key, pad, counters]
+    );
 }
