@@ -41,7 +41,8 @@ pub use iter_drain::{memlock, probe_iterator_targets, IterDrain};
 pub use lookup_delete::FailedDelete;
 pub use object::{DatapathConfig, FlowsPin, FlowsVariant};
 pub use sizing::{
-    flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
+    flows_kernel_bytes, flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_BUCKET_BYTES,
+    FLOWS_ELEMENT_BYTES, FLOWS_MAP_OVERHEAD, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
 };
 #[cfg(feature = "testing")]
 pub use testrun::{baseline_object, Baseline, TestRun};
