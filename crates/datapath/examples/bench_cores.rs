@@ -21,6 +21,8 @@
 // Byte counts and map sizes here are far below 2^52.
 #![allow(clippy::cast_precision_loss)]
 
+#[path = "common/fill.rs"]
+mod fill;
 #[path = "common/paths.rs"]
 mod paths;
 #[path = "../tests/common/topology.rs"]
@@ -268,33 +270,6 @@ const ACTIVE_STAMP: u64 = 2_000;
 const SINCE: u64 = 1_000;
 const IDLE_STAMP: u64 = 1;
 
-fn fill(dp: &Datapath, active_every: u32) {
-    for i in 0..DRAIN_ENTRIES {
-        let b = i.to_be_bytes();
-        let key = FlowKey {
-            src_mac: [2, 0, b[0], b[1], b[2], b[3]],
-            dst_mac: [2, 0, 0, 0, 0, 1],
-            eth_proto: 0x0800,
-            direction: 0,
-            zone: 0,
-            l4: 2,
-            pad: 0,
-        };
-        let stamp = if i % active_every == 0 {
-            ACTIVE_STAMP
-        } else {
-            IDLE_STAMP
-        };
-        let value = FlowCounters {
-            bytes: u64::from(i) * 1500 + 1,
-            packets: u64::from(i) + 1,
-            last_seen_ns: stamp,
-            created_ns: 1,
-        };
-        dp.write_flow_for_test(&key, &value).expect("fill");
-    }
-}
-
 /// Bytes the batch lookup copies out per entry: the key and one value
 /// per slot (possible CPUs for a per-CPU map), as the kernel lays them out.
 fn batch_bytes_per_entry(slots: u64) -> u64 {
@@ -302,7 +277,13 @@ fn batch_bytes_per_entry(slots: u64) -> u64 {
 }
 
 fn drain(l: &Loaded, active_every: u32) -> DrainResult {
-    fill(&l.dp, active_every);
+    fill::fill(&l.dp, DRAIN_ENTRIES, |i| {
+        if i % active_every == 0 {
+            ACTIVE_STAMP
+        } else {
+            IDLE_STAMP
+        }
+    });
     let want_active = DRAIN_ENTRIES.div_ceil(active_every) as usize;
     let mut buf = DrainBuffer::new();
     let mut ms = Vec::new();
@@ -340,12 +321,8 @@ fn drain(l: &Loaded, active_every: u32) -> DrainResult {
     }
     // What the drain returned is exact: per entry the value written.
     for (k, v) in &buf.entries {
-        let i = u32::from_be_bytes([k.src_mac[2], k.src_mac[3], k.src_mac[4], k.src_mac[5]]);
-        assert_eq!(
-            (v.bytes, v.packets),
-            (u64::from(i) * 1500 + 1, u64::from(i) + 1),
-            "{k:?}"
-        );
+        let want = fill::counters(fill::index(k), v.last_seen_ns);
+        assert_eq!((v.bytes, v.packets), (want.bytes, want.packets), "{k:?}");
     }
     out.ms = median(ms);
     out

@@ -11,25 +11,20 @@
     missing_debug_implementations,
     unsafe_op_in_unsafe_fn
 )]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/lachesis.skel.rs"));
-}
-#[allow(
-    warnings,
-    clippy::all,
-    clippy::pedantic,
-    clippy::undocumented_unsafe_blocks,
-    missing_debug_implementations,
-    unsafe_op_in_unsafe_fn
-)]
-mod iter_skel {
-    include!(concat!(env!("OUT_DIR"), "/lachesis_iter.skel.rs"));
+mod generated {
+    pub mod skel {
+        include!(concat!(env!("OUT_DIR"), "/lachesis.skel.rs"));
+    }
+    /// The iterator variant's object: only it carries the drain record.
+    pub mod iter_skel {
+        include!(concat!(env!("OUT_DIR"), "/lachesis_iter.skel.rs"));
+    }
 }
 
 use std::mem::{offset_of, size_of};
 
 use lachesis_abi as abi;
-use skel::types as btf;
+use generated::{iter_skel, skel::types as btf};
 
 macro_rules! same_layout {
     ($rust:ty, $c:ty, [$($field:ident),+]) => {{
