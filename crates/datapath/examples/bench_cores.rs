@@ -37,9 +37,9 @@ use std::time::Instant;
 
 use lachesis_abi::{FlowCounters, FlowKey};
 use lachesis_datapath::{
-    baseline_object, memlock, probe_iterator_targets, AttachMode, Baseline, Datapath,
-    DatapathConfig, DrainBuffer, FlowsVariant, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES,
-    FLOWS_MIN_ENTRIES,
+    baseline_object, flows_max_entries, memlock, probe_iterator_targets, AttachMode, Baseline,
+    Datapath, DatapathConfig, DrainBuffer, FlowsVariant, DEFAULT_FLOWS_MEMORY_BUDGET,
+    FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
 };
 use libbpf_rs::{MapHandle, MapType};
 use paths::{map_test_run_tap, median, paths, Path};
@@ -789,7 +789,7 @@ fn report_drain(refused: &BTreeMap<&'static str, String>, cpus: u64) -> String {
 fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
     println!();
     println!(
-        "4. entries within the {} MiB budget, from the kernel's own accounting: fdinfo memlock of preallocated maps of {SIZE_A}, {SIZE_B} and {SIZE_C} entries with 32- and 64-byte values on this machine's {cpus} possible CPUs. elem = Δmemlock/Δentries between the two sizes with equal bucket counts; bucket = the rest of the step that doubles them; value part = the per-entry Δ for 32 more value bytes (all value copies of an entry); fixed = elem − value part; const = what no entry explains. At N CPUs an entry costs fixed + value part × N/{cpus} (per-CPU: one copy per possible CPU) or fixed + value part (shared), plus a power-of-two bucket array. raw = the most entries within the budget; agent = raw clamped to [{FLOWS_MIN_ENTRIES}, {FLOWS_MAX_ENTRIES}] (the floor overruns the budget when raw is below it)",
+        "4. entries within the {} MiB budget, from the kernel's own accounting: fdinfo memlock of preallocated maps of {SIZE_A}, {SIZE_B} and {SIZE_C} entries with 32- and 64-byte values on this machine's {cpus} possible CPUs. elem = Δmemlock/Δentries between the two sizes with equal bucket counts; bucket = the rest of the step that doubles them; value part = the per-entry Δ for 32 more value bytes (all value copies of an entry); fixed = elem − value part; const = what no entry explains. At N CPUs an entry costs fixed + value part × N/{cpus} (per-CPU: one copy per possible CPU) or fixed + value part (shared), plus a power-of-two bucket array. raw = the most entries within the budget; clamped = raw within [{FLOWS_MIN_ENTRIES}, {FLOWS_MAX_ENTRIES}] (the floor overruns the budget when raw is below it)",
         DEFAULT_FLOWS_MEMORY_BUDGET >> 20
     );
     println!(
@@ -802,9 +802,9 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
         "raw@2",
         "raw@64",
         "raw@256",
-        "agent@2",
-        "agent@64",
-        "agent@256"
+        "clamped@2",
+        "clamped@64",
+        "clamped@256"
     );
     let mut json = Vec::new();
     let mut at_256 = BTreeMap::new();
@@ -816,7 +816,7 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
         };
         let acc = accounting(map_type);
         let raw = CPU_COUNTS.map(|n| acc.fit(cpus, n, DEFAULT_FLOWS_MEMORY_BUDGET));
-        let agent =
+        let clamped =
             raw.map(|r| r.clamp(u64::from(FLOWS_MIN_ENTRIES), u64::from(FLOWS_MAX_ENTRIES)));
         at_256.insert(v.name(), raw[2]);
         println!(
@@ -829,14 +829,30 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
             raw[0],
             raw[1],
             raw[2],
-            agent[0],
-            agent[1],
-            agent[2]
+            clamped[0],
+            clamped[1],
+            clamped[2]
         );
         json.push(format!(
-            "\"{}\":{{\"elem_fixed_bytes\":{:.1},\"value_part_bytes\":{:.1},\"bucket_bytes\":{:.1},\"raw_2cpu\":{},\"raw_64cpu\":{},\"raw_256cpu\":{},\"agent_2cpu\":{},\"agent_64cpu\":{},\"agent_256cpu\":{}}}",
-            v.name(), acc.elem_fixed, acc.value_part, acc.bucket, raw[0], raw[1], raw[2], agent[0], agent[1], agent[2]
+            "\"{}\":{{\"elem_fixed_bytes\":{:.1},\"value_part_bytes\":{:.1},\"bucket_bytes\":{:.1},\"raw_2cpu\":{},\"raw_64cpu\":{},\"raw_256cpu\":{},\"clamped_2cpu\":{},\"clamped_64cpu\":{},\"clamped_256cpu\":{}}}",
+            v.name(), acc.elem_fixed, acc.value_part, acc.bucket, raw[0], raw[1], raw[2], clamped[0], clamped[1], clamped[2]
         ));
     }
+    // What the agent configures: the per-CPU hash, by `flows_max_entries`
+    // (this accounting plus fixed headroom for the map itself).
+    let sized = CPU_COUNTS.map(|n| {
+        flows_max_entries(
+            DEFAULT_FLOWS_MEMORY_BUDGET,
+            u32::try_from(n).expect("a CPU count"),
+        )
+    });
+    println!(
+        "the agent's sizing (per-CPU hash, flows_max_entries): {} at 2 CPUs, {} at 64, {} at 256",
+        sized[0], sized[1], sized[2]
+    );
+    json.push(format!(
+        "\"agent_sizing\":{{\"2cpu\":{},\"64cpu\":{},\"256cpu\":{}}}",
+        sized[0], sized[1], sized[2]
+    ));
     (json.join(","), at_256)
 }

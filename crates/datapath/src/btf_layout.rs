@@ -23,8 +23,8 @@ mod generated {
 
 use std::mem::{offset_of, size_of};
 
-use lachesis_abi as abi;
 use generated::{iter_skel, skel::types as btf};
+use lachesis_abi as abi;
 
 macro_rules! same_layout {
     ($rust:ty, $c:ty, [$($field:ident),+]) => {{
