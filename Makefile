@@ -6,7 +6,7 @@ CARGO ?= cargo
 # keeps line tables and symbols for perf (README "Build profiles").
 BENCH_PROFILE ?= release
 
-.PHONY: setup build bpf lint test demo bench-packet bench-drain sim bench-sync
+.PHONY: setup build bpf lint test demo bench-packet bench-drain bench-cores sim bench-sync
 
 setup:
 	@bash scripts/setup
@@ -51,6 +51,12 @@ bench-packet: setup
 
 bench-drain: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_drain
+
+# The `flows` variants side by side (decision record 0006): per packet,
+# contention on one flow, drain at 1 % / 100 % active, capacity at 2/64/256
+# CPUs from the kernel's accounting; last line is one JSON object. Root.
+bench-cores: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_cores
 
 # Plan build for 20 000 ports / 5 000 subnets / 2 000 routers, and the diff of
 # two plans one router apart (DESIGN §16); last line is one JSON object.

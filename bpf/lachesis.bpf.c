@@ -4,6 +4,14 @@
  * (MACs, inner ethertype, direction, zone, L4 class). It never drops or
  * modifies a packet.
  *
+ * Compile-time variants of `flows` (one source; `make bench-cores` builds
+ * and measures each, docs/decisions/0006-flows-at-scale.md):
+ *   default                per-CPU hash, plain adds into this CPU's slot;
+ *   LACHESIS_FLOWS_SHARED  one shared hash, atomic adds on bytes/packets;
+ *   LACHESIS_FLOWS_ITER    the per-CPU hash plus a map-element iterator that
+ *                          folds the CPU slots in the kernel and emits only
+ *                          entries seen since a threshold (benchmark only).
+ *
  * Return value: -1 is TC_ACT_UNSPEC for cls_bpf (continue with the next
  * filter) and TCX_NEXT for TCX (continue with the next program). Returning
  * 0 would be TCX_PASS, which ends the chain and silently disables any other
@@ -34,8 +42,14 @@
 #define IPPROTO_UDP_ 17
 #define IPPROTO_ICMPV6_ 58
 
+#ifdef LACHESIS_FLOWS_SHARED
+#define FLOWS_MAP_TYPE BPF_MAP_TYPE_HASH
+#else
+#define FLOWS_MAP_TYPE BPF_MAP_TYPE_PERCPU_HASH
+#endif
+
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, FLOWS_MAP_TYPE);
 	__type(key, struct flow_key);
 	__type(value, struct flow_counters);
 	__uint(max_entries, FLOWS_DEFAULT_ENTRIES);
@@ -77,6 +91,16 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, STAT_COUNT);
 } stats SEC(".maps");
+
+/* Tap ifindex -> the MAC of the Neutron port behind it, written by the agent
+ * before it attaches the tap: a group frame the tap delivers to its VM is
+ * keyed by the port that received it, not by the group address. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct tap_port);
+	__uint(max_entries, TAP_PORTS_ENTRIES);
+} tap_ports SEC(".maps");
 
 static __always_inline void stat_inc(__u32 reason)
 {
@@ -149,15 +173,30 @@ static __always_inline int is_amphora_addr(__u32 tenant, const __u8 *addr)
 	return bpf_map_lookup_elem(&amphora_ips, &k) != 0;
 }
 
+/* Adds one packet to an existing entry. Per-CPU: this CPU's slot, which no
+ * other CPU writes. Shared: every CPU writes the same value, so the counters
+ * are atomic adds (exact under concurrency); last_seen_ns is a plain store,
+ * where a racing older stamp may win by one coarse tick (it only orders
+ * pressure relief). */
+static __always_inline void bump(struct flow_counters *c, __u32 len, __u64 now)
+{
+#ifdef LACHESIS_FLOWS_SHARED
+	__sync_fetch_and_add(&c->bytes, len);
+	__sync_fetch_and_add(&c->packets, 1);
+#else
+	c->bytes += len;
+	c->packets += 1;
+#endif
+	c->last_seen_ns = now;
+}
+
 static __always_inline void add_bytes(struct flow_key *key, __u32 len)
 {
 	struct flow_counters *c = bpf_map_lookup_elem(&flows, key);
 	__u64 now = bpf_ktime_get_coarse_ns();
 
 	if (c) {
-		c->bytes += len;
-		c->packets += 1;
-		c->last_seen_ns = now;
+		bump(c, len, now);
 		return;
 	}
 	/* created_ns uses the precise clock: it is the entry's identity
@@ -174,9 +213,7 @@ static __always_inline void add_bytes(struct flow_key *key, __u32 len)
 	/* Another CPU created it between our lookup and insert. */
 	c = bpf_map_lookup_elem(&flows, key);
 	if (c) {
-		c->bytes += len;
-		c->packets += 1;
-		c->last_seen_ns = now;
+		bump(c, len, now);
 		return;
 	}
 	stat_inc(STAT_UPDATE_FAILURE);
@@ -254,9 +291,19 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 	}
 	key.l4 = l4_class(ipproto);
 
-	/* Multicast gate: the group bit of the destination MAC. */
+	/* Multicast gate: the group bit of the destination MAC. A group frame
+	 * the tap delivers (rx) carries no VM MAC; key it by the receiving
+	 * port's MAC so the ledger can attribute it. A tap with no port MAC
+	 * known keeps the group address (attributed to no one, still counted). */
 	if (eth->h_dest[0] & 1) {
 		key.zone = ZONE_MULTICAST;
+		if (direction == DIR_RX) {
+			__u32 ifindex = skb->ifindex;
+			struct tap_port *port = bpf_map_lookup_elem(&tap_ports, &ifindex);
+
+			if (port)
+				__builtin_memcpy(key.dst_mac, port->mac, 6);
+		}
 		goto count;
 	}
 
@@ -312,5 +359,71 @@ int lachesis_rx(struct __sk_buff *skb)
 {
 	return account(skb, DIR_RX);
 }
+
+#ifdef LACHESIS_FLOWS_ITER
+/* The map-element iterator's context (kernel types; CO-RE relocates the
+ * offsets against the running kernel's BTF). */
+struct seq_file;
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+struct bpf_iter__bpf_map_elem {
+	struct bpf_iter_meta *meta;
+	void *key;
+	void *value;
+} __attribute__((preserve_access_index));
+
+/* Set by userspace before load: the per-CPU values the iterator hands over
+ * are this many slots (num_possible_cpus). The verifier reads it as a
+ * constant, so every slot access has a fixed offset inside the buffer. */
+const volatile __u32 possible_cpus = 1;
+#define ITER_MAX_CPUS 8192
+
+/* Slot 0: emit only entries whose folded last_seen_ns is at or after this. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} drain_since SEC(".maps");
+
+/* Where a record is folded before it is written (one per CPU: iterator
+ * programs run on any CPU); also what gives the record type its BTF. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct drain_record);
+	__uint(max_entries, 1);
+} drain_scratch SEC(".maps");
+
+SEC("iter/bpf_map_elem")
+int drain_active(struct bpf_iter__bpf_map_elem *ctx)
+{
+	const struct flow_key *key = ctx->key;
+	const struct flow_counters *slot = ctx->value;
+	__u32 zero = 0;
+	__u64 *since = bpf_map_lookup_elem(&drain_since, &zero);
+	struct drain_record *rec = bpf_map_lookup_elem(&drain_scratch, &zero);
+
+	if (!key || !slot || !since || !rec)
+		return 0;
+	__builtin_memset(rec, 0, sizeof(*rec));
+	__builtin_memcpy(&rec->key, key, sizeof(rec->key));
+	for (__u32 cpu = 0; cpu < ITER_MAX_CPUS; cpu++) {
+		if (cpu >= possible_cpus)
+			break;
+		rec->counters.bytes += slot[cpu].bytes;
+		rec->counters.packets += slot[cpu].packets;
+		if (slot[cpu].last_seen_ns > rec->counters.last_seen_ns)
+			rec->counters.last_seen_ns = slot[cpu].last_seen_ns;
+		if (slot[cpu].created_ns > rec->counters.created_ns)
+			rec->counters.created_ns = slot[cpu].created_ns;
+	}
+	if (rec->counters.last_seen_ns < *since)
+		return 0;
+	bpf_seq_write(ctx->meta->seq, rec, sizeof(*rec));
+	return 0;
+}
+#endif
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

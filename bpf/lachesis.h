@@ -42,6 +42,7 @@
 
 /* Compile-time default; userspace sizes the map from a memory budget. */
 #define FLOWS_DEFAULT_ENTRIES 65536
+#define TAP_PORTS_ENTRIES 16384
 
 struct flow_key {
 	__u8 src_mac[6];  /* frame's own source MAC (not swapped) */
@@ -58,6 +59,20 @@ struct flow_counters {
 	__u64 packets;
 	__u64 last_seen_ns; /* coarse clock */
 	__u64 created_ns;   /* stamped once, at creation (DESIGN §4.3) */
+};
+
+/* Value of `tap_ports` (key: the tap's ifindex, u32). */
+struct tap_port {
+	__u8 mac[6]; /* the Neutron port's MAC, wire order */
+	__u8 pad[2]; /* always 0 */
+};
+
+/* One record of the iterator drain (benchmark variant): an entry's key and
+ * its per-CPU slots folded like userspace folds them. */
+struct drain_record {
+	struct flow_key key;
+	__u8 pad[6];
+	struct flow_counters counters;
 };
 
 struct endpoint_value {
@@ -98,6 +113,13 @@ LACHESIS_ASSERT_LAYOUT(flow_counters, bytes, 0);
 LACHESIS_ASSERT_LAYOUT(flow_counters, packets, 8);
 LACHESIS_ASSERT_LAYOUT(flow_counters, last_seen_ns, 16);
 LACHESIS_ASSERT_LAYOUT(flow_counters, created_ns, 24);
+_Static_assert(sizeof(struct tap_port) == 8, "tap_port size");
+LACHESIS_ASSERT_LAYOUT(tap_port, mac, 0);
+LACHESIS_ASSERT_LAYOUT(tap_port, pad, 6);
+_Static_assert(sizeof(struct drain_record) == 56, "drain_record size");
+LACHESIS_ASSERT_LAYOUT(drain_record, key, 0);
+LACHESIS_ASSERT_LAYOUT(drain_record, pad, 18);
+LACHESIS_ASSERT_LAYOUT(drain_record, counters, 24);
 _Static_assert(sizeof(struct endpoint_value) == 8, "endpoint_value size");
 LACHESIS_ASSERT_LAYOUT(endpoint_value, tenant_id, 0);
 LACHESIS_ASSERT_LAYOUT(endpoint_value, flags, 4);

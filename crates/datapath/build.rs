@@ -1,6 +1,10 @@
 //! Compiles the classifier (and the benchmark baseline) with clang and
 //! generates their libbpf skeletons. The object is also copied to
 //! `<target>/bpf/lachesis.bpf.o` so operators can inspect it with bpftool.
+//!
+//! The same source is compiled once more per `flows` variant that
+//! `make bench-cores` measures (a compile-time switch, never a fork of the
+//! classifier); those objects are embedded only with the `testing` feature.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -20,6 +24,18 @@ fn main() {
         env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into())
     );
     let include = format!("-I{}", bpf_dir.display());
+    let args = |define: Option<&str>| {
+        let mut a = vec![
+            multiarch.clone(),
+            include.clone(),
+            "-O2".into(),
+            "-g".into(),
+            "-Wall".into(),
+            "-Werror".into(),
+        ];
+        a.extend(define.map(|d| format!("-D{d}")));
+        a
+    };
 
     for name in ["lachesis", "baseline"] {
         let src = bpf_dir.join(format!("{name}.bpf.c"));
@@ -27,18 +43,33 @@ fn main() {
         SkeletonBuilder::new()
             .source(&src)
             .obj(&obj)
-            .clang_args([
-                multiarch.as_str(),
-                include.as_str(),
-                "-O2",
-                "-g",
-                "-Wall",
-                "-Werror",
-            ])
+            .clang_args(args(None))
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
         println!("cargo:rerun-if-changed={}", src.display());
     }
+    // The variants' skeletons are generated only for the BTF layout test
+    // (the iterator's record type exists only in its object).
+    let src = bpf_dir.join("lachesis.bpf.c");
+    for (name, define) in [
+        ("lachesis_shared", "LACHESIS_FLOWS_SHARED"),
+        ("lachesis_iter", "LACHESIS_FLOWS_ITER"),
+    ] {
+        SkeletonBuilder::new()
+            .source(&src)
+            .obj(out.join(format!("{name}.bpf.o")))
+            .clang_args(args(Some(define)))
+            .build_and_generate(out.join(format!("{name}.skel.rs")))
+            .unwrap_or_else(|e| panic!("building {} with -D{define}: {e:#}", src.display()));
+    }
+    let probe = bpf_dir.join("iter_probe.bpf.c");
+    SkeletonBuilder::new()
+        .source(&probe)
+        .obj(out.join("iter_probe.bpf.o"))
+        .clang_args(args(None))
+        .build()
+        .unwrap_or_else(|e| panic!("building {}: {e:#}", probe.display()));
+    println!("cargo:rerun-if-changed={}", probe.display());
     println!(
         "cargo:rerun-if-changed={}",
         bpf_dir.join("lachesis.h").display()

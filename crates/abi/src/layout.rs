@@ -95,6 +95,43 @@ impl FlowCounters {
     }
 }
 
+/// Value of the `tap_ports` map (key: the tap's ifindex, a u32): the MAC of
+/// the Neutron port behind the tap. The classifier keys a group frame the
+/// tap delivers (rx) by this MAC instead of the group destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct TapPort {
+    /// The port's MAC, wire order.
+    pub mac: [u8; 6],
+    /// Always zero.
+    pub pad: [u8; 2],
+}
+
+impl TapPort {
+    /// The value for `mac`.
+    #[must_use]
+    pub fn new(mac: Mac) -> TapPort {
+        TapPort {
+            mac: mac.0,
+            pad: [0; 2],
+        }
+    }
+}
+
+/// One record of the map-element iterator drain (the `bench-cores`
+/// variant built with `LACHESIS_FLOWS_ITER`): an entry's key and its
+/// per-CPU slots folded in the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct DrainRecord {
+    /// The entry's key.
+    pub key: FlowKey,
+    /// Always zero.
+    pub pad: [u8; 6],
+    /// Its counters, folded like [`FlowCounters::fold`].
+    pub counters: FlowCounters,
+}
+
 /// Bit 0 of [`EndpointValue::flags`]: the port is an amphora data port.
 pub const ENDPOINT_FLAG_AMPHORA: u32 = 1;
 
@@ -159,6 +196,15 @@ const _: () = {
     assert!(offset_of!(FlowCounters, packets) == 8);
     assert!(offset_of!(FlowCounters, last_seen_ns) == 16);
     assert!(offset_of!(FlowCounters, created_ns) == 24);
+
+    assert!(size_of::<TapPort>() == 8);
+    assert!(offset_of!(TapPort, mac) == 0);
+    assert!(offset_of!(TapPort, pad) == 6);
+
+    assert!(size_of::<DrainRecord>() == 56);
+    assert!(offset_of!(DrainRecord, key) == 0);
+    assert!(offset_of!(DrainRecord, pad) == 18);
+    assert!(offset_of!(DrainRecord, counters) == 24);
 
     assert!(size_of::<EndpointValue>() == 8);
     assert!(offset_of!(EndpointValue, tenant_id) == 0);

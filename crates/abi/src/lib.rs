@@ -22,8 +22,8 @@ mod prefix;
 
 pub use codes::{Direction, L4Class, StatReason, UnknownCode, Zone};
 pub use layout::{
-    AmphoraKey, EndpointValue, FlowCounters, FlowKey, ZoneKeyV4, ZoneKeyV6, ENDPOINT_FLAG_AMPHORA,
-    FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE,
+    AmphoraKey, DrainRecord, EndpointValue, FlowCounters, FlowKey, TapPort, ZoneKeyV4, ZoneKeyV6,
+    ENDPOINT_FLAG_AMPHORA, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE,
 };
 pub use mac::{Mac, MacParseError};
 pub use prefix::{Prefix, PrefixParseError};

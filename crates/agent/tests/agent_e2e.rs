@@ -23,6 +23,7 @@ use common::agent::{
 };
 use common::agent::{topology, topology_head, MAC_A, MAC_B, TENANT_A, TENANT_B};
 use common::Sim;
+use lachesis_agent::links::tap_name;
 use lachesis_lab::netns::{Lab, Vm};
 
 /// Polls /metrics until both tenants' series equal their taps' counters
@@ -55,6 +56,14 @@ fn assert_series_match_with(
     });
 }
 
+/// Broadcasts and multicasts both ways: every tap delivers the other VM's
+/// group frames, which count as its port's received bytes (zone
+/// `multicast`), so a tap's rx series still equals its counters.
+fn group_traffic(a: &Vm, b: &Vm, round: u16) {
+    a.send_group_traffic(Ipv4Addr::new(239, 77, 0, 1), 4, 200 + usize::from(round));
+    b.send_group_traffic(Ipv4Addr::new(224, 0, 0, 251), 3, 90);
+}
+
 const RUNS_OK: &str = "lachesis_reconcile_runs_total{result=\"ok\"}";
 const RUNS_SYNC_ERROR: &str = "lachesis_reconcile_runs_total{result=\"sync_error\"}";
 const RUNS_APPLY_ERROR: &str = "lachesis_reconcile_runs_total{result=\"apply_error\"}";
@@ -82,8 +91,14 @@ impl Rig {
         lachesis_lab::require_root();
         isolate();
         let mut lab = Lab::new();
-        let a = lab.add_vm(MAC_A.parse().unwrap(), Ipv4Addr::new(10, 77, 0, 1));
-        let b = lab.add_vm(MAC_B.parse().unwrap(), b_ip);
+        // Taps named as Nova names them after the ports (p-a, p-b): the
+        // agent finds the port, and so the MAC, behind each tap by it.
+        let a = lab.add_vm_with_tap(
+            &tap_name("p-a"),
+            MAC_A.parse().unwrap(),
+            Ipv4Addr::new(10, 77, 0, 1),
+        );
+        let b = lab.add_vm_with_tap(&tap_name("p-b"), MAC_B.parse().unwrap(), b_ip);
         lab.static_neighbours();
         let scratch = tempfile::tempdir().unwrap();
         let topo = scratch.path().join("topology.yaml");
@@ -122,9 +137,11 @@ impl Rig {
         stop(first);
     }
 
-    /// Traffic round `round`, then the series checked against the taps.
+    /// Traffic round `round` with broadcast and multicast, then the series
+    /// checked against the taps.
     fn traffic_counted(&self, agent: &Agent, round: u16) {
         traffic(&self.a, &self.b, round);
+        group_traffic(&self.a, &self.b, round);
         self.assert_counted(agent);
     }
 
@@ -159,6 +176,7 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
         ("zones_v4", 65536),
         ("zones_v6", 65536),
         ("amphora_ips", 8192),
+        ("tap_ports", 16384),
     ] {
         let n = maps.get(map).map_or(0, |d| d.as_array().unwrap().len());
         wait_for_sample(
@@ -173,6 +191,13 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
         );
     }
     assert_eq!(maps["endpoints"].as_array().unwrap().len(), 2);
+    // Both taps carry their port's MAC (Nova's name rule), in the kernel.
+    assert_eq!(maps["tap_ports"].as_array().unwrap().len(), 2);
+    wait_for_sample(
+        &agent,
+        setup.metrics,
+        "lachesis_attached_interfaces_without_port 0",
+    );
     rig.traffic_counted(&agent, 0);
 
     // The debug listener shows the plan and the flows, attributed.
@@ -242,7 +267,10 @@ fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
     first.signal(libc::SIGKILL);
     first.wait(Duration::from_secs(10));
     during.join().unwrap();
-    traffic(&rig.a, &rig.b, 2); // counted by the programs left attached
+    // Counted by the programs left attached, group frames keyed by the
+    // ports the first life wrote.
+    traffic(&rig.a, &rig.b, 2);
+    group_traffic(&rig.a, &rig.b, 2);
 
     let second = rig.ready_agent(1);
     rig.traffic_counted(&second, 3);

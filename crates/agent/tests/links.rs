@@ -14,10 +14,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lachesis_agent::links::{run, EventKind, Failure, LinkMetrics, Matcher, Watcher};
-use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DatapathConfig};
+use lachesis_abi::Mac;
+use lachesis_agent::links::{
+    run, tap_name, EventKind, Failure, LinkMetrics, Matcher, TapPorts, Watcher,
+};
+use lachesis_datapath::{ifindex, AttachMode, AttachOutcome, Datapath, DatapathConfig};
 use lachesis_lab::netns::Lab;
 use prometheus_client::registry::Registry;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -135,18 +139,32 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 /// A watcher running on the current runtime.
 struct Running {
     metrics: LinkMetrics,
+    ports: watch::Sender<TapPorts>,
     cancel: CancellationToken,
     task: JoinHandle<Watcher<Arc<Datapath>>>,
 }
 
 impl Running {
     fn start(dp: &Arc<Datapath>, matcher: Matcher, presence_interval: Duration) -> Running {
+        Running::with_ports(dp, matcher, presence_interval, TapPorts::default())
+    }
+
+    /// [`Running::start`], the watcher knowing `ports` from the start.
+    fn with_ports(
+        dp: &Arc<Datapath>,
+        matcher: Matcher,
+        presence_interval: Duration,
+        ports: TapPorts,
+    ) -> Running {
         let metrics = LinkMetrics::new(&mut Registry::default());
-        let watcher = Watcher::new(Arc::clone(dp), matcher, metrics.clone());
+        let watcher =
+            Watcher::new(Arc::clone(dp), matcher, metrics.clone()).with_ports(ports.clone());
+        let (ports, ports_rx) = watch::channel(ports);
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(run(watcher, presence_interval, cancel.clone()));
+        let task = tokio::spawn(run(watcher, presence_interval, ports_rx, cancel.clone()));
         Running {
             metrics,
+            ports,
             cancel,
             task,
         }
@@ -284,6 +302,65 @@ fn the_presence_check_heals_a_tap_detached_behind_its_back_and_removes_strays() 
         assert_eq!(w.metrics.heals(), 1);
         assert_eq!(hooks(&dp, &vm.tap), 2);
         assert_eq!(w.metrics.attached(), 1);
+        w.assert_no_failures();
+        w.stop().await;
+    });
+}
+
+#[test]
+fn each_tap_carries_its_ports_mac_before_it_is_attached_and_as_the_plan_changes() {
+    isolated(true, || async {
+        let pins = PinDir::new();
+        let dp = pins.load();
+        let mut lab = Lab::new();
+        // Taps named as Nova names them after their port ids.
+        let (port_a, port_b) = (
+            "3f1e0e2c-8a57-4c4f-9d4e-0b1d2c3e4f50",
+            "7b2d9c41-0e6f-4a1b-8c3d-5e6f7a8b9c0d",
+        );
+        let mac_a: Mac = "fa:16:3e:0c:00:01".parse().unwrap();
+        let mac_b: Mac = "fa:16:3e:0c:00:02".parse().unwrap();
+        let a = lab.add_vm_with_tap(&tap_name(port_a), mac_a, [10, 9, 2, 1].into());
+        let b = lab.add_vm_with_tap(&tap_name(port_b), mac_b, [10, 9, 2, 2].into());
+        let port_of =
+            |vm: &lachesis_lab::netns::Vm| dp.tap_port(ifindex(&vm.tap).unwrap()).unwrap();
+
+        // The plan knows a's port, not yet b's.
+        let w = Running::with_ports(
+            &dp,
+            Matcher::new(["tap"], Vec::<String>::new()),
+            Duration::from_hours(1),
+            TapPorts::from_ports([(port_a, mac_a)]),
+        );
+        until("both taps are attached", || {
+            hooks(&dp, &a.tap) == 2 && hooks(&dp, &b.tap) == 2
+        })
+        .await;
+        assert_eq!(port_of(&a), Some(mac_a), "written before the attach");
+        assert_eq!(port_of(&b), None, "no binding names b's tap yet");
+        until("one tap without a port", || w.metrics.without_port() == 1).await;
+
+        // A commit learns b's port: written, no re-attach needed.
+        w.ports
+            .send(TapPorts::from_ports([(port_a, mac_a), (port_b, mac_b)]))
+            .unwrap();
+        until("b's port is written", || port_of(&b) == Some(mac_b)).await;
+        until("every tap has its port", || w.metrics.without_port() == 0).await;
+
+        // a's port leaves the plan: its MAC is forgotten, the tap stays ours.
+        w.ports
+            .send(TapPorts::from_ports([(port_b, mac_b)]))
+            .unwrap();
+        until("a's port is forgotten", || port_of(&a).is_none()).await;
+        assert_eq!(hooks(&dp, &a.tap), 2);
+
+        // b's tap is deleted (the VM migrates away): its entry goes too.
+        let b_index = ifindex(&b.tap).unwrap();
+        ip(&["link", "del", &b.tap]);
+        until("b's entry is forgotten", || {
+            dp.tap_port(b_index).unwrap().is_none()
+        })
+        .await;
         w.assert_no_failures();
         w.stop().await;
     });

@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use lachesis_abi::{FlowCounters, FlowKey};
+#[path = "common/fill.rs"]
+mod fill;
+
 use lachesis_datapath::{AttachMode, Datapath, DatapathConfig, DrainBuffer};
 
 const ENTRIES: u32 = 65_536;
@@ -33,25 +35,7 @@ fn main() {
         "filling flows with {ENTRIES} entries on {} possible CPUs…",
         dp.possible_cpus()
     );
-    for i in 0..ENTRIES {
-        let b = i.to_be_bytes();
-        let key = FlowKey {
-            src_mac: [2, 0, b[0], b[1], b[2], b[3]],
-            dst_mac: [2, 0, 0, 0, 0, 1],
-            eth_proto: 0x0800,
-            direction: 0,
-            zone: 0,
-            l4: 2,
-            pad: 0,
-        };
-        let value = FlowCounters {
-            bytes: u64::from(i) * 1500,
-            packets: u64::from(i),
-            last_seen_ns: 1,
-            created_ns: 1,
-        };
-        dp.write_flow_for_test(&key, &value).expect("fill");
-    }
+    fill::fill(&dp, ENTRIES, |_| 1);
     let mut buf = DrainBuffer::new();
     let mut batched = Vec::new();
     let mut calls = 0;

@@ -5,6 +5,8 @@
 //! flows of the path alternating (one frame per call), so a per-flow cache
 //! would show its real effect. Root required.
 
+#[path = "common/paths.rs"]
+mod paths;
 #[path = "../tests/common/topology.rs"]
 mod topology;
 
@@ -12,124 +14,12 @@ use std::path::PathBuf;
 
 use lachesis_abi::Direction;
 use lachesis_datapath::{baseline_object, AttachMode, Datapath, DatapathConfig};
-use lachesis_lab::frame::{proto, Frame};
-use topology::{ip, mac, populate, Net};
+use paths::{map_test_run_tap, median, paths};
+use topology::populate;
 
 const REPEAT: u32 = 200_000;
 const ROUNDS: usize = 7;
 const ALTERNATING_CALLS: usize = 20_000;
-
-struct Path {
-    name: &'static str,
-    dir: Direction,
-    /// Two frames of the path belonging to different flows.
-    frames: [Vec<u8>; 2],
-    /// Needs both trie lookups (tenant row miss, then the global row).
-    two_lookups: bool,
-}
-
-fn udp(src: lachesis_abi::Mac, dst: lachesis_abi::Mac, s: &str, d: &str) -> Frame {
-    Frame::udp(src, dst, ip(s), ip(d))
-}
-
-fn paths(n: &Net) -> Vec<Path> {
-    let p = |name, dir, a: Frame, b: Frame, two_lookups| Path {
-        name,
-        dir,
-        frames: [a.bytes(), b.bytes()],
-        two_lookups,
-    };
-    let tcp = |mut f: Frame| {
-        f.proto = proto::TCP;
-        f
-    };
-    let vlan = |mut f: Frame| {
-        f.vlan = Some((0x8100, 42));
-        f
-    };
-    vec![
-        p(
-            "l2-same",
-            Direction::Tx,
-            udp(n.a, n.a2, "10.1.0.10", "10.1.0.11"),
-            tcp(udp(n.a, n.a2, "10.1.0.10", "10.1.0.11")),
-            false,
-        ),
-        p(
-            "l2-other",
-            Direction::Rx,
-            udp(n.b, n.a, "10.2.0.10", "10.1.0.10"),
-            tcp(udp(n.b, n.a, "10.2.0.10", "10.1.0.10")),
-            false,
-        ),
-        p(
-            "routed-own",
-            Direction::Tx,
-            udp(n.a, n.router, "10.1.0.10", "10.1.0.77"),
-            tcp(udp(n.a, n.router, "10.1.0.10", "10.1.0.78")),
-            false,
-        ),
-        p(
-            "routed-fallback",
-            Direction::Tx,
-            udp(n.a, n.router, "10.1.0.10", "100.64.3.3"),
-            tcp(udp(n.a, n.router, "10.1.0.10", "100.64.3.4")),
-            true,
-        ),
-        p(
-            "catch-all",
-            Direction::Rx,
-            udp(n.router, n.a, "8.8.8.8", "10.1.0.10"),
-            tcp(udp(n.router, n.a, "1.1.1.1", "10.1.0.10")),
-            true,
-        ),
-        p(
-            "miss",
-            Direction::Tx,
-            udp(n.unknown, n.router, "10.9.0.1", "8.8.8.8"),
-            tcp(udp(n.unknown, n.router, "10.9.0.1", "8.8.8.8")),
-            false,
-        ),
-        p(
-            "multicast",
-            Direction::Tx,
-            udp(n.a, mac("01:00:5e:00:00:fb"), "10.1.0.10", "224.0.0.251"),
-            tcp(udp(
-                n.a,
-                mac("01:00:5e:00:00:fb"),
-                "10.1.0.10",
-                "224.0.0.251",
-            )),
-            false,
-        ),
-        p(
-            "ipv6",
-            Direction::Tx,
-            udp(n.a, n.router, "2001:db8:1::10", "2001:4860::8888"),
-            tcp(udp(n.a, n.router, "2001:db8:1::10", "2001:4860::8844")),
-            true,
-        ),
-        p(
-            "vlan",
-            Direction::Tx,
-            vlan(udp(n.a, n.router, "10.1.0.10", "10.1.0.77")),
-            vlan(tcp(udp(n.a, n.router, "10.1.0.10", "10.1.0.77"))),
-            false,
-        ),
-        p(
-            "amphora",
-            Direction::Tx,
-            udp(n.amp, n.member, "10.3.0.5", "10.3.0.20"),
-            tcp(udp(n.amp, n.member, "10.3.0.5", "10.3.0.20")),
-            false,
-        ),
-    ]
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() {
     lachesis_lab::require_root();
@@ -143,6 +33,7 @@ fn main() {
     let (dp, _, _) = Datapath::load(&cfg).expect("load the classifier");
     let base = baseline_object().expect("load the baseline");
     let net = populate(&dp);
+    map_test_run_tap(&dp, &net);
 
     let run_dp = |d: Direction, f: &[u8], r: u32| {
         dp.test_run(d, f, r)
@@ -186,7 +77,7 @@ fn main() {
             alt_base.push(run_base(f, 1));
         }
         let (r, rb, a, ab) = (median(rep), median(rep_base), median(alt), median(alt_base));
-        let target = if path.two_lookups { 5.0 } else { 4.0 };
+        let target = path.target();
         let (ratio, alt_ratio) = (r / rb, a / ab);
         let ok = ratio <= target && alt_ratio <= target;
         worst_ok &= ok;

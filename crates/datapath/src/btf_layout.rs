@@ -11,14 +11,20 @@
     missing_debug_implementations,
     unsafe_op_in_unsafe_fn
 )]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/lachesis.skel.rs"));
+mod generated {
+    pub mod skel {
+        include!(concat!(env!("OUT_DIR"), "/lachesis.skel.rs"));
+    }
+    /// The iterator variant's object: only it carries the drain record.
+    pub mod iter_skel {
+        include!(concat!(env!("OUT_DIR"), "/lachesis_iter.skel.rs"));
+    }
 }
 
 use std::mem::{offset_of, size_of};
 
+use generated::{iter_skel, skel::types as btf};
 use lachesis_abi as abi;
-use skel::types as btf;
 
 macro_rules! same_layout {
     ($rust:ty, $c:ty, [$($field:ident),+]) => {{
@@ -59,4 +65,11 @@ fn abi_types_match_the_object_btf() {
         [prefixlen, tenant_id, addr]
     );
     same_layout!(abi::AmphoraKey, btf::amphora_key, [tenant_id, addr]);
+    same_layout!(abi::TapPort, btf::tap_port, [mac, pad]);
+    // Only the iterator variant's object carries its record type.
+    same_layout!(
+        abi::DrainRecord,
+        iter_skel::types::drain_record,
+        [key, pad, counters]
+    );
 }

@@ -6,9 +6,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use lachesis_abi::{FlowCounters, FlowKey, StatReason, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE};
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use crate::error::{Error, Result};
+use crate::object::slots_per_entry;
 
 /// Entries asked for per batch call; grown when a hash bucket holds more.
 const DEFAULT_BATCH: u32 = 4096;
@@ -21,7 +22,8 @@ const _: () = assert!(FLOW_COUNTERS_SIZE.is_multiple_of(8));
 #[derive(Debug, Default)]
 pub struct DrainBuffer {
     keys: Vec<FlowKey>,
-    /// `count × cpus` slots; `FlowCounters` is 32 bytes, already the kernel's
+    /// `count × slots` values (slots: possible CPUs for a per-CPU map, 1 for
+    /// a shared one); `FlowCounters` is 32 bytes, already the kernel's
     /// 8-byte per-CPU stride, so the buffer is typed and aligned.
     pub(crate) values: Vec<FlowCounters>,
     /// The last drain's entries (or a lookup-and-delete's final readings),
@@ -29,6 +31,9 @@ pub struct DrainBuffer {
     pub entries: Vec<(FlowKey, FlowCounters)>,
     /// Syscalls made by the last drain or lookup-and-delete.
     pub calls: u32,
+    /// Raw records of the iterator drain (benchmark variant).
+    #[cfg(feature = "testing")]
+    pub(crate) records: Vec<u8>,
 }
 
 impl DrainBuffer {
@@ -48,13 +53,18 @@ pub(crate) fn fold_cpus(slots: &[FlowCounters]) -> FlowCounters {
     total
 }
 
-/// Reads every entry of a per-CPU `flows` map with the kernel's batch lookup.
+/// Reads every entry of a `flows` map with the kernel's batch lookup;
+/// `slots` values per entry (possible CPUs for a per-CPU map, 1 otherwise).
 ///
 /// libbpf-rs refuses batch lookups on per-CPU maps, so this calls
 /// `bpf_map_lookup_batch` directly. Contract of the call (kernel htab):
 /// `count` in/out; the last call returns ENOENT with a valid `count`; ENOSPC
 /// with nothing copied means one bucket holds more entries than `count`.
-pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuffer) -> Result<()> {
+pub(crate) fn drain_batched(
+    map: BorrowedFd<'_>,
+    slots: usize,
+    buf: &mut DrainBuffer,
+) -> Result<()> {
     buf.entries.clear();
     buf.calls = 0;
     let mut batch = DEFAULT_BATCH;
@@ -65,15 +75,16 @@ pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuf
     loop {
         let want = batch as usize;
         buf.keys.resize(want, FlowKey::default());
-        buf.values.resize(want * cpus, FlowCounters::default());
+        buf.values.resize(want * slots, FlowCounters::default());
         let mut count = batch;
         // SAFETY: `opts` is zeroed then sized as libbpf requires.
         let mut opts: libbpf_sys::bpf_map_batch_opts = unsafe { std::mem::zeroed() };
         opts.sz = size_of::<libbpf_sys::bpf_map_batch_opts>() as _;
         // SAFETY: keys holds `count` FlowKeys (18 bytes each, the map's key
-        // size) and values holds `count × cpus` 32-byte slots, exactly what
-        // the kernel writes for a per-CPU map; tokens are 8 bytes, more than
-        // the 4 the hash map uses.
+        // size) and values holds `count × slots` 32-byte values, exactly
+        // what the kernel writes (one per possible CPU for a per-CPU map,
+        // one otherwise); tokens are 8 bytes, more than the 4 the hash map
+        // uses.
         let ret = unsafe {
             libbpf_sys::bpf_map_lookup_batch(
                 map.as_raw_fd(),
@@ -102,7 +113,7 @@ pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuf
         buf.entries.extend(
             buf.keys[..got]
                 .iter()
-                .zip(buf.values.chunks_exact(cpus))
+                .zip(buf.values.chunks_exact(slots))
                 .map(|(k, slots)| (*k, fold_cpus(slots))),
         );
         if errno == libc::ENOENT {
@@ -116,15 +127,17 @@ pub(crate) fn drain_batched(map: BorrowedFd<'_>, cpus: usize, buf: &mut DrainBuf
 /// The same read one key at a time (`get_next_key` + lookup per entry); kept
 /// for the drain benchmark's contrast and as a cross-check in tests.
 #[cfg(feature = "testing")]
-pub(crate) fn drain_iterated(map: &MapHandle, buf: &mut DrainBuffer) -> Result<()> {
+pub(crate) fn drain_iterated(map: &MapHandle, slots: usize, buf: &mut DrainBuffer) -> Result<()> {
     buf.entries.clear();
     buf.calls = 0;
     for key in map.keys() {
         buf.calls += 2;
-        let Some(slots) = map
-            .lookup_percpu(&key, MapFlags::ANY)
-            .map_err(Error::bpf("lookup flows entry"))?
-        else {
+        let found = if slots == 1 {
+            map.lookup(&key, MapFlags::ANY).map(|v| v.map(|v| vec![v]))
+        } else {
+            map.lookup_percpu(&key, MapFlags::ANY)
+        };
+        let Some(slots) = found.map_err(Error::bpf("lookup flows entry"))? else {
             continue; // deleted between the two calls
         };
         let mut total = FlowCounters::default();
@@ -158,17 +171,25 @@ pub(crate) fn read_stats(map: &MapHandle) -> Result<[u64; StatReason::COUNT as u
 /// An incompatible `flows` map from an earlier instance, retired at load
 /// (DESIGN §4.4). Its programs keep counting into it until ours replace
 /// them; drain it once more after that, then [`RetiredFlows::remove`] it.
+///
+/// It may be of another `flows` type than the live map (a per-CPU map
+/// retired by a shared one, or the reverse): it is read by its own type.
 #[derive(Debug)]
 pub struct RetiredFlows {
     handle: MapHandle,
     path: PathBuf,
-    cpus: usize,
+    slots: usize,
 }
 
 impl RetiredFlows {
     pub(crate) fn new(handle: MapHandle, path: PathBuf) -> Result<Self> {
         let cpus = libbpf_rs::num_possible_cpus().map_err(Error::bpf("count possible CPUs"))?;
-        Ok(RetiredFlows { handle, path, cpus })
+        let slots = slots_per_entry(handle.map_type(), cpus);
+        Ok(RetiredFlows {
+            handle,
+            path,
+            slots,
+        })
     }
 
     /// Where it is pinned until removed.
@@ -187,13 +208,15 @@ impl RetiredFlows {
     /// keys could not be attributed anyway, and misreading them would bill
     /// garbage.
     pub fn drain(&self, buf: &mut DrainBuffer) -> Result<()> {
-        if self.handle.key_size() as usize != FLOW_KEY_SIZE
+        let ours = matches!(self.handle.map_type(), MapType::PercpuHash | MapType::Hash);
+        if !ours
+            || self.handle.key_size() as usize != FLOW_KEY_SIZE
             || self.handle.value_size() as usize != FLOW_COUNTERS_SIZE
         {
             buf.entries.clear();
             return Ok(());
         }
-        drain_batched(self.handle.as_fd(), self.cpus, buf)
+        drain_batched(self.handle.as_fd(), self.slots, buf)
     }
 
     /// Unpins it; the kernel frees it once no program references it.

@@ -14,6 +14,8 @@ mod bpffs;
 mod btf_layout;
 mod drain;
 mod error;
+#[cfg(feature = "testing")]
+mod iter_drain;
 mod libbpf_log;
 mod lookup_delete;
 mod maps;
@@ -34,10 +36,13 @@ pub use attach::{
 };
 pub use drain::{DrainBuffer, RetiredFlows};
 pub use error::{Error, Result};
+#[cfg(feature = "testing")]
+pub use iter_drain::{memlock, probe_iterator_targets, IterDrain};
 pub use lookup_delete::FailedDelete;
-pub use object::{DatapathConfig, FlowsPin};
+pub use object::{DatapathConfig, FlowsPin, FlowsVariant};
 pub use sizing::{
-    flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
+    flows_kernel_bytes, flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_BUCKET_BYTES,
+    FLOWS_ELEMENT_BYTES, FLOWS_MAP_OVERHEAD, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
 };
 #[cfg(feature = "testing")]
 pub use testrun::{baseline_object, Baseline, TestRun};
@@ -60,6 +65,8 @@ fn prog_name(dir: Direction) -> &'static str {
 pub struct Datapath {
     obj: Object,
     flows: MapHandle,
+    /// Values per `flows` entry (possible CPUs, or 1 for a shared map).
+    flows_slots: usize,
     stats: MapHandle,
     meta: MetadataMaps,
     bpffs_dir: PathBuf,
@@ -85,18 +92,37 @@ impl Datapath {
     /// are returned: drain each once more after [`Datapath::attach`] has
     /// replaced the old programs on every tap, then remove it.
     pub fn load(config: &DatapathConfig) -> Result<(Datapath, FlowsPin, Vec<RetiredFlows>)> {
+        Self::load_object(config, FlowsVariant::PRODUCTION)
+    }
+
+    /// [`Datapath::load`] with another `flows` variant (`make bench-cores`).
+    /// A pin of another variant is incompatible: it is retired like any.
+    #[cfg(feature = "testing")]
+    pub fn load_variant(
+        config: &DatapathConfig,
+        variant: FlowsVariant,
+    ) -> Result<(Datapath, FlowsPin, Vec<RetiredFlows>)> {
+        Self::load_object(config, variant)
+    }
+
+    fn load_object(
+        config: &DatapathConfig,
+        variant: FlowsVariant,
+    ) -> Result<(Datapath, FlowsPin, Vec<RetiredFlows>)> {
         libbpf_log::install_once();
-        let loaded = object::load(config)?;
+        let loaded = object::load(config, variant)?;
         let meta = MetadataMaps {
             endpoints: handle(&loaded.obj, "endpoints")?,
             zones_v4: handle(&loaded.obj, "zones_v4")?,
             zones_v6: handle(&loaded.obj, "zones_v6")?,
             amphora_ips: handle(&loaded.obj, "amphora_ips")?,
+            tap_ports: handle(&loaded.obj, "tap_ports")?,
         };
         let stats = handle(&loaded.obj, "stats")?;
         let dp = Datapath {
             obj: loaded.obj,
             flows: loaded.flows,
+            flows_slots: loaded.flows_slots,
             stats,
             meta,
             bpffs_dir: config.bpffs_dir.clone(),
@@ -117,6 +143,13 @@ impl Datapath {
     #[must_use]
     pub fn possible_cpus(&self) -> usize {
         self.possible_cpus
+    }
+
+    /// Values the kernel copies per `flows` entry: the possible CPUs for a
+    /// per-CPU map, 1 for a shared one.
+    #[must_use]
+    pub fn flows_slots(&self) -> usize {
+        self.flows_slots
     }
 
     /// The attach mode chosen for this kernel.
@@ -180,10 +213,28 @@ impl Datapath {
         self.meta.delete_amphora(tenant_id, addr)
     }
 
-    /// Entries and capacity of `endpoints`, `zones_v4`, `zones_v6` and
-    /// `amphora_ips` (walked key by key; see [`MapFill`]).
+    /// Records the MAC of the Neutron port behind the tap `ifindex`: the
+    /// classifier keys a group frame that tap delivers (rx) by it, so the
+    /// frame is attributed to the port that received it. Write it before
+    /// attaching the tap (a frame counted before keeps its group address).
+    pub fn set_tap_port(&self, ifindex: u32, mac: Mac) -> Result<()> {
+        self.meta.set_tap_port(ifindex, mac)
+    }
+
+    /// The port MAC recorded for tap `ifindex`, as the kernel holds it.
+    pub fn tap_port(&self, ifindex: u32) -> Result<Option<Mac>> {
+        self.meta.tap_port(ifindex)
+    }
+
+    /// Forgets tap `ifindex`'s port MAC; `false` if none was recorded.
+    pub fn delete_tap_port(&self, ifindex: u32) -> Result<bool> {
+        self.meta.delete_tap_port(ifindex)
+    }
+
+    /// Entries and capacity of `endpoints`, `zones_v4`, `zones_v6`,
+    /// `amphora_ips` and `tap_ports` (walked key by key; see [`MapFill`]).
     #[must_use]
-    pub fn metadata_fill(&self) -> [MapFill; 4] {
+    pub fn metadata_fill(&self) -> [MapFill; 5] {
         self.meta.fill()
     }
 
@@ -192,13 +243,29 @@ impl Datapath {
     /// Reads every `flows` entry with batched lookups into `buf` (reused).
     /// Never clears the map: read-don't-clear makes crashes lossless.
     pub fn drain(&self, buf: &mut DrainBuffer) -> Result<()> {
-        drain::drain_batched(self.flows.as_fd(), self.possible_cpus, buf)
+        drain::drain_batched(self.flows.as_fd(), self.flows_slots, buf)
+    }
+
+    /// The map-element iterator drain of [`FlowsVariant::PerCpuIter`]:
+    /// the kernel folds each entry's per-CPU slots and emits only those
+    /// last seen at or after `since_ns` (benchmark variant; the other
+    /// objects have no iterator program and fail here).
+    #[cfg(feature = "testing")]
+    pub fn drain_active_since(&self, since_ns: u64, buf: &mut DrainBuffer) -> Result<IterDrain> {
+        iter_drain::drain(&self.obj, &self.flows, since_ns, buf)
+    }
+
+    /// The kernel's own accounting of `flows` (`memlock` in its fdinfo,
+    /// the map's memory usage as the kernel computes it), in bytes.
+    #[cfg(feature = "testing")]
+    pub fn flows_memlock(&self) -> Result<u64> {
+        iter_drain::memlock(self.flows.as_fd())
     }
 
     /// The same read, one key at a time (benchmark contrast).
     #[cfg(feature = "testing")]
     pub fn drain_iterated(&self, buf: &mut DrainBuffer) -> Result<()> {
-        drain::drain_iterated(&self.flows, buf)
+        drain::drain_iterated(&self.flows, self.flows_slots, buf)
     }
 
     /// Kernel stats counters.
@@ -218,7 +285,7 @@ impl Datapath {
         keys: &[FlowKey],
         buf: &mut DrainBuffer,
     ) -> Vec<FailedDelete> {
-        lookup_delete::lookup_and_delete(self.flows.as_fd(), self.possible_cpus, keys, buf)
+        lookup_delete::lookup_and_delete(self.flows.as_fd(), self.flows_slots, keys, buf)
     }
 
     /// Deletes one `flows` entry without reading it: whatever it counted
@@ -229,7 +296,8 @@ impl Datapath {
         maps::delete_flow(&self.flows, key)
     }
 
-    /// Writes a `flows` entry with the same value on every CPU slot
+    /// Writes a `flows` entry: `value` in CPU 0's slot and zeros in the
+    /// others for a per-CPU map, `value` itself for a shared one
     /// (benchmarks and tests that need a full map).
     #[cfg(feature = "testing")]
     pub fn write_flow_for_test(
@@ -238,10 +306,18 @@ impl Datapath {
         value: &lachesis_abi::FlowCounters,
     ) -> Result<()> {
         let slot = bytemuck::bytes_of(value).to_vec();
-        let mut values = vec![vec![0u8; slot.len()]; self.possible_cpus];
+        let key = bytemuck::bytes_of(key);
+        let flags = libbpf_rs::MapFlags::ANY;
+        if self.flows_slots == 1 {
+            return self
+                .flows
+                .update(key, &slot, flags)
+                .map_err(Error::bpf("write flows entry"));
+        }
+        let mut values = vec![vec![0u8; slot.len()]; self.flows_slots];
         values[0] = slot;
         self.flows
-            .update_percpu(bytemuck::bytes_of(key), &values, libbpf_rs::MapFlags::ANY)
+            .update_percpu(key, &values, flags)
             .map_err(Error::bpf("write flows entry"))
     }
 

@@ -24,39 +24,41 @@ pub struct FailedDelete {
     pub error: Error,
 }
 
-/// Deletes the entries of `keys` from a per-CPU `flows` map, leaving in
+/// Deletes the entries of `keys` from a `flows` map (`slots` values per
+/// entry: possible CPUs for a per-CPU map, 1 for a shared one), leaving in
 /// `buf.entries` the final reading of each one that existed (per-CPU slots
 /// folded like a drain: bytes and packets summed, stamps maxed). A key with
 /// no entry yields nothing. A failure on one key does not stop the others:
 /// every reading taken is returned, since its entry no longer exists.
 pub(crate) fn lookup_and_delete(
     map: BorrowedFd<'_>,
-    cpus: usize,
+    slots: usize,
     keys: &[FlowKey],
     buf: &mut DrainBuffer,
 ) -> Vec<FailedDelete> {
     buf.entries.clear();
     buf.calls = 0;
     let mut failed = Vec::new();
-    // The drain's per-CPU scratch, `cpus` slots of it (taken out so the
+    // The drain's value scratch, `slots` values of it (taken out so the
     // readings can be pushed meanwhile).
-    let mut slots = std::mem::take(&mut buf.values);
-    slots.resize(cpus, FlowCounters::default());
+    let mut values = std::mem::take(&mut buf.values);
+    values.resize(slots, FlowCounters::default());
     for key in keys {
         // SAFETY: `key` points at one 18-byte FlowKey (the map's key size)
-        // and `slots` at `cpus` 32-byte FlowCounters, the value size rounded
-        // to 8 times the possible CPUs: what the kernel copies out for a
-        // per-CPU map. Both outlive the call.
+        // and `values` at `slots` 32-byte FlowCounters: the value size
+        // (rounded to 8) times the possible CPUs for a per-CPU map, once
+        // for a shared one — what the kernel copies out. Both outlive the
+        // call.
         let ret = unsafe {
             libbpf_sys::bpf_map_lookup_and_delete_elem(
                 map.as_raw_fd(),
                 std::ptr::from_ref(key).cast(),
-                slots.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
             )
         };
         buf.calls += 1;
         if ret == 0 {
-            buf.entries.push((*key, fold_cpus(&slots)));
+            buf.entries.push((*key, fold_cpus(&values)));
         } else if ret != -libc::ENOENT {
             failed.push(FailedDelete {
                 key: *key,
@@ -64,6 +66,6 @@ pub(crate) fn lookup_and_delete(
             });
         }
     }
-    buf.values = slots;
+    buf.values = values;
     failed
 }

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use lachesis_abi::{AmphoraKey, EndpointValue, Mac, Prefix, Zone, ZoneKeyV4, ZoneKeyV6};
+use lachesis_abi::{AmphoraKey, EndpointValue, Mac, Prefix, TapPort, Zone, ZoneKeyV4, ZoneKeyV6};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::error::{Error, Result};
@@ -46,6 +46,7 @@ pub(crate) struct MetadataMaps {
     pub zones_v4: MapHandle,
     pub zones_v6: MapHandle,
     pub amphora_ips: MapHandle,
+    pub tap_ports: MapHandle,
 }
 
 fn delete_existing(map: &MapHandle, key: &[u8], what: &str) -> Result<bool> {
@@ -71,7 +72,7 @@ impl MetadataMaps {
     /// Every metadata map's entries and capacity. The kernel keeps no
     /// count for these map types, so each is walked key by key: call it
     /// after writes (only the agent writes these maps), not per packet.
-    pub fn fill(&self) -> [MapFill; 4] {
+    pub fn fill(&self) -> [MapFill; 5] {
         let one = |name, map: &MapHandle| MapFill {
             name,
             entries: map.keys().count() as u64,
@@ -82,7 +83,43 @@ impl MetadataMaps {
             one("zones_v4", &self.zones_v4),
             one("zones_v6", &self.zones_v6),
             one("amphora_ips", &self.amphora_ips),
+            one("tap_ports", &self.tap_ports),
         ]
+    }
+
+    pub fn set_tap_port(&self, ifindex: u32, mac: Mac) -> Result<()> {
+        self.tap_ports
+            .update(
+                &ifindex.to_ne_bytes(),
+                bytemuck::bytes_of(&TapPort::new(mac)),
+                MapFlags::ANY,
+            )
+            .map_err(Error::bpf(format!("write tap port {ifindex} → {mac}")))
+    }
+
+    pub fn tap_port(&self, ifindex: u32) -> Result<Option<Mac>> {
+        let value = self
+            .tap_ports
+            .lookup(&ifindex.to_ne_bytes(), MapFlags::ANY)
+            .map_err(Error::bpf(format!("read tap port {ifindex}")))?;
+        value
+            .map(|bytes| {
+                bytemuck::try_pod_read_unaligned::<TapPort>(&bytes)
+                    .map(|p| Mac(p.mac))
+                    .map_err(|e| Error::Invalid {
+                        what: "tap port value",
+                        detail: format!("ifindex {ifindex}: {e}"),
+                    })
+            })
+            .transpose()
+    }
+
+    pub fn delete_tap_port(&self, ifindex: u32) -> Result<bool> {
+        delete_existing(
+            &self.tap_ports,
+            &ifindex.to_ne_bytes(),
+            &format!("tap port {ifindex}"),
+        )
     }
 
     pub fn upsert_endpoint(&self, mac: Mac, value: EndpointValue) -> Result<()> {

@@ -14,6 +14,75 @@ use crate::{bpffs, drain::RetiredFlows};
 /// The compiled classifier, built from `bpf/lachesis.bpf.c` by build.rs.
 pub(crate) static CLASSIFIER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lachesis.bpf.o"));
 
+/// How `flows` is built: the same source compiled with a different switch
+/// (`bpf/lachesis.bpf.c`; decision record 0006). [`Datapath::load`] always
+/// loads [`FlowsVariant::PRODUCTION`]; the others are for `make bench-cores`.
+///
+/// [`Datapath::load`]: crate::Datapath::load
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowsVariant {
+    /// A per-CPU hash: each CPU adds into its own slot, drains fold the
+    /// slots (one 32-byte value per possible CPU per entry).
+    PerCpu,
+    /// One shared hash, bytes and packets added atomically (one value per
+    /// entry whatever the CPU count).
+    Shared,
+    /// [`FlowsVariant::PerCpu`] plus a map-element iterator program that
+    /// folds the slots in the kernel and emits only entries seen since a
+    /// threshold.
+    PerCpuIter,
+}
+
+impl FlowsVariant {
+    /// The variant the agent runs.
+    pub const PRODUCTION: FlowsVariant = FlowsVariant::PerCpu;
+
+    /// Every variant, production first.
+    pub const ALL: [FlowsVariant; 3] = [
+        FlowsVariant::PerCpu,
+        FlowsVariant::Shared,
+        FlowsVariant::PerCpuIter,
+    ];
+
+    /// A short name for tables and JSON.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            FlowsVariant::PerCpu => "percpu",
+            FlowsVariant::Shared => "shared",
+            FlowsVariant::PerCpuIter => "percpu_iter",
+        }
+    }
+
+    // Always `Ok` with the `testing` feature, which embeds every object.
+    #[cfg_attr(feature = "testing", allow(clippy::unnecessary_wraps))]
+    fn object(self) -> Result<&'static [u8]> {
+        if self == FlowsVariant::PRODUCTION {
+            return Ok(CLASSIFIER);
+        }
+        #[cfg(feature = "testing")]
+        {
+            Ok(match self {
+                FlowsVariant::Shared => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_shared.bpf.o"))
+                }
+                FlowsVariant::PerCpuIter => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_iter.bpf.o"))
+                }
+                FlowsVariant::PerCpu => CLASSIFIER,
+            })
+        }
+        #[cfg(not(feature = "testing"))]
+        Err(Error::Invalid {
+            what: "flows variant",
+            detail: format!(
+                "{} is built only with the datapath's `testing` feature",
+                self.name()
+            ),
+        })
+    }
+}
+
 /// File name of the pinned `flows` map inside the pin directory.
 const FLOWS_PIN: &str = "flows";
 /// Prefix of a retired (incompatible) `flows` pin awaiting its final drain
@@ -59,6 +128,9 @@ pub enum FlowsPin {
 pub(crate) struct Loaded {
     pub obj: Object,
     pub flows: MapHandle,
+    /// Values per `flows` entry the kernel copies out: one per possible
+    /// CPU for a per-CPU hash, one for a shared hash.
+    pub flows_slots: usize,
     pub flows_pin: FlowsPin,
     pub retired: Vec<RetiredFlows>,
     pub max_entries: u32,
@@ -70,10 +142,19 @@ fn possible_cpus() -> Result<usize> {
     libbpf_rs::num_possible_cpus().map_err(Error::bpf("count possible CPUs"))
 }
 
+/// Values per entry a lookup of a `flows` map of this type copies out.
+pub(crate) fn slots_per_entry(map_type: MapType, possible_cpus: usize) -> usize {
+    if map_type.is_percpu() {
+        possible_cpus
+    } else {
+        1
+    }
+}
+
 /// A pinned map can be adopted only if everything the kernel fixed at its
 /// creation matches; anything else would misread keys or values.
-fn compatible(info: &MapInfo, max_entries: u32) -> bool {
-    info.map_type() == MapType::PercpuHash
+fn compatible(info: &MapInfo, map_type: MapType, max_entries: u32) -> bool {
+    info.map_type() == map_type
         && info.info.key_size as usize == lachesis_abi::FLOW_KEY_SIZE
         && info.info.value_size as usize == lachesis_abi::FLOW_COUNTERS_SIZE
         && info.info.max_entries == max_entries
@@ -99,8 +180,42 @@ fn open_retired(dir: &Path) -> Result<Vec<RetiredFlows>> {
     Ok(out)
 }
 
-pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
+/// The iterator variant reads `possible_cpus` per-CPU slots per entry; its
+/// only read-only global is that count (the verifier takes it as a
+/// constant). Objects without the iterator have no `.rodata`.
+fn set_possible_cpus(map: &mut libbpf_rs::OpenMapMut<'_>, cpus: usize) -> Result<()> {
+    let cpus = u32::try_from(cpus).map_err(|_| Error::Invalid {
+        what: "possible CPU count",
+        detail: format!("{cpus} does not fit a u32"),
+    })?;
+    match map.initial_value_mut() {
+        Some(data) if data.len() == 4 => {
+            data.copy_from_slice(&cpus.to_ne_bytes());
+            Ok(())
+        }
+        other => Err(Error::Invalid {
+            what: "classifier object",
+            detail: format!(
+                "its .rodata holds {} bytes; only the u32 possible_cpus is expected",
+                other.map_or(0, |d| d.len())
+            ),
+        }),
+    }
+}
+
+pub(crate) fn load(config: &DatapathConfig, variant: FlowsVariant) -> Result<Loaded> {
     let possible_cpus = possible_cpus()?;
+    let mut open = ObjectBuilder::default()
+        .open_memory(variant.object()?)
+        .map_err(Error::bpf("open the classifier object"))?;
+    let flows_type = open
+        .maps()
+        .find(|m| m.name() == FLOWS_PIN)
+        .map(|m| m.map_type())
+        .ok_or_else(|| Error::Invalid {
+            what: "classifier object",
+            detail: "has no map named flows".into(),
+        })?;
     let max_entries = config.flows_max_entries.unwrap_or_else(|| {
         flows_max_entries(
             config.flows_memory_budget,
@@ -119,7 +234,7 @@ pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
         let old = MapHandle::from_pinned_path(&pin)
             .map_err(Error::bpf(format!("open pinned flows {}", pin.display())))?;
         let info = old.info().map_err(Error::bpf("read pinned flows info"))?;
-        if compatible(&info, max_entries) {
+        if compatible(&info, flows_type, max_entries) {
             reuse = Some(old);
             flows_pin = FlowsPin::Reused;
         } else {
@@ -142,10 +257,10 @@ pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
         }
     }
 
-    let mut open = ObjectBuilder::default()
-        .open_memory(CLASSIFIER)
-        .map_err(Error::bpf("open the classifier object"))?;
     for mut map in open.maps_mut() {
+        if map.name().to_string_lossy().ends_with(".rodata") {
+            set_possible_cpus(&mut map, possible_cpus)?;
+        }
         if map.name() == FLOWS_PIN {
             map.set_max_entries(max_entries)
                 .map_err(Error::bpf("size flows"))?;
@@ -186,6 +301,7 @@ pub(crate) fn load(config: &DatapathConfig) -> Result<Loaded> {
     Ok(Loaded {
         obj,
         flows,
+        flows_slots: slots_per_entry(flows_type, possible_cpus),
         flows_pin,
         retired,
         max_entries,

@@ -524,6 +524,97 @@ fn every_branch_of_the_classifier() {
     }
 }
 
+/// The ifindex the program test-run facility runs on (the namespace's
+/// loopback device, as no other is given).
+const TEST_RUN_IFINDEX: u32 = 1;
+
+/// Runs `frame` once on `dir` and returns the one key that grew by it.
+fn grown_key(dp: &Datapath, dir: Direction, frame: &[u8]) -> FlowKey {
+    let before = common::snapshot(dp);
+    dp.test_run(dir, frame, 1).unwrap();
+    let grown: Vec<FlowKey> = common::snapshot(dp)
+        .into_iter()
+        .filter(|(k, v)| before.get(k).map_or(0, |o| o.packets) + 1 == v.packets)
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(grown.len(), 1, "exactly one key grows: {grown:?}");
+    grown[0]
+}
+
+#[test]
+fn received_group_frames_are_keyed_by_the_receiving_port() {
+    let pins = common::PinDir::new("tapport");
+    let (dp, _, _) = pins.load();
+    let net = populate(&dp);
+    assert_eq!(dp.tap_port(TEST_RUN_IFINDEX).unwrap(), None);
+    dp.set_tap_port(TEST_RUN_IFINDEX, net.a2).unwrap();
+    assert_eq!(dp.tap_port(TEST_RUN_IFINDEX).unwrap(), Some(net.a2));
+
+    let group = mac("01:00:5e:00:00:fb");
+    let bcast = mac("ff:ff:ff:ff:ff:ff");
+    let v6group = mac("33:33:00:00:00:01");
+    for (name, frame, l4, eth_proto) in [
+        (
+            "multicast",
+            udp(net.b, group, "10.2.0.10", "224.0.0.251").bytes(),
+            L4Class::Udp,
+            0x0800,
+        ),
+        (
+            "broadcast",
+            udp(net.unknown, bcast, "10.9.0.1", "10.1.0.255").bytes(),
+            L4Class::Udp,
+            0x0800,
+        ),
+        (
+            "ipv6 multicast",
+            with_proto(
+                udp(net.router, v6group, "fe80::1", "ff02::1"),
+                proto::ICMPV6,
+            )
+            .bytes(),
+            L4Class::Icmp,
+            0x86dd,
+        ),
+    ] {
+        // Received: the port behind the tap stands where the group was.
+        let mut want = key_of(&frame, Direction::Rx, Zone::Multicast, l4, eth_proto);
+        want.dst_mac = net.a2.0;
+        assert_eq!(grown_key(&dp, Direction::Rx, &frame), want, "{name} rx");
+        assert_eq!(
+            want.vm_mac().unwrap(),
+            net.a2,
+            "{name}: attributable to the port"
+        );
+        // Sent: the frame's own MACs (the VM is the source already).
+        let sent = key_of(&frame, Direction::Tx, Zone::Multicast, l4, eth_proto);
+        assert_eq!(grown_key(&dp, Direction::Tx, &frame), sent, "{name} tx");
+    }
+
+    // A unicast frame keeps its MACs whatever the tap's port.
+    let unicast = udp(net.router, net.a, "8.8.8.8", "10.1.0.10").bytes();
+    assert_eq!(
+        grown_key(&dp, Direction::Rx, &unicast),
+        key_of(
+            &unicast,
+            Direction::Rx,
+            Zone::External,
+            L4Class::Udp,
+            0x0800
+        )
+    );
+
+    // No port known for the tap: the group address stays (counted, not
+    // attributable).
+    assert!(dp.delete_tap_port(TEST_RUN_IFINDEX).unwrap());
+    assert!(!dp.delete_tap_port(TEST_RUN_IFINDEX).unwrap());
+    let frame = udp(net.b, group, "10.2.0.10", "224.0.0.251").bytes();
+    assert_eq!(
+        grown_key(&dp, Direction::Rx, &frame),
+        key_of(&frame, Direction::Rx, Zone::Multicast, L4Class::Udp, 0x0800)
+    );
+}
+
 #[test]
 fn a_binding_reads_back_as_written_until_deleted() {
     let pins = common::PinDir::new("epread");
@@ -688,6 +779,7 @@ fn metadata_fill_counts_what_was_written_and_deleted() {
             ("zones_v4", 0, 65536),
             ("zones_v6", 0, 65536),
             ("amphora_ips", 0, 8192),
+            ("tap_ports", 0, 16384),
         ]
     );
     for i in 0..300u64 {
@@ -707,6 +799,14 @@ fn metadata_fill_counts_what_was_written_and_deleted() {
         dp.upsert_zone(0, p6, Zone::External).unwrap();
     }
     dp.upsert_amphora(7, ip("10.9.0.4")).unwrap();
+    for ifindex in 10..13 {
+        dp.set_tap_port(
+            ifindex,
+            Mac::from_u64(0x02_00_00_00_00_00 + u64::from(ifindex)),
+        )
+        .unwrap();
+    }
+    assert!(dp.delete_tap_port(12).unwrap());
     // An overwrite is not a second entry; a delete removes one.
     dp.upsert_zone(7, "10.0.0.0/16".parse().unwrap(), Zone::Shared)
         .unwrap();
@@ -720,6 +820,7 @@ fn metadata_fill_counts_what_was_written_and_deleted() {
             ("zones_v4", 200, 65536),
             ("zones_v6", 50, 65536),
             ("amphora_ips", 1, 8192),
+            ("tap_ports", 2, 16384),
         ]
     );
 }

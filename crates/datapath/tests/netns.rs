@@ -55,6 +55,13 @@ fn two_vms() -> (Lab, Vm, Vm) {
 }
 
 fn program_metadata(dp: &Datapath, a: &Vm, b: &Vm) {
+    // What the agent's link watcher writes before it attaches a tap: the
+    // port behind it (here the VM's own MAC), so group frames the tap
+    // delivers are keyed by it.
+    for vm in [a, b] {
+        let index = lachesis_datapath::ifindex(&vm.tap).unwrap();
+        dp.set_tap_port(index, vm.mac).unwrap();
+    }
     dp.upsert_endpoint(
         a.mac,
         EndpointValue {
@@ -75,7 +82,8 @@ fn program_metadata(dp: &Datapath, a: &Vm, b: &Vm) {
         .unwrap();
 }
 
-/// Ping, a UDP burst and a TCP exchange of known sizes, both directions.
+/// Ping, a UDP burst, a TCP exchange of known sizes, and broadcast and
+/// multicast datagrams, both directions.
 fn traffic(a: &Vm, b: &Vm, round: u16) {
     a.exec(&[
         "ping",
@@ -138,6 +146,8 @@ fn traffic(a: &Vm, b: &Vm, round: u16) {
     });
     assert_eq!(client.join().unwrap(), 256 * 1024);
     assert_eq!(server.join().unwrap(), (20 * 1200, 1 << 20));
+    a.send_group_traffic(Ipv4Addr::new(239, 77, 0, 1), 7, 300 + usize::from(round));
+    b.send_group_traffic(Ipv4Addr::new(239, 77, 0, 2), 5, 700);
     // The last ACKs and FINs cross before anyone reads counters.
     wait_quiet(&[a, b]);
 }
@@ -253,12 +263,27 @@ fn continuity(mode: AttachMode) {
             e1.clone()
         },
     );
-    // T1 ↔ T2 over direct L2: every byte is other_tenant.
+    // T1 ↔ T2 over direct L2: every unicast byte is other_tenant; the
+    // group frames are multicast, each received one keyed by its port.
     assert!(
         e1.iter()
-            .all(|(k, _)| k.zone().unwrap() == Zone::OtherTenant),
+            .all(|(k, _)| [Zone::OtherTenant, Zone::Multicast].contains(&k.zone().unwrap())),
         "{e1:?}"
     );
+    for vm in [&a, &b] {
+        let received: u64 = e1
+            .iter()
+            .filter(|(k, _)| {
+                k.zone().unwrap() == Zone::Multicast
+                    && k.direction().unwrap() == Direction::Rx
+                    && k.vm_mac().unwrap() == vm.mac
+            })
+            .map(|(_, v)| v.packets)
+            .sum();
+        // The other VM's broadcasts and multicasts (7 + 7 or 5 + 5).
+        let want = if vm.mac == a.mac { 10 } else { 14 };
+        assert_eq!(received, want, "group frames received by {}", vm.tap);
+    }
 
     // A second instance: same pins, fresh metadata maps, replaces in place.
     let (dp2, second_pin, retired) = Datapath::load(&cfg).unwrap();

@@ -214,6 +214,35 @@ impl Vm {
     pub fn tap_counters(&self) -> IfCounters {
         IfCounters::read(&self.tap)
     }
+
+    /// Sends `count` UDP datagrams of `len` payload bytes to the broadcast
+    /// address of the VM's /24, then `count` to multicast `group` (TTL 1),
+    /// 1 ms apart: group frames the bridge floods to every other tap. A
+    /// route for 224.0.0.0/4 via `eth0` is put in place first (the lab's
+    /// namespaces have no default route to pick an interface by).
+    pub fn send_group_traffic(&self, group: Ipv4Addr, count: usize, len: usize) {
+        assert!(group.is_multicast(), "{group} is not a multicast group");
+        if let Err(e) = self.exec(&["ip", "route", "replace", "224.0.0.0/4", "dev", "eth0"]) {
+            panic!("lab: {e}");
+        }
+        let [a, b, c, _] = self.ip.octets();
+        let broadcast = Ipv4Addr::new(a, b, c, 255);
+        let ip = self.ip;
+        self.run(move || {
+            let sock = std::net::UdpSocket::bind((ip, 0)).expect("bind");
+            sock.set_broadcast(true).expect("SO_BROADCAST");
+            sock.set_multicast_ttl_v4(1).expect("IP_MULTICAST_TTL");
+            let payload = vec![0x5a; len];
+            for to in [broadcast, group] {
+                for _ in 0..count {
+                    sock.send_to(&payload, (to, 9)).expect("send");
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        })
+        .join()
+        .expect("group sender");
+    }
 }
 
 /// A set of namespaces and links with unique names, removed on drop.
@@ -269,8 +298,16 @@ impl Lab {
 
     /// Adds a VM with host-side tap `tap<lab id>v<index>` on the bridge.
     pub fn add_vm(&mut self, mac: Mac, ip: Ipv4Addr) -> Vm {
+        let tap = format!("tap{}v{}", self.id, self.vms.len());
+        self.add_vm_with_tap(&tap, mac, ip)
+    }
+
+    /// [`Lab::add_vm`] with the host-side tap named `tap` (e.g. the name
+    /// Nova gives a port's tap). Names are per network namespace: a caller
+    /// choosing its own runs in a namespace of its own, or picks unique ones.
+    pub fn add_vm_with_tap(&mut self, tap: &str, mac: Mac, ip: Ipv4Addr) -> Vm {
         let idx = self.vms.len();
-        let tap = format!("tap{}v{idx}", self.id);
+        let tap = tap.to_owned();
         assert!(tap.len() <= 15, "interface name too long: {tap}");
         let netns = format!("lachesis-{}-{idx}", self.id);
         sh(&["ip", "netns", "add", &netns]);

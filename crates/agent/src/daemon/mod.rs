@@ -27,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -38,7 +39,7 @@ pub use writes::{backoff, cold_writes};
 use crate::boot::{BootGate, BootState, Phase};
 use crate::config::{reload_file, Config, ConfigFile, Loaded, ReloadResult, SharedTunables};
 use crate::http::{serve, DebugRoutes, LogLevelControl, MetricsRoutes};
-use crate::links::{self, LinkMetrics, Matcher, Watcher};
+use crate::links::{self, LinkMetrics, Matcher, TapPorts, Watcher};
 use crate::order::{
     run_flusher, run_scraper, run_sweeper, LedgerOwner, OrderMetrics, PlannedAttribution,
 };
@@ -517,7 +518,7 @@ async fn boot(
     daemon.degraded(meta.degraded);
     write_metadata(&dp, &owner, &meta)?;
     advance(gate, &daemon, Phase::MetadataReady)?;
-    let watcher = attach(&dp, config, link_metrics).await?;
+    let watcher = attach(&dp, config, link_metrics, TapPorts::from_plan(&meta.plan)).await?;
     advance(gate, &daemon, Phase::Attached)?;
 
     // 4. The ledger restored under the file's plan, retired maps drained
@@ -609,19 +610,22 @@ async fn start_metrics_listener(
     Ok(())
 }
 
-/// Every matching tap attached: a netlink dump of the existing links,
-/// replayed (the link watcher's task replays again when it starts, which
-/// replaces what is there).
+/// Every matching tap attached, each after the MAC of the port behind it
+/// (`ports`, from the cold start's plan): a netlink dump of the existing
+/// links, replayed (the link watcher's task replays again when it starts,
+/// which replaces what is there).
 async fn attach(
     dp: &Arc<Datapath>,
     config: &Config,
     metrics: LinkMetrics,
+    ports: TapPorts,
 ) -> anyhow::Result<Watcher<Arc<Datapath>>> {
     let mut watcher = Watcher::new(
         dp.clone(),
         Matcher::from_settings(&config.datapath),
         metrics,
-    );
+    )
+    .with_ports(ports);
     let dump = links::dump_links().await.context("listing links")?;
     tokio::task::block_in_place(|| watcher.replay(&dump.links));
     Ok(watcher)
@@ -648,6 +652,7 @@ fn start_tasks(
         view,
     } = parts;
     let degraded = meta.degraded;
+    let tap_ports = TapPorts::from_plan(&meta.plan);
     let reconciler = Reconciler::new(
         Seams {
             source,
@@ -694,6 +699,7 @@ fn start_tasks(
     ));
     let table = reconciler.bindings();
     let committed = reconciler.committed();
+    let reconciler_commits = reconciler.committed();
     let c = cancel.clone();
     tasks.spawn(named("reconciler", async move {
         reconciler.run(c).await.map_err(|e| e.to_string())
@@ -708,11 +714,7 @@ fn start_tasks(
             cancel.clone(),
         ),
     ));
-    let c = cancel.clone();
-    tasks.spawn(named("link watcher", async move {
-        links::run(watcher, PRESENCE_INTERVAL, c).await;
-        Ok(())
-    }));
+    spawn_link_watcher(watcher, tap_ports, reconciler_commits, cancel, tasks);
 }
 
 /// The scraper, the flusher and the ghost sweeper: the ledger owner's
@@ -753,6 +755,54 @@ fn spawn_ledger_tasks(
             cancel.clone(),
         )),
     ));
+}
+
+/// The link watcher's task, and the one that feeds it each committed
+/// plan's taps and ports (`ports`: the cold start's).
+fn spawn_link_watcher(
+    watcher: Watcher<Arc<Datapath>>,
+    ports: TapPorts,
+    committed: watch::Receiver<Arc<Committed>>,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) {
+    let (ports_tx, ports_rx) = watch::channel(ports);
+    tasks.spawn(named(
+        "tap ports",
+        follow_tap_ports(committed, ports_tx, cancel.clone()),
+    ));
+    let c = cancel.clone();
+    tasks.spawn(named("link watcher", async move {
+        links::run(watcher, PRESENCE_INTERVAL, ports_rx, c).await;
+        Ok(())
+    }));
+}
+
+/// The link watcher's taps and ports follow the committed plan: a port
+/// the plan learns after its tap was attached gets its MAC written then.
+async fn follow_tap_ports(
+    mut committed: watch::Receiver<Arc<Committed>>,
+    ports: watch::Sender<TapPorts>,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = committed.changed() => {
+                if changed.is_err() {
+                    // The reconciler is gone; the supervisor is stopping.
+                    cancel.cancelled().await;
+                    return;
+                }
+                let next = TapPorts::from_plan(&committed.borrow_and_update().plan);
+                ports.send_if_modified(|now| {
+                    let changed = *now != next;
+                    *now = next;
+                    changed
+                });
+            }
+        }
+    }
 }
 
 /// How often the metadata maps' fill is re-counted without a commit (a

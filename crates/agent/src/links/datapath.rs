@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lachesis_abi::Direction;
+use lachesis_abi::{Direction, Mac};
 use lachesis_datapath::{AttachOutcome, Datapath};
 
 use super::matcher::Matcher;
@@ -55,6 +55,14 @@ impl Attacher for Datapath {
             .filter(|(_, (tx, rx))| *tx && *rx)
             .map(|(name, _)| name)
             .collect())
+    }
+
+    fn set_port(&self, index: u32, mac: Option<Mac>) -> Result<(), AttachError> {
+        match mac {
+            Some(mac) => self.set_tap_port(index, mac),
+            None => self.delete_tap_port(index).map(drop),
+        }
+        .map_err(|e| failed(&e))
     }
 
     fn remove_unmatched(&self, matcher: &Matcher) -> Result<Vec<String>, AttachError> {

@@ -3,6 +3,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
+use lachesis_abi::Mac;
+
 use super::matcher::Matcher;
 use super::watcher::{AttachError, Attacher, Outcome};
 use Call::{Attach, Detach, Interfaces, RemoveUnmatched};
@@ -18,13 +20,18 @@ pub(crate) enum Call {
 }
 
 /// A host in miniature: interfaces by index, the names carrying our
-/// programs, and names whose attach the "kernel" refuses.
+/// programs, names whose attach the "kernel" refuses, and the `tap_ports`
+/// map with what it held when each attach came.
 #[derive(Debug, Default)]
 pub(crate) struct Host {
     pub(crate) interfaces: BTreeMap<u32, String>,
     pub(crate) ours: BTreeSet<String>,
     pub(crate) refuse: BTreeSet<String>,
     pub(crate) listing_fails: bool,
+    pub(crate) ports: BTreeMap<u32, Mac>,
+    pub(crate) ports_fail: bool,
+    /// Per attach call: the name and the port MAC its index held then.
+    pub(crate) port_at_attach: Vec<(String, Option<Mac>)>,
 }
 
 #[derive(Debug, Default)]
@@ -46,6 +53,13 @@ impl Attacher for Fake {
             return Err(AttachError::Vanished);
         }
         let mut h = self.host.borrow_mut();
+        let index = h
+            .interfaces
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(i, _)| *i);
+        let port = index.and_then(|i| h.ports.get(&i).copied());
+        h.port_at_attach.push((name.into(), port));
         if h.refuse.contains(name) {
             return Err(AttachError::Failed(format!("attach {name}: EBUSY")));
         }
@@ -80,6 +94,20 @@ impl Attacher for Fake {
     fn attached(&self) -> Result<BTreeSet<String>, AttachError> {
         self.calls.borrow_mut().push(Call::Attached);
         Ok(self.host.borrow().ours.clone())
+    }
+
+    /// Not in `calls`: the sequences of attach calls stay what they were;
+    /// `ports` and `port_at_attach` say what the map held and when.
+    fn set_port(&self, index: u32, mac: Option<Mac>) -> Result<(), AttachError> {
+        let mut h = self.host.borrow_mut();
+        if h.ports_fail {
+            return Err(AttachError::Failed("update tap_ports: ENOMEM".into()));
+        }
+        match mac {
+            Some(m) => h.ports.insert(index, m),
+            None => h.ports.remove(&index),
+        };
+        Ok(())
     }
 
     fn remove_unmatched(&self, matcher: &Matcher) -> Result<Vec<String>, AttachError> {

@@ -19,11 +19,19 @@ pub enum Failure {
     Detach,
     /// Listing the interfaces or our attachments for a presence check.
     PresenceCheck,
+    /// Writing or forgetting the port MAC behind a tap (`tap_ports`);
+    /// retried at the next presence check.
+    TapPort,
 }
 
 impl Failure {
     /// Every value, seeded at zero.
-    pub const ALL: [Failure; 3] = [Failure::Attach, Failure::Detach, Failure::PresenceCheck];
+    pub const ALL: [Failure; 4] = [
+        Failure::Attach,
+        Failure::Detach,
+        Failure::PresenceCheck,
+        Failure::TapPort,
+    ];
 
     /// The label value.
     #[must_use]
@@ -32,6 +40,7 @@ impl Failure {
             Failure::Attach => "attach",
             Failure::Detach => "detach",
             Failure::PresenceCheck => "presence_check",
+            Failure::TapPort => "tap_port",
         }
     }
 }
@@ -89,6 +98,7 @@ impl EventKind {
 #[derive(Debug, Clone, Default)]
 pub struct LinkMetrics {
     attached: Gauge,
+    without_port: Gauge,
     failures: Family<Label, Counter>,
     heals: Counter,
     presence_checks: Counter,
@@ -112,8 +122,13 @@ impl LinkMetrics {
             m.attached.clone(),
         );
         registry.register(
+            "lachesis_attached_interfaces_without_port",
+            "Attached interfaces no binding's port names (Nova's tap + port id rule): their received broadcast and multicast is counted but attributed to no port",
+            m.without_port.clone(),
+        );
+        registry.register(
             "lachesis_attach_failures",
-            "Failed link-watcher steps: attach (retried at the next presence check), detach, presence_check",
+            "Failed link-watcher steps: attach (retried at the next presence check), detach, presence_check, tap_port (writing a tap's port MAC; retried)",
             m.failures.clone(),
         );
         registry.register(
@@ -162,10 +177,20 @@ impl LinkMetrics {
         self.attached.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    pub(crate) fn set_without_port(&self, n: usize) {
+        self.without_port.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     /// `lachesis_attached_interfaces`.
     #[must_use]
     pub fn attached(&self) -> i64 {
         self.attached.get()
+    }
+
+    /// `lachesis_attached_interfaces_without_port`.
+    #[must_use]
+    pub fn without_port(&self) -> i64 {
+        self.without_port.get()
     }
 
     /// `lachesis_attach_failures_total{reason}`.
@@ -215,7 +240,7 @@ mod tests {
     #[test]
     fn every_family_is_documented_exactly() {
         let rendered = rendered();
-        assert_eq!(rendered.len(), 5, "{rendered:?}");
+        assert_eq!(rendered.len(), 6, "{rendered:?}");
         catalogue::assert_documented(&rendered);
     }
 

@@ -3,6 +3,8 @@
 //! `datapath.interface_prefixes` / `datapath.interfaces`.
 //!
 //! - [`Matcher`] — the naming rule.
+//! - [`TapPorts`] — which port (MAC) is behind which tap, by Nova's rule
+//!   ([`tap_name`]), written before each attach.
 //! - [`Watcher`] — the pure state machine — link events and listings in,
 //!   calls on the [`Attacher`] seam out (the real one is the loaded
 //!   `Datapath`; tests use a recording fake).
@@ -16,19 +18,23 @@
 //! ```no_run
 //! # async fn boot(dp: std::sync::Arc<lachesis_datapath::Datapath>,
 //! #               config: &lachesis_agent::config::Config) {
-//! use lachesis_agent::links::{run, LinkMetrics, Matcher, Watcher};
+//! use lachesis_agent::links::{run, LinkMetrics, Matcher, TapPorts, Watcher};
 //! use prometheus_client::registry::Registry;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let mut registry = Registry::default();
 //! let metrics = LinkMetrics::new(&mut registry);
 //! let watcher = Watcher::new(dp, Matcher::from_settings(&config.datapath), metrics);
+//! // The committed plan's taps and ports; send a new value at each commit.
+//! let (ports, ports_rx) = tokio::sync::watch::channel(TapPorts::default());
 //! let cancel = CancellationToken::new();
 //! // Only after the cold start wrote the trie (DESIGN §12).
-//! let task = tokio::spawn(run(watcher, std::time::Duration::from_secs(30), cancel.clone()));
+//! let interval = std::time::Duration::from_secs(30);
+//! let task = tokio::spawn(run(watcher, interval, ports_rx, cancel.clone()));
 //! // … at shutdown:
 //! cancel.cancel();
 //! let _watcher = task.await;
+//! drop(ports);
 //! # }
 //! ```
 
@@ -39,6 +45,7 @@ mod matcher;
 mod message;
 mod metrics;
 mod netlink;
+mod ports;
 mod run;
 mod watcher;
 
@@ -46,5 +53,6 @@ pub use matcher::Matcher;
 pub use message::LinkEvent;
 pub use metrics::{EventKind, Failure, LinkMetrics};
 pub(crate) use netlink::dump_links;
+pub use ports::{tap_name, TapPorts};
 pub use run::run;
 pub use watcher::{AttachError, Attacher, Outcome, PresenceReport, Watcher};

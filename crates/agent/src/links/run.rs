@@ -4,15 +4,19 @@
 use std::io;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::message::{LinkEvent, Message};
 use super::metrics::EventKind;
 use super::netlink::{dump_links, LinkEvents, Received};
+use super::ports::TapPorts;
 use super::watcher::{Attacher, Watcher};
 
-/// Runs the watcher until `cancel` fires, then hands it back.
+/// Runs the watcher until `cancel` fires, then hands it back. Each new
+/// value of `ports` (the committed plan's taps and ports) is applied as it
+/// comes; a closed channel leaves the last one in force.
 ///
 /// Start it only once the trie is populated (DESIGN §12: a tap attached
 /// before would key its first packets `miss` for good). It subscribes to
@@ -32,8 +36,10 @@ use super::watcher::{Attacher, Watcher};
 pub async fn run<A: Attacher>(
     mut watcher: Watcher<A>,
     presence_interval: Duration,
+    mut ports: watch::Receiver<TapPorts>,
     cancel: CancellationToken,
 ) -> Watcher<A> {
+    let mut ports_open = true;
     let mut events = None;
     resync(&mut watcher, &mut events).await;
     let mut tick = tokio::time::interval_at(Instant::now() + presence_interval, presence_interval);
@@ -64,6 +70,14 @@ pub async fn run<A: Attacher>(
                     events = None;
                 }
             },
+            changed = ports.changed(), if ports_open => {
+                if changed.is_ok() {
+                    let now = ports.borrow_and_update().clone();
+                    kernel(|| watcher.set_ports(now));
+                } else {
+                    ports_open = false;
+                }
+            }
             _ = tick.tick() => {
                 if events.is_none() {
                     resync(&mut watcher, &mut events).await;

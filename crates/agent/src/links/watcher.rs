@@ -1,14 +1,19 @@
 //! The link watcher's decisions (pure: every kernel effect goes through the
 //! [`Attacher`] seam). DESIGN §4.4: attach/replace on matching names, forget
 //! vanished taps, detach from taps renamed away, and a periodic presence
-//! check so a missed event never becomes a silent undercount.
+//! check so a missed event never becomes a silent undercount. Before a tap
+//! is attached, the MAC of the port behind it is written (see
+//! [`TapPorts`]), and kept current as the plan changes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use lachesis_abi::Mac;
+
 use super::matcher::Matcher;
 use super::message::LinkEvent;
 use super::metrics::{Failure, LinkMetrics};
+use super::ports::TapPorts;
 
 /// What an attach did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +50,9 @@ pub trait Attacher {
     /// Removes ours from every interface `matcher` rejects (and state left
     /// by interfaces that are gone); the names it removed ours from.
     fn remove_unmatched(&self, matcher: &Matcher) -> Result<Vec<String>, AttachError>;
+    /// Records the MAC of the port behind interface `index` (`None`:
+    /// forgets it), which keys the group frames it delivers.
+    fn set_port(&self, index: u32, mac: Option<Mac>) -> Result<(), AttachError>;
 }
 
 impl<T: Attacher + ?Sized> Attacher for Arc<T> {
@@ -62,6 +70,9 @@ impl<T: Attacher + ?Sized> Attacher for Arc<T> {
     }
     fn remove_unmatched(&self, matcher: &Matcher) -> Result<Vec<String>, AttachError> {
         (**self).remove_unmatched(matcher)
+    }
+    fn set_port(&self, index: u32, mac: Option<Mac>) -> Result<(), AttachError> {
+        (**self).set_port(index, mac)
     }
 }
 
@@ -104,6 +115,11 @@ pub struct Watcher<A> {
     /// Matching links by index. Non-matching links are not tracked: an
     /// event that renames one into a matching name reads as a new link.
     links: BTreeMap<u32, Tracked>,
+    /// Which port is behind which tap name, from the latest plan.
+    ports: TapPorts,
+    /// The port MAC the kernel holds per interface index (what was written
+    /// last with success).
+    written: BTreeMap<u32, Mac>,
     metrics: LinkMetrics,
 }
 
@@ -115,8 +131,33 @@ impl<A: Attacher> Watcher<A> {
             attacher,
             matcher,
             links: BTreeMap::new(),
+            ports: TapPorts::default(),
+            written: BTreeMap::new(),
             metrics,
         }
+    }
+
+    /// The same watcher knowing which port is behind which tap from the
+    /// start (boot: the cold start's plan, before the first attach).
+    #[must_use]
+    pub fn with_ports(mut self, ports: TapPorts) -> Watcher<A> {
+        self.ports = ports;
+        self
+    }
+
+    /// A new plan's taps and ports: every tracked link whose port MAC
+    /// changed (learned, gone, another port) gets it written now.
+    pub fn set_ports(&mut self, ports: TapPorts) {
+        self.ports = ports;
+        let links: Vec<(u32, String)> = self
+            .links
+            .iter()
+            .map(|(i, t)| (*i, t.name.clone()))
+            .collect();
+        for (index, name) in links {
+            self.write_port(index, &name);
+        }
+        self.publish();
     }
 
     /// The seam (tests inspect their fake through it).
@@ -135,11 +176,12 @@ impl<A: Attacher> Watcher<A> {
             LinkEvent::Present { index, name } => self.present(*index, name),
             LinkEvent::Gone { index } => {
                 // Deleted or moved away (live migration): the kernel took
-                // our programs with the interface. Nothing to undo, nothing
-                // to retry.
+                // our programs with the interface. Nothing to retry; its
+                // port MAC is forgotten.
                 if let Some(t) = self.links.remove(index) {
                     tracing::debug!(ifname = %t.name, ifindex = index, "tap gone; forgotten");
                 }
+                self.forget_port(*index);
             }
         }
         self.publish();
@@ -149,7 +191,7 @@ impl<A: Attacher> Watcher<A> {
     /// present, and every tracked link missing from it as gone.
     pub fn replay(&mut self, links: &[(u32, String)]) {
         let listed: BTreeSet<u32> = links.iter().map(|(i, _)| *i).collect();
-        self.links.retain(|i, _| listed.contains(i));
+        self.retain_links(|i| listed.contains(&i));
         for (index, name) in links {
             self.present(*index, name);
         }
@@ -162,12 +204,15 @@ impl<A: Attacher> Watcher<A> {
             Some(t) if ours => {
                 // Renamed within the rule, or a state change (up/down,
                 // carrier): the attachment is on the index and survives.
-                // A failed one waits for the presence check.
+                // A failed one waits for the presence check. A new name
+                // may name another port.
                 name.clone_into(&mut t.name);
+                self.write_port(index, name);
             }
             Some(_) => {
                 // Renamed to a name that is not ours.
                 self.links.remove(&index);
+                self.forget_port(index);
                 match self.attacher.detach(name) {
                     Ok(_) | Err(AttachError::Vanished) => {
                         tracing::info!(
@@ -189,8 +234,11 @@ impl<A: Attacher> Watcher<A> {
         }
     }
 
-    /// Attaches and records the result; `true` when attached.
+    /// Attaches and records the result; `true` when attached. The port
+    /// MAC goes first: a group frame counted before it would keep its
+    /// group address for good.
     fn attach(&mut self, index: u32, name: &str) -> bool {
+        self.write_port(index, name);
         match self.attacher.attach(name) {
             Ok(outcome) => {
                 tracing::info!(ifname = name, ifindex = index, ?outcome, "attached");
@@ -199,6 +247,7 @@ impl<A: Attacher> Watcher<A> {
             }
             Err(AttachError::Vanished) => {
                 self.links.remove(&index);
+                self.forget_port(index);
                 false
             }
             Err(AttachError::Failed(e)) => {
@@ -207,6 +256,57 @@ impl<A: Attacher> Watcher<A> {
                 self.track(index, name, State::Failed);
                 false
             }
+        }
+    }
+
+    /// Writes the port MAC `name` maps to for `index` if the kernel holds
+    /// another (or none); forgets it if the name maps to none. A refusal is
+    /// counted and retried by the next presence check; the tap is attached
+    /// anyway (counted, its received group frames unattributed meanwhile).
+    fn write_port(&mut self, index: u32, name: &str) {
+        let want = self.ports.get(name);
+        if self.written.get(&index).copied() == want {
+            return;
+        }
+        match self.attacher.set_port(index, want) {
+            Ok(()) => {
+                match want {
+                    Some(mac) => self.written.insert(index, mac),
+                    None => self.written.remove(&index),
+                };
+                tracing::debug!(ifname = name, ifindex = index, port_mac = ?want, "tap port written");
+            }
+            Err(AttachError::Vanished) => {}
+            Err(AttachError::Failed(e)) => {
+                self.metrics.failed(Failure::TapPort);
+                tracing::warn!(ifname = name, ifindex = index, error = %e, "writing the tap's port MAC failed; the presence check retries");
+            }
+        }
+    }
+
+    /// The interface is gone or no longer ours: its port MAC goes too (an
+    /// index may be handed to a new interface later).
+    fn forget_port(&mut self, index: u32) {
+        if self.written.contains_key(&index) {
+            match self.attacher.set_port(index, None) {
+                Ok(()) | Err(AttachError::Vanished) => {
+                    self.written.remove(&index);
+                }
+                Err(AttachError::Failed(e)) => {
+                    self.metrics.failed(Failure::TapPort);
+                    tracing::warn!(ifindex = index, error = %e, "forgetting a tap's port MAC failed; the presence check retries");
+                }
+            }
+        }
+    }
+
+    /// Keeps the tracked links whose index passes `keep`; the others'
+    /// port MACs are forgotten.
+    fn retain_links(&mut self, keep: impl Fn(u32) -> bool) {
+        let dropped: Vec<u32> = self.links.keys().copied().filter(|i| !keep(*i)).collect();
+        for index in dropped {
+            self.links.remove(&index);
+            self.forget_port(index);
         }
     }
 
@@ -239,11 +339,23 @@ impl<A: Attacher> Watcher<A> {
             .filter(|(_, n)| self.matcher.matches(n))
             .map(|(i, n)| (*i, n.as_str()))
             .collect();
-        // Links whose removal or rename out of the rule was missed.
-        self.links.retain(|i, _| matching.contains_key(i));
+        // Links whose removal or rename out of the rule was missed, and
+        // port MACs written for interfaces no longer matching.
+        self.retain_links(|i| matching.contains_key(&i));
+        let stale: Vec<u32> = self
+            .written
+            .keys()
+            .copied()
+            .filter(|i| !matching.contains_key(i))
+            .collect();
+        for index in stale {
+            self.forget_port(index);
+        }
         for (&index, &name) in &matching {
             if attached.contains(name) {
                 self.track(index, name, State::Attached);
+                // Retries a refused write.
+                self.write_port(index, name);
                 continue;
             }
             let known_failed = self
@@ -286,10 +398,17 @@ impl<A: Attacher> Watcher<A> {
     }
 
     fn publish(&self) {
-        self.metrics.set_attached(
-            self.links
-                .values()
-                .filter(|t| t.state == State::Attached)
+        let attached: Vec<u32> = self
+            .links
+            .iter()
+            .filter(|(_, t)| t.state == State::Attached)
+            .map(|(i, _)| *i)
+            .collect();
+        self.metrics.set_attached(attached.len());
+        self.metrics.set_without_port(
+            attached
+                .iter()
+                .filter(|i| !self.written.contains_key(i))
                 .count(),
         );
     }

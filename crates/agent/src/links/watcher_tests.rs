@@ -2,11 +2,14 @@
 
 use prometheus_client::registry::Registry;
 
+use lachesis_abi::Mac;
+
 use super::{PresenceReport, Watcher};
 use crate::links::fake::{Call, Fake, Host};
 use crate::links::matcher::Matcher;
 use crate::links::message::LinkEvent;
 use crate::links::metrics::{Failure, LinkMetrics};
+use crate::links::ports::TapPorts;
 
 use Call::{Attach, Detach, Interfaces, RemoveUnmatched};
 
@@ -61,6 +64,20 @@ impl Rig {
     fn failures(&self, f: Failure) -> u64 {
         self.w.metrics().failures(f)
     }
+
+    /// The `tap_ports` map as the fake kernel holds it.
+    fn ports(&self) -> Vec<(u32, Mac)> {
+        self.host().ports.iter().map(|(i, m)| (*i, *m)).collect()
+    }
+}
+
+fn mac(last: u8) -> Mac {
+    Mac([0xfa, 0x16, 0x3e, 0, 0, last])
+}
+
+/// Ports whose ids make the tap names `tap<id>`.
+fn ports(taps: &[(&str, u8)]) -> TapPorts {
+    TapPorts::from_ports(taps.iter().map(|(id, m)| (*id, mac(*m))))
 }
 
 fn present(index: u32, name: &str) -> LinkEvent {
@@ -327,4 +344,91 @@ fn buffered_events_older_than_the_replay_converge() {
     assert_eq!(r.attached(), 0);
     assert_eq!(r.failures(Failure::Attach), 0);
     assert!(r.host().ours.is_empty());
+}
+
+#[test]
+fn a_taps_port_mac_is_written_before_its_attach() {
+    let mut r = Rig::new();
+    r.w.set_ports(ports(&[("5", 5)]));
+    r.appear(5, "tap5");
+    r.appear(6, "tap6"); // no binding names it
+    assert_eq!(r.take(), [attach("tap5"), attach("tap6")]);
+    assert_eq!(
+        r.host().port_at_attach,
+        [("tap5".to_owned(), Some(mac(5))), ("tap6".to_owned(), None)]
+    );
+    assert_eq!(r.ports(), [(5, mac(5))]);
+    assert_eq!(r.attached(), 2);
+    assert_eq!(r.w.metrics().without_port(), 1);
+}
+
+#[test]
+fn port_macs_follow_the_plan_renames_and_vanished_taps() {
+    let mut r = Rig::new();
+    r.appear(5, "tap5");
+    r.appear(6, "tap6");
+    r.take();
+    assert_eq!(r.ports(), []);
+    assert_eq!(r.w.metrics().without_port(), 2);
+
+    // A commit learns both ports: written, nothing re-attached.
+    r.w.set_ports(ports(&[("5", 5), ("6", 6)]));
+    assert_eq!(r.take(), []);
+    assert_eq!(r.ports(), [(5, mac(5)), (6, mac(6))]);
+    assert_eq!(r.w.metrics().without_port(), 0);
+
+    // Renamed within the rule to another port's name: that port's MAC.
+    r.w.set_ports(ports(&[("5", 5), ("6", 6), ("7", 7)]));
+    r.rename(5, "tap7");
+    assert_eq!(r.ports(), [(5, mac(7)), (6, mac(6))]);
+
+    // Its port leaves the plan: forgotten.
+    r.w.set_ports(ports(&[("6", 6)]));
+    assert_eq!(r.ports(), [(6, mac(6))]);
+    assert_eq!(r.w.metrics().without_port(), 1);
+
+    // Renamed out of the rule, or gone: forgotten too.
+    r.host().ours.insert("tap6".into());
+    r.rename(6, "eth6");
+    assert_eq!(r.ports(), []);
+    r.w.set_ports(ports(&[("5", 5)]));
+    r.rename(5, "tap5");
+    assert_eq!(r.ports(), [(5, mac(5))]);
+    r.vanish(5);
+    assert_eq!(r.ports(), []);
+    assert_eq!(r.w.metrics().without_port(), 0);
+    for f in Failure::ALL {
+        assert_eq!(r.failures(f), 0, "{f:?}");
+    }
+}
+
+#[test]
+fn a_refused_port_write_still_attaches_and_the_presence_check_retries_it() {
+    let mut r = Rig::new();
+    r.w.set_ports(ports(&[("5", 5)]));
+    r.host().ports_fail = true;
+    r.appear(5, "tap5");
+    assert_eq!(r.take(), [attach("tap5")], "counting comes first");
+    assert_eq!(r.failures(Failure::TapPort), 1);
+    assert_eq!(r.w.metrics().without_port(), 1);
+
+    r.host().ports_fail = false;
+    let report = r.w.presence_check();
+    assert_eq!(report, PresenceReport::default(), "nothing to heal");
+    assert_eq!(r.ports(), [(5, mac(5))]);
+    assert_eq!(r.w.metrics().without_port(), 0);
+    assert_eq!(r.failures(Failure::TapPort), 1);
+}
+
+#[test]
+fn the_presence_check_forgets_ports_of_interfaces_that_are_gone() {
+    let mut r = Rig::new();
+    r.w.set_ports(ports(&[("5", 5)]));
+    r.appear(5, "tap5");
+    assert_eq!(r.ports(), [(5, mac(5))]);
+    // Gone without an event.
+    r.host().interfaces.remove(&5);
+    r.host().ours.remove("tap5");
+    r.w.presence_check();
+    assert_eq!(r.ports(), []);
 }

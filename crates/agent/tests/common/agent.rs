@@ -93,14 +93,23 @@ impl Setup {
             std::process::id(),
             lab.id()
         ));
+        // The lab's own taps by prefix; taps named otherwise (after their
+        // ports, as Nova names them) by exact name.
+        let prefix = format!("tap{}v", lab.id());
+        let exact: Vec<&str> = lab
+            .vms()
+            .iter()
+            .map(|vm| vm.tap.as_str())
+            .filter(|tap| !tap.starts_with(&prefix))
+            .collect();
         let text = format!(
             "openstack:\n  cloud: {cloud}\n  clouds_file: {clouds}\n\
              listen:\n  metrics: {metrics}\n  debug: {debug}\n\
-             datapath:\n  interface_prefixes: [tap{id}v]\n  bpffs_dir: {bpffs}\n  flows_memory_budget: 4MiB\n\
+             datapath:\n  interface_prefixes: [{prefix}]\n  interfaces: [{exact}]\n  bpffs_dir: {bpffs}\n  flows_memory_budget: 4MiB\n\
              state:\n  path: {state}\n\
              tunables:\n  scrape_interval: 200ms\n  state_flush_interval: 300ms\n  reconcile_interval: 5m\n  ghost_grace: 1s\n  ghost_sweep_interval: 500ms\n",
             clouds = clouds.display(),
-            id = lab.id(),
+            exact = exact.join(", "),
             bpffs = bpffs.display(),
             state = dir.path().join("state.json").display(),
         );
