@@ -90,7 +90,7 @@ fn draw(f: &mut Frame, demo: &Demo) {
                 bold,
             ),
             Line::from(format!(
-                "metrics http://{}/metrics · debug http://{}/debug/plan",
+                "metrics http://{}/metrics · debug http://{}/debug/ui/",
                 demo.urls.metrics, demo.urls.debug
             )),
             Line::from(health_text),

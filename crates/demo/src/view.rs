@@ -20,7 +20,8 @@ pub fn banner(demo: &Demo) -> String {
         "lachesis demo: a simulated cloud on this machine — tenants acme and globex, a shared \
          network, two routers, an internet behind two external networks, a load balancer\n\
          \x20 metrics  http://{m}/metrics\n\
-         \x20 debug    http://{d}/debug/plan  /debug/flows  /debug/anomalies  /debug/config  \
+         \x20 debug    http://{d}/debug/ui/  (in a browser: plan, anomalies, lookup, topology)\n\
+         \x20          http://{d}/debug/plan  /debug/flows  /debug/anomalies  /debug/config  \
          /debug/lookup?mac=fa:16:3e:a1:00:05&ip=198.51.100.7\n\
          \x20 files    {}  (agent log, config, state file)\n\
          \x20 keys     {}  q quit",
