@@ -1155,8 +1155,17 @@ fn run(actions: &[Action]) -> Model {
     m
 }
 
+/// 192 cases in CI; `PROPTEST_CASES` asks for more (an explicit `cases`
+/// would otherwise override the variable proptest reads).
+fn property_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(192)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: property_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn billing_series_never_decrease_tiers_add_up_and_every_byte_is_accounted(
