@@ -259,8 +259,17 @@ fn planned(b: &ApiBodies) -> (Snapshot, Plan) {
     (snap, p)
 }
 
+/// 256 cases in CI; `PROPTEST_CASES` asks for more (an explicit case
+/// count would otherwise override the variable proptest reads).
+fn property_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(property_cases()))]
 
     #[test]
     fn plan_is_identical_for_any_permutation_of_the_inputs(t in topo(), seed in 1u64..u64::MAX) {
@@ -406,7 +415,7 @@ fn row_map(p: &Plan) -> BTreeMap<(Scope, Prefix), Zone> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(property_cases()))]
 
     /// DESIGN §6.2: a fallback never outranks an answer. (a) A dead ECMP
     /// sibling of an existing route (same router, same destination) changes
@@ -558,7 +567,7 @@ fn list(key: &str, items: Vec<Value>) -> Value {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(property_cases()))]
 
     #[test]
     fn arbitrary_json_of_the_right_shape_never_panics(
