@@ -14,7 +14,8 @@
 //! live port: zeroing a row whose port-tier labels did not all change (e.g.
 //! `lachesis_port_proto_bytes_total`, which has no zone label) would make a
 //! continuing port series go down. They end, folded into server-settled, when
-//! their MAC is evicted (docs/ledger.md, "Port tier").
+//! their MAC is evicted and its retention window has passed (docs/ledger.md,
+//! "Port tier", "Returning port series").
 
 use std::sync::Arc;
 
@@ -117,6 +118,13 @@ pub struct Absorbers {
     pub total: FxHashMap<TotalBucket, Counts>,
     /// The `unknown` pseudo-tenant's rows, keyed by a flow key with zero MACs.
     pub unknown: FxHashMap<FlowKey, Counts>,
+    /// VM MACs evicted with no other MAC left on their port, whose port and
+    /// port-proto buckets are kept (the port series stays, flat) so that the
+    /// port bound again continues where it stopped instead of restarting at
+    /// zero under the same labels (docs/ledger.md, "Returning port series").
+    /// Value: the unix second the retention started, 0 until the first
+    /// [`crate::Ledger::expire_retained_ports`] stamps it.
+    pub retained: FxHashMap<Mac, u64>,
 }
 
 /// The absorber tiers, in [`Absorbers::bucket_counts`] order.

@@ -358,8 +358,21 @@ impl Book {
     /// (a retired map read again after a crash, a retried drain) continues
     /// from there instead of counting it again.
     pub(crate) fn tombstone(&mut self, key: FlowKey, mut base: Baseline, seen: DrainMark) -> bool {
+        let unseen = seen.0 != self.last_full.0;
+        if unseen
+            && self
+                .tombstones
+                .get(&key)
+                .is_some_and(|t| !t.base.gone && t.base.stamp == base.stamp)
+        {
+            // A restored tombstone of this very entry still awaits its
+            // final reading (its delete is owed from before a restart):
+            // keep it awaiting, so the drain that finds the entry gone
+            // counts the lost reading instead of a "gone" one hiding it.
+            return false;
+        }
         // Not shown by the latest full drain: the entry no longer exists.
-        base.gone |= seen.0 != self.last_full.0
+        base.gone |= unseen
             || self
                 .tombstones
                 .get(&key)

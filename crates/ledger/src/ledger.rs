@@ -61,6 +61,12 @@ pub(crate) struct Inner {
     pub retired_at: u64,
     /// A live full drain happened since the restore.
     pub live_drained: bool,
+    /// Deletes the restored file still owed (tombstones awaiting their
+    /// final reading): released only once a live full drain has shown the
+    /// very entry each one meant. Before that, the entry under the key may
+    /// be a newer one the ledger never saw, and a lookup-and-delete would
+    /// take it with bytes no tombstone accounts for.
+    pub restored_deletes: Vec<FlowKey>,
 }
 
 impl Inner {
@@ -226,6 +232,7 @@ impl Ledger {
                 retired_left: 0,
                 retired_at: 0,
                 live_drained: false,
+                restored_deletes: Vec::new(),
             }),
         }
     }
@@ -364,6 +371,15 @@ impl Ledger {
             &mut inner.health,
         );
         inner.queue_deletes(evicted);
+        if kind == ReadKind::Full && !inner.restored_deletes.is_empty() {
+            // The drain ended every restored tombstone it did not show
+            // (same stamp); those left are entries it showed: owed deletes.
+            let owed: Vec<FlowKey> = std::mem::take(&mut inner.restored_deletes)
+                .into_iter()
+                .filter(|k| inner.book.tombstones.get(k).is_some_and(|t| !t.base.gone))
+                .collect();
+            inner.queue_deletes(owed);
+        }
         inner.drains += 1;
         inner.newest_read_ns = Some(inner.newest_read_ns.map_or(now_ns, |n| n.max(now_ns)));
         report
@@ -451,6 +467,20 @@ impl Ledger {
         self.prune(alive, settle::prune_tenants)
     }
 
+    /// Ends the retention of evicted port series (docs/ledger.md,
+    /// "Returning port series"): every MAC evicted with no other MAC on its
+    /// port keeps its port buckets, so its port series stays, flat, and a
+    /// port bound again within `retention_s` seconds continues from its
+    /// last value instead of restarting at zero under the same labels.
+    /// Past the window (measured from the first call after the eviction,
+    /// `now_s` in unix seconds, so it survives a restart) the buckets fold
+    /// into server-settled and the series end. Returns how many ended.
+    pub fn expire_retained_ports(&self, now_s: u64, retention_s: u64) -> usize {
+        let mut g = self.lock();
+        let attr = self.source.load();
+        settle::expire_retained(&mut g.book, attr.as_ref(), now_s, retention_s)
+    }
+
     /// Runs one tier's prune under the lock with the current attribution; a
     /// prune that folded anything must be flushed before the next drain,
     /// like a settle.
@@ -506,8 +536,10 @@ impl Ledger {
         let mut g = self.lock();
         book.interner.merge_live(&g.book.interner)?;
         // Evictions the file holds whose entries may not be deleted yet:
-        // released again by the next flush (deleting an entry twice loses
-        // nothing, its final reading is applied either way).
+        // owed again, released by the flush after the first live full drain
+        // that still shows each entry (deleting an entry twice loses
+        // nothing, its final reading is applied either way; deleting a
+        // newer entry of the same key would).
         let mut again: Vec<FlowKey> = book
             .tombstones
             .iter()
@@ -521,7 +553,8 @@ impl Ledger {
         book.last_full = DrainMark(1);
         g.book = book;
         g.durable = Arc::new(tiers);
-        g.deletes = again;
+        g.deletes = Vec::new();
+        g.restored_deletes = again;
         g.durable_settles = g.settles;
         g.durable_drains = g.drains;
         g.drained_for_settle = false;
@@ -564,6 +597,13 @@ impl Ledger {
     pub(crate) fn publish_durable(&self, tiers: Tiers, copy: &FlushMarks) -> Vec<FlowKey> {
         let mut g = self.lock();
         g.durable = Arc::new(tiers);
+        if copy.settles > g.durable_settles {
+            // A settle or prune became durable: the drain that preceded it
+            // is spent. The next settle needs a full drain applied after
+            // this flush (a settle batch's drain refused and retried with
+            // an outdated reading must not pass for one).
+            g.drained_for_settle = false;
+        }
         g.durable_settles = g.durable_settles.max(copy.settles);
         g.durable_drains = g.durable_drains.max(copy.drains);
         if g.batch_open && g.durable_settles == g.settles {

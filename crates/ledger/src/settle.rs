@@ -102,7 +102,8 @@ fn selected(key: &FlowKey, sel: Selector) -> bool {
 /// Folds one row's `total` into the absorber its mode and old attribution
 /// name: port tiers for a rebase, and for an eviction too while `sibling`
 /// (another MAC of the same port) lives on — under that MAC, so the bucket
-/// ends with the port's last MAC; server tier otherwise.
+/// ends with the port's last MAC; under the evicted MAC itself otherwise,
+/// retained (the port series stays until the retention ends).
 fn fold_row(
     a: &mut Absorbers,
     attr: &dyn Attribution,
@@ -123,50 +124,38 @@ fn fold_row(
         Some(&b),
     ));
     let (server, port, tenant) = (label(b.server_id), label(b.port_id), label(b.tenant_id));
-    let port_mac = match (mode, sibling) {
-        (SettleMode::Rebase(_), _) => Some(d.vm_mac),
-        (SettleMode::Evict { .. }, s) => s,
+    // An evicted row goes to another MAC of its port when one carries the
+    // series on, else to its own MAC's buckets, kept for the retention
+    // window ([`expire_retained`]): either way its port series stays.
+    let vm_mac = match (mode, sibling) {
+        (SettleMode::Evict { .. }, Some(s)) => s,
+        _ => d.vm_mac,
     };
-    match port_mac {
-        Some(vm_mac) => {
-            fold(
-                &mut a.port,
-                PortBucket {
-                    vm_mac,
-                    server_id: server.clone(),
-                    port_id: port.clone(),
-                    tenant_id: tenant.clone(),
-                    zone: d.zone,
-                    external_network: ext,
-                    direction: d.direction,
-                },
-                total,
-            );
-            fold(
-                &mut a.port_proto,
-                PortProtoBucket {
-                    vm_mac,
-                    server_id: server,
-                    port_id: port,
-                    tenant_id: tenant,
-                    proto: d.l4,
-                    direction: d.direction,
-                },
-                total,
-            );
-        }
-        None => fold(
-            &mut a.server,
-            ServerBucket {
-                server_id: server,
-                tenant_id: tenant,
-                zone: d.zone,
-                external_network: ext,
-                direction: d.direction,
-            },
-            total,
-        ),
-    }
+    fold(
+        &mut a.port,
+        PortBucket {
+            vm_mac,
+            server_id: server.clone(),
+            port_id: port.clone(),
+            tenant_id: tenant.clone(),
+            zone: d.zone,
+            external_network: ext,
+            direction: d.direction,
+        },
+        total,
+    );
+    fold(
+        &mut a.port_proto,
+        PortProtoBucket {
+            vm_mac,
+            server_id: server,
+            port_id: port,
+            tenant_id: tenant,
+            proto: d.l4,
+            direction: d.direction,
+        },
+        total,
+    );
 }
 
 /// Another MAC that carries the port series `(server, port, tenant)` on
@@ -196,10 +185,13 @@ fn heir(a: &Absorbers, attr: &dyn Attribution, port: (&str, &str, &str), gone: M
 }
 
 /// The evicted MAC's port and port-proto buckets: each moves to an heir of
-/// its port when there is one (the port's series goes on), else the port
-/// bucket folds into server-settled and the proto split (a parallel view of
-/// the same bytes) ends.
-fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac) {
+/// its port when there is one (the port's series goes on). Without one,
+/// `Keep::Retain` leaves it where it is (the eviction's retention window:
+/// the series stays, flat) and `Keep::Nothing` ends it: the port bucket
+/// folds into server-settled and the proto split (a parallel view of the
+/// same bytes) ends. Returns whether any bucket stayed under `gone`.
+fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac, keep: Keep) -> bool {
+    let mut kept = false;
     let ports: Vec<PortBucket> = a
         .port
         .keys()
@@ -208,6 +200,10 @@ fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac) {
         .collect();
     for b in ports {
         let to = heir(a, attr, (&b.server_id, &b.port_id, &b.tenant_id), gone);
+        if to.is_none() && keep == Keep::Retain {
+            kept = true;
+            continue;
+        }
         let Some(c) = a.port.remove(&b) else { continue };
         match to {
             Some(vm_mac) => fold(&mut a.port, PortBucket { vm_mac, ..b }, c),
@@ -232,6 +228,10 @@ fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac) {
         .collect();
     for b in protos {
         let to = heir(a, attr, (&b.server_id, &b.port_id, &b.tenant_id), gone);
+        if to.is_none() && keep == Keep::Retain {
+            kept = true;
+            continue;
+        }
         let Some(c) = a.port_proto.remove(&b) else {
             continue;
         };
@@ -239,6 +239,50 @@ fn end_port_buckets(a: &mut Absorbers, attr: &dyn Attribution, gone: Mac) {
             fold(&mut a.port_proto, PortProtoBucket { vm_mac, ..b }, c);
         }
     }
+    kept
+}
+
+/// What [`end_port_buckets`] does with a bucket no other MAC carries on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Leave it under the evicted MAC (retention).
+    Retain,
+    /// End it.
+    Nothing,
+}
+
+/// Ends the retention of evicted MACs whose window (`retention_s`) has
+/// passed at `now_s` (unix seconds): their port buckets move to an heir of
+/// the port or fold into server-settled, and their port series end. A MAC
+/// bound again meanwhile keeps its buckets (they are a live binding's
+/// again) and only loses the mark. A mark not yet stamped (0) is stamped
+/// with `now_s`. Returns how many retentions ended with buckets moved.
+pub(crate) fn expire_retained(
+    book: &mut Book,
+    attr: &dyn Attribution,
+    now_s: u64,
+    retention_s: u64,
+) -> usize {
+    let a = &mut book.absorbers;
+    let mut due = Vec::new();
+    for (mac, since) in &mut a.retained {
+        if *since == 0 {
+            *since = now_s.max(1);
+        }
+        if now_s.saturating_sub(*since) >= retention_s {
+            due.push(*mac);
+        }
+    }
+    due.sort_unstable();
+    let mut ended = 0;
+    for mac in due {
+        a.retained.remove(&mac);
+        if attr.binding(mac).is_none() {
+            end_port_buckets(a, attr, mac, Keep::Nothing);
+            ended += 1;
+        }
+    }
+    ended
 }
 
 /// Folds the selected rows under the attribution `attr` (the one in force
@@ -296,7 +340,14 @@ pub(crate) fn settle(
         fold_row(&mut book.absorbers, attr, mode, sibling, &key, total);
     }
     if let SettleMode::Evict { vm_mac } = mode {
-        end_port_buckets(&mut book.absorbers, attr, vm_mac);
+        let a = &mut book.absorbers;
+        let kept = end_port_buckets(a, attr, vm_mac, Keep::Retain);
+        // A new eviction restarts the window (stamped by the next expiry).
+        if kept {
+            a.retained.insert(vm_mac, 0);
+        } else {
+            a.retained.remove(&vm_mac);
+        }
     }
     match mode {
         SettleMode::Evict { .. } => health.settled_evict += report.rows as u64,
@@ -341,6 +392,35 @@ pub(crate) fn prune_servers(
             tier: "server",
             what: "server",
         });
+    }
+    // A retained port series of a server Nova no longer lists cannot come
+    // back under the same labels (server ids are never reused): it ends
+    // now, so the server's own series ends with this prune, not a
+    // retention window later.
+    let a = &mut book.absorbers;
+    let mut dead: Vec<Mac> = a
+        .retained
+        .keys()
+        .filter(|m| attr.binding(**m).is_none())
+        .filter(|m| {
+            a.port
+                .keys()
+                .filter(|b| b.vm_mac == **m)
+                .map(|b| &b.server_id)
+                .chain(
+                    a.port_proto
+                        .keys()
+                        .filter(|b| b.vm_mac == **m)
+                        .map(|b| &b.server_id),
+                )
+                .all(|s| !alive.contains(&**s))
+        })
+        .copied()
+        .collect();
+    dead.sort_unstable();
+    for m in dead {
+        a.retained.remove(&m);
+        end_port_buckets(a, attr, m, Keep::Nothing);
     }
     let (referenced, _) = referenced(book, attr);
     let report = prune_tier(

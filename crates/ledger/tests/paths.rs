@@ -283,8 +283,11 @@ fn router_regateway_rebases_only_that_routers_external_rows() {
     assert_eq!(pp, Some(1260));
 }
 
+/// An eviction keeps the port series, flat, for the retention window (so a
+/// port bound again continues it); past the window it ends, and the server
+/// and tenant series keep every byte.
 #[test]
-fn evict_ends_the_port_series_and_keeps_server_and_tenant() {
+fn evict_retains_then_ends_the_port_series_and_keeps_server_and_tenant() {
     let attr = world();
     let l = ledger();
     let k = key(mac(2), mac(1), Rx, SameTenant, Udp);
@@ -297,6 +300,19 @@ fn evict_ends_the_port_series_and_keeps_server_and_tenant() {
     let r = l.settle(&attr, SettleMode::Evict { vm_mac: mac(2) }, || {});
     assert_eq!(r.rows, 1);
     assert_eq!(l.sizes().rows, 0);
+    let s = parse(&render(&l, &gone));
+    let port: u64 = common::family(&s, "lachesis_port_bytes_total")
+        .values()
+        .sum();
+    assert_eq!(port, 500, "retained, flat");
+    l.use_attr(&gone);
+    assert_eq!(l.expire_retained_ports(7_200, 3_600), 0, "stamped");
+    assert_eq!(
+        l.expire_retained_ports(10_799, 3_600),
+        0,
+        "inside the window"
+    );
+    assert_eq!(l.expire_retained_ports(10_800, 3_600), 1);
     let s = parse(&render(&l, &gone));
     assert!(common::family(&s, "lachesis_port_bytes_total").is_empty());
     assert!(common::family(&s, "lachesis_port_proto_bytes_total").is_empty());
@@ -335,6 +351,21 @@ fn prune_servers_folds_into_tenant_and_defers_live_ones() {
     let mut gone = attr.clone();
     gone.bindings.remove(&mac(2));
     l.settle(&attr, SettleMode::Evict { vm_mac: mac(2) }, || {});
+    // The evicted port's series is retained, but its server is gone from
+    // Nova (ids never return): the prune ends the retention and folds it.
+    let port = |l: &common::Rig| {
+        common::family(&parse(&render(l, &gone)), "lachesis_port_bytes_total")
+            .keys()
+            .any(|k| k[0].1 == "s-2")
+    };
+    assert!(port(&l), "retained while the server lives");
+    assert_eq!(
+        l.prune_servers(&gone, ["s-1", "s-2", "s-3"])
+            .unwrap()
+            .folded,
+        0
+    );
+    assert!(port(&l), "still retained: s-2 is alive");
     assert_eq!(
         l.prune_servers(&gone, []),
         Err(PruneError::EmptyAliveList {
@@ -365,6 +396,8 @@ fn prune_servers_folds_into_tenant_and_defers_live_ones() {
         SEC,
     );
     l.settle(&two_ports, SettleMode::Evict { vm_mac: mac(4) }, || {});
+    l.use_attr(&gone);
+    l.expire_retained_ports(0, 0);
     let r = l.prune_servers(&gone, ["s-3"]).unwrap();
     assert_eq!((r.folded, r.deferred), (0, 1));
     let s = parse(&render(&l, &gone));
@@ -391,6 +424,8 @@ fn prune_tenants_folds_into_total_only_when_nothing_else_holds_the_tenant() {
     let mut gone = attr.clone();
     gone.bindings.remove(&mac(3));
     l.settle(&attr, SettleMode::Evict { vm_mac: mac(3) }, || {});
+    l.use_attr(&gone);
+    l.expire_retained_ports(0, 0);
     // Server bucket still there: the tenant is referenced, nothing to fold yet.
     assert_eq!(l.prune_tenants(&gone, ["t-a"]).unwrap().folded, 0);
     l.prune_servers(&gone, ["s-1"]).unwrap();
@@ -560,10 +595,18 @@ fn evicting_one_of_two_macs_of_a_port_keeps_the_port_series() {
         value(&s, "lachesis_server_bytes_total", &server),
         Some(1500)
     );
-    // The port's last MAC goes: its series end, the server keeps every byte.
+    // The port's last MAC goes: past the retention its series end, the
+    // server keeps every byte.
     let mut a2 = a1.clone();
     a2.bindings.remove(&mac(1));
     l.settle(&a1, SettleMode::Evict { vm_mac: mac(1) }, || {});
+    let s = parse(&render(&l, &a2));
+    assert_eq!(
+        value(&s, "lachesis_port_bytes_total", &port_labels),
+        Some(1500)
+    );
+    l.use_attr(&a2);
+    assert_eq!(l.expire_retained_ports(0, 0), 1);
     let s = parse(&render(&l, &a2));
     assert_eq!(value(&s, "lachesis_port_bytes_total", &port_labels), None);
     assert_eq!(

@@ -54,7 +54,15 @@ fn busy() -> Rig {
     l.settle(&attr, SettleMode::Rebase(Selector::VmMac(mac(1))), || {});
     l.settle(&attr, SettleMode::Evict { vm_mac: mac(3) }, || {});
     attr.bindings.remove(&mac(3));
+    // s-3's port series past their retention: a server bucket, then pruned.
+    l.use_attr(&attr);
+    l.expire_retained_ports(0, 0);
     l.prune_servers(&attr, ["s-1", "s-2"]).unwrap();
+    // mac(2)'s port series retained, stamped.
+    l.settle(&attr, SettleMode::Evict { vm_mac: mac(2) }, || {});
+    attr.bindings.remove(&mac(2));
+    l.use_attr(&attr);
+    l.expire_retained_ports(5_000, 86_400);
     attr.bindings
         .insert(mac(2), OwnedBinding::new("t-a", "s-2", "p-2"));
     l

@@ -9,6 +9,9 @@
 //!   gone, its final reading applied (`gone`, written only when true;
 //!   default `false`: a schema-2 tombstone's entry may still be in the
 //!   kernel, and is released for deletion again).
+//!   Later additive members, loaded through serde defaults by this schema:
+//!   `absorbers.retained` (the MACs whose port series are kept after their
+//!   eviction, and since when; absent: none).
 
 use std::sync::Arc;
 
@@ -195,6 +198,16 @@ struct AbsorbersDto {
     total: Vec<TotalDto>,
     #[serde(default)]
     unknown: Vec<UnknownDto>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    retained: Vec<RetainedDto>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RetainedDto {
+    vm_mac: MacField,
+    /// Unix second the retention started; "0" while not yet stamped.
+    #[serde(with = "u64_string")]
+    since: u64,
 }
 
 impl AbsorbersDto {
@@ -266,6 +279,13 @@ impl AbsorbersDto {
                         l4: kd.l4,
                         counts: *c,
                     }
+                })
+                .collect(),
+            retained: sorted(a.retained.iter().collect::<Vec<_>>(), |(m, _)| **m)
+                .into_iter()
+                .map(|(m, since)| RetainedDto {
+                    vm_mac: MacField(*m),
+                    since: *since,
                 })
                 .collect(),
         }
@@ -345,6 +365,9 @@ impl AbsorbersDto {
                 ..FlowKey::default()
             };
             a.unknown.entry(key).or_default().add(u.counts);
+        }
+        for r in d.retained {
+            a.retained.insert(r.vm_mac.0, r.since);
         }
         a
     }

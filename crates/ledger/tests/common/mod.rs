@@ -310,3 +310,17 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
 pub fn value(samples: &Samples, name: &str, pairs: &[(&str, &str)]) -> Option<u64> {
     family(samples, name).get(&labels(pairs)).copied()
 }
+
+/// A tenant's tx series of `zone` with no external network.
+pub fn tenant_tx(samples: &Samples, tenant: &str, zone: &str) -> Option<u64> {
+    value(
+        samples,
+        "lachesis_tenant_bytes_total",
+        &[
+            ("tenant_id", tenant),
+            ("zone", zone),
+            ("external_network", "none"),
+            ("direction", "tx"),
+        ],
+    )
+}
