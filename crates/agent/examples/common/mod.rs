@@ -189,6 +189,7 @@ pub fn rig<K: KernelWriter>(sim: &SimHandle, kernel: impl FnOnce(&Arc<Datapath>)
                 settles: Vec::new(),
                 attribution,
                 plan: empty.clone(),
+                ghosted_at: std::collections::BTreeMap::new(),
             },
         )
         .expect("boot restore");

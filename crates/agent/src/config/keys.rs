@@ -331,6 +331,12 @@ pub const KEYS: &[Key] = &[
     key("tunables.unresolved_cap", Kind::Count, Value("10000"), Hot),
     key("tunables.unresolved_ttl", Kind::Duration, Value("60s"), Hot),
     key("tunables.route_hop_limit", Kind::Count, Value("16"), Hot),
+    key(
+        "tunables.port_series_retention",
+        Kind::Duration,
+        Value("24h"),
+        Hot,
+    ),
     key("log.level", Kind::Choice(LOG_LEVELS), Value("info"), Hot),
     key(
         "log.format",

@@ -352,7 +352,8 @@ mod tests {
                  tunables.scrape_intervl; tunables holds scrape_interval, reconcile_interval, \
                  kick_debounce, ghost_grace, ghost_sweep_interval, state_flush_interval, \
                  pressure_high_watermark, pressure_low_watermark, pressure_max_evictions, \
-                 unresolved_cap, unresolved_ttl, route_hop_limit)",
+                 unresolved_cap, unresolved_ttl, route_hop_limit, \
+                 port_series_retention)",
             ]
         );
     }

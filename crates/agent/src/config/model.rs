@@ -227,6 +227,10 @@ pub struct Tunables {
     pub unresolved_ttl: Duration,
     /// Static-route resolver hop limit.
     pub route_hop_limit: u32,
+    /// How long the port series of a swept binding stays, flat, so the
+    /// port bound again continues it (docs/ledger.md, "Returning port
+    /// series"); 0 ends it at the sweep.
+    pub port_series_retention: Duration,
 }
 
 impl Tunables {

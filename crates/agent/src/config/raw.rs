@@ -285,6 +285,9 @@ pub(crate) struct RawTunables {
     /// Router hops a static route may take.
     #[serde(default)]
     pub route_hop_limit: Option<Scalar>,
+    /// How long a swept port's series stays, flat, for the port to return.
+    #[serde(default)]
+    pub port_series_retention: Option<Scalar>,
 }
 
 /// `log`.

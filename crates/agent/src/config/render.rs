@@ -121,6 +121,7 @@ impl Config {
                 unresolved_cap: int(t.unresolved_cap as u64),
                 unresolved_ttl: dur(t.unresolved_ttl),
                 route_hop_limit: int(t.route_hop_limit.into()),
+                port_series_retention: dur(t.port_series_retention),
             }),
             log: Some(RawLog {
                 level: s(self.log.level.as_str()),

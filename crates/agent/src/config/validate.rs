@@ -28,6 +28,8 @@ use super::values;
 pub const KICK_DEBOUNCE_CAP: Duration = Duration::from_secs(5);
 /// Most router hops a static route may be configured to take.
 pub const ROUTE_HOP_LIMIT_MAX: u64 = 255;
+/// Longest a swept port's series may be retained (30 days).
+pub const PORT_SERIES_RETENTION_MAX: Duration = Duration::from_hours(30 * 24);
 /// Most rows the unresolved buffer may be configured to hold.
 pub const UNRESOLVED_CAP_MAX: u64 = 10_000_000;
 
@@ -445,6 +447,17 @@ fn tunables(c: &mut Check, raw: &RawTunables) -> Option<Tunables> {
         raw.unresolved_cap.as_ref(),
         |v| values::count(v, UNRESOLVED_CAP_MAX),
     );
+    let port_series_retention = c.req(
+        "tunables.port_series_retention",
+        raw.port_series_retention.as_ref(),
+        values::duration,
+    );
+    if port_series_retention.is_some_and(|d| d > PORT_SERIES_RETENTION_MAX) {
+        c.error(
+            "tunables.port_series_retention",
+            "must be at most 30d (a retained series is exported all along)",
+        );
+    }
     let hop_limit = c.req(
         "tunables.route_hop_limit",
         raw.route_hop_limit.as_ref(),
@@ -464,6 +477,7 @@ fn tunables(c: &mut Check, raw: &RawTunables) -> Option<Tunables> {
         unresolved_cap: unresolved_cap? as usize,
         unresolved_ttl: unresolved_ttl?,
         route_hop_limit: hop_limit? as u32,
+        port_series_retention: port_series_retention?,
     })
 }
 

@@ -44,9 +44,8 @@ use crate::order::{
     run_flusher, run_scraper, run_sweeper, LedgerOwner, OrderMetrics, PlannedAttribution,
 };
 use crate::reconcile::{
-    AttributionSnapshot, BindingTable, Committed, Ghost, Initial, KernelWriter as _,
-    LedgerOrder as _, MetadataSource as _, Named, OpenStackSource, ReconcileMetrics, Reconciler,
-    Seams, SettleBatch,
+    committed, AttributionSnapshot, Committed, Ghost, Initial, KernelWriter as _, LedgerOrder as _,
+    MetadataSource as _, Named, OpenStackSource, ReconcileMetrics, Reconciler, Seams,
 };
 
 /// How often the link watcher re-checks that every matching tap carries
@@ -305,18 +304,6 @@ fn advance(gate: &BootGate, metrics: &DaemonMetrics, phase: Phase) -> anyhow::Re
     Ok(())
 }
 
-/// The state file's last committed plan, if it holds one.
-fn file_plan(loaded: &state::Loaded) -> anyhow::Result<Option<Plan>> {
-    if loaded.plan.is_none() {
-        return Ok(None);
-    }
-    loaded
-        .plan
-        .decode()
-        .map(Some)
-        .context("decoding the state file's committed plan")
-}
-
 /// When the state file boot loaded was last written: the file records no
 /// sync time, so degraded boot counts its plan's sync age from here (a
 /// lower bound: the plan is at least that old). Now if unknown.
@@ -476,20 +463,28 @@ async fn boot(
     let paths = StatePaths::new(config.state.path.clone());
     let loaded_state = tokio::task::block_in_place(|| state::load(&paths))
         .with_context(|| format!("reading the state file {}", config.state.path.display()))?;
-    let previous = file_plan(&loaded_state)?;
-    let written = file_written(&paths, loaded_state.source);
-    let file_table = BindingTable::from_plan(
-        previous.as_ref().unwrap_or(&Plan::default()),
-        &[],
-        &[],
+    // The attribution the file's rows were written under: its plan and its
+    // ghosts, which the sweep evicts on their schedule after the restart.
+    let (previous, file_table) = committed::file_table(
+        &loaded_state.plan,
+        (tokio::time::Instant::now(), SystemTime::now()),
         Gauge::default(),
-    );
+    )
+    .context("decoding the state file's committed plan")?;
+    let written = file_written(&paths, loaded_state.source);
+    if !file_table.ghosts().is_empty() {
+        info!(
+            ghosts = file_table.ghosts().len(),
+            "ghosts restored from the state file"
+        );
+    }
     let owner = LedgerOwner::new(
         dp.clone(),
         tunables.get().unresolved_limits(),
         PlannedAttribution {
             snapshot: file_table.attribution(),
             plan: loaded_state.plan.clone(),
+            tree: Arc::new(previous.clone().unwrap_or_default()),
         },
         paths,
         order,
@@ -523,24 +518,16 @@ async fn boot(
 
     // 4. The ledger restored under the file's plan, retired maps drained
     // first, then settled to the fresh plan.
-    let step = file_table.step(
+    // Bindings of the file's plan that the fresh one lacks become ghosts,
+    // beside the file's own: resolvable until the sweep evicts them and
+    // deletes their flows; the reconciler's table starts from the same view.
+    let (batch, ghosts) = file_table.boot_batch(
         &meta.plan,
         &meta.projects,
         meta.servers.as_deref(),
         tokio::time::Instant::now(),
     );
-    // Bindings of the file's plan that the fresh one lacks become ghosts:
-    // resolvable until the sweep evicts them and deletes their flows; the
-    // reconciler's table starts from the same view.
-    let (attribution, ghosts) = match step.next {
-        Some((attr, ghosts)) => (Arc::new(attr), ghosts),
-        None => (file_table.attribution(), BTreeMap::new()),
-    };
-    let batch = SettleBatch {
-        settles: step.settles,
-        attribution: attribution.clone(),
-        plan: meta.plan.clone(),
-    };
+    let attribution = batch.attribution.clone();
     let boot_owner = owner.clone();
     tokio::task::spawn_blocking(move || boot_owner.boot(loaded_state, retired, batch))
         .await

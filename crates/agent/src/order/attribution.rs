@@ -6,6 +6,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use lachesis_abi::Mac;
 use lachesis_ledger::{Attribution, AttributionSource, BindingLabels, CommittedPlan};
+use lachesis_planner::Plan;
 
 use crate::reconcile::AttributionSnapshot;
 
@@ -14,8 +15,12 @@ use crate::reconcile::AttributionSnapshot;
 pub struct PlannedAttribution {
     /// Bindings, ghosts, router MACs and names.
     pub snapshot: Arc<AttributionSnapshot>,
-    /// The committed plan `snapshot` was derived from.
+    /// The committed plan `snapshot` was derived from, with its ghosts, as
+    /// the state file writes it ([`crate::reconcile::committed`]).
     pub plan: CommittedPlan,
+    /// The same plan, decoded: what the sweep re-encodes with the ghosts it
+    /// leaves.
+    pub tree: Arc<Plan>,
 }
 
 impl Attribution for PlannedAttribution {

@@ -1,7 +1,7 @@
 //! [`LedgerOwner`]: the one owner of ledger order (DESIGN §7, §9, §12;
 //! docs/agent-order.md).
 
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,8 +9,8 @@ use lachesis_abi::{FlowCounters, FlowKey, Mac};
 use lachesis_datapath::DrainBuffer;
 use lachesis_ledger::state::{Loaded, StateError, StateFile, StatePaths};
 use lachesis_ledger::{
-    CommittedPlan, DrainError, InternerConflict, InternerFull, Ledger, Selector, SettleError,
-    SettleMode, UnresolvedLimits,
+    DrainError, InternerConflict, InternerFull, Ledger, Selector, SettleError, SettleMode,
+    UnresolvedLimits,
 };
 use tokio::time::Instant;
 
@@ -18,7 +18,8 @@ use super::attribution::{AgentSource, PlannedAttribution};
 use super::kernel::{FlowKernel, KernelError, RetiredMap, Step};
 use super::metrics::{DrainFailure, Gc, OrderMetrics};
 use crate::reconcile::{
-    BatchError, BindingTable, LedgerOrder, PruneFailed, Settle, SettleBatch, SharedTable,
+    committed, AttributionSnapshot, BatchError, BindingTable, Ghost, LedgerOrder, PruneFailed,
+    Settle, SettleBatch, SharedTable,
 };
 
 /// An owner operation that did not complete.
@@ -223,7 +224,7 @@ impl<K: FlowKernel> LedgerOwner<K> {
 
     /// Runs `op` with the owner held, on the blocking pool (it does file
     /// and map I/O).
-    async fn blocking<T: Send + 'static>(
+    pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         op: impl FnOnce(&LedgerOwner<K>) -> T + Send + 'static,
     ) -> T {
@@ -311,6 +312,21 @@ impl<K: FlowKernel> LedgerOwner<K> {
         self.lock().sweep(table, now, grace)
     }
 
+    /// Ends the retention of swept port series older than `retention`
+    /// (docs/ledger.md, "Returning port series"); returns how many ended.
+    /// Measured on the wall clock, so a restart does not restart it.
+    #[must_use = "how many series ended, for the log"]
+    pub fn expire_port_series(&self, retention: Duration) -> usize {
+        let _g = self.lock();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs();
+        self.shared
+            .ledger
+            .expire_retained_ports(now, retention.as_secs())
+    }
+
     /// Shutdown: final drain, final flush (and the deletes it released).
     ///
     /// # Errors
@@ -366,10 +382,9 @@ struct Guard<'a, K> {
 }
 
 impl<K: FlowKernel> Guard<'_, K> {
-    /// Drains the live map and applies it; a refusal for an unflushed
-    /// settle is answered with the flush it waits for, then one retry.
-    fn drain_apply(&mut self) -> Result<usize, OrderError> {
-        let started = std::time::Instant::now();
+    /// Reads the live map into the buffer (and the kernel stats); returns
+    /// when it was read.
+    fn read_map(&mut self) -> Result<u64, OrderError> {
         let Core { kernel, buf, .. } = &mut *self.core;
         if let Err(e) = kernel.drain(buf) {
             self.shared.metrics.drain_failed(DrainFailure::Kernel);
@@ -379,20 +394,30 @@ impl<K: FlowKernel> Guard<'_, K> {
             Ok(s) => self.shared.metrics.kernel_stats(s),
             Err(e) => tracing::warn!(error = %e, "reading the kernel stats"),
         }
-        let now = kernel.now_ns();
+        Ok(kernel.now_ns())
+    }
+
+    /// Drains the live map and applies it. A refusal for an unflushed
+    /// settle is answered with the flush it waits for, then the map is
+    /// read again and applied: the refused reading is older than the final
+    /// readings that flush may apply, so applied now it would be outdated
+    /// and what the kernel counted since would stay unread — then a settle
+    /// would move those bytes to the new attribution (docs/ledger.md).
+    fn drain_apply(&mut self) -> Result<usize, OrderError> {
+        let started = std::time::Instant::now();
+        let now = self.read_map()?;
         let shared: &Shared<K> = self.shared;
         let ledger = &shared.ledger;
-        let applied = match ledger.apply_drain(&buf.entries, now) {
-            Err(DrainError::SettleNotDurable { .. }) => {
-                // The readings stay in the buffer; the flush only needs the core.
-                let readings = std::mem::take(&mut self.core.buf.entries);
-                let retried = self
-                    .flush_and_release(Gc::Unresolved)
-                    .inspect_err(|_| shared.metrics.drain_failed(DrainFailure::Refused))
-                    .and_then(|()| ledger.apply_drain(&readings, now).map_err(Into::into));
-                self.core.buf.entries = readings;
-                retried
-            }
+        let applied = match ledger.apply_drain(&self.core.buf.entries, now) {
+            Err(DrainError::SettleNotDurable { .. }) => self
+                .flush_and_release(Gc::Unresolved)
+                .inspect_err(|_| shared.metrics.drain_failed(DrainFailure::Refused))
+                .and_then(|()| {
+                    let now = self.read_map()?;
+                    ledger
+                        .apply_drain(&self.core.buf.entries, now)
+                        .map_err(Into::into)
+                }),
             other => other.map_err(Into::into),
         };
         if let Err(e) = applied {
@@ -469,11 +494,13 @@ impl<K: FlowKernel> Guard<'_, K> {
 
     fn settle_batch(&mut self, batch: SettleBatch) -> Result<(), BatchError> {
         let not_applied = |e: OrderError| BatchError::NotApplied(Box::new(e));
-        let plan =
-            CommittedPlan::encode(&*batch.plan).map_err(|e| not_applied(OrderError::Plan(e)))?;
+        let ghosts = ghosts_of(&batch.attribution, &batch.ghosted_at);
+        let plan = committed::encode(&batch.plan, &ghosts, clocks())
+            .map_err(|e| not_applied(OrderError::Plan(e)))?;
         let mut next = Some(PlannedAttribution {
             snapshot: batch.attribution,
             plan,
+            tree: batch.plan,
         });
         let source = self.shared.source.clone();
         if batch.settles.is_empty() {
@@ -533,12 +560,20 @@ impl<K: FlowKernel> Guard<'_, K> {
         self.drain_apply()?;
         self.flush_and_release(Gc::Unresolved)?;
         let mut snapshot = (*table.attribution()).clone();
+        let mut left = table.ghosts().clone();
         for mac in &macs {
             snapshot.ghosts.remove(mac);
+            left.remove(mac);
         }
+        // The file's plan loses the swept ghosts with the eviction: a
+        // restart must not bring them back (nor restart their port
+        // series' retention).
+        let tree = self.shared.source.current().tree.clone();
+        let plan = committed::encode(&tree, &left, clocks()).map_err(OrderError::Plan)?;
         let mut next = Some(PlannedAttribution {
             snapshot: Arc::new(snapshot),
-            plan: self.shared.source.current().plan.clone(),
+            plan,
+            tree,
         });
         let source = self.shared.source.clone();
         let last = macs.len() - 1;
@@ -563,6 +598,29 @@ impl<K: FlowKernel> Guard<'_, K> {
         self.flush_and_release(Gc::GhostSweep)?;
         Ok(macs.len())
     }
+}
+
+/// The monotonic and the wall clock, read together.
+fn clocks() -> (Instant, SystemTime) {
+    (Instant::now(), SystemTime::now())
+}
+
+/// The ghosts of `attr` with their ghosting times (now when unknown).
+fn ghosts_of(attr: &AttributionSnapshot, at: &BTreeMap<Mac, Instant>) -> BTreeMap<Mac, Ghost> {
+    let now = Instant::now();
+    attr.ghosts
+        .iter()
+        .map(|(m, b)| {
+            let since = at.get(m).copied().unwrap_or(now);
+            (
+                *m,
+                Ghost {
+                    binding: b.clone(),
+                    since,
+                },
+            )
+        })
+        .collect()
 }
 
 fn settle_mode(settle: &Settle) -> SettleMode {

@@ -121,6 +121,11 @@ pub async fn run_sweeper<K: FlowKernel>(
                 if evicted > 0 {
                     tracing::info!(evicted, "ghost sweep");
                 }
+                let retention = t.port_series_retention;
+                let ended = o.blocking(move |o| o.expire_port_series(retention)).await;
+                if ended > 0 {
+                    tracing::info!(ended, "retained port series ended");
+                }
                 Ok(())
             }
         },

@@ -57,6 +57,7 @@ fn planned(s: AttributionSnapshot) -> PlannedAttribution {
     PlannedAttribution {
         snapshot: Arc::new(s),
         plan: CommittedPlan::encode(&Plan::default()).unwrap(),
+        tree: Arc::new(Plan::default()),
     }
 }
 
@@ -65,6 +66,7 @@ fn batch(settles: Vec<Settle>, next: AttributionSnapshot) -> SettleBatch {
         settles,
         attribution: Arc::new(next),
         plan: Arc::new(Plan::default()),
+        ghosted_at: BTreeMap::new(),
     }
 }
 
@@ -743,4 +745,216 @@ fn the_owner_families_match_the_catalogue() {
         seen += 1;
     }
     assert_eq!(seen, 8);
+}
+
+/// The plan of `bindings` (nothing else in it).
+fn plan_of(bindings: &[Binding]) -> Arc<Plan> {
+    Arc::new(Plan {
+        bindings: bindings.to_vec(),
+        ..Plan::default()
+    })
+}
+
+/// Issue 20, model sequence 1: VM 1 (project A, external network `pub-a`)
+/// counts bytes, a scrape reads them, its port is deleted (a ghost), the
+/// next flush writes the state file, the agent crashes before the sweep.
+/// The file's plan had no ghosts, so the restart brought the rows back
+/// unbound: A's series lost those bytes to `unknown` / `none` (measured in
+/// the model: A 5 000 → 1 000, unknown 0 → 4 000), the ghost was never
+/// swept, and MAC 1 learned later for project B inherited them. The
+/// ghosts ride in the file's plan now and are swept on schedule.
+#[test]
+fn a_ghost_survives_a_restart_and_is_swept_on_schedule() {
+    let mut vm1 = bind(mac(1), "t-a");
+    vm1.external_network = Some("pub-a".into());
+    let vm2 = bind(mac(2), "t-a");
+    let grace = Duration::from_mins(1);
+    let r = rig(100, snap(&[vm1.clone(), vm2.clone()]));
+    let mut table = BindingTable::from_plan(
+        &plan_of(&[vm1.clone(), vm2.clone()]),
+        &[],
+        &[],
+        Gauge::default(),
+    );
+    let mut k1 = key(mac(1), 1);
+    k1.zone = Zone::External.code();
+    r.kernel.count(k1, 4000);
+    r.kernel.count(key(mac(1), 2), 1000);
+    r.kernel.count(key(mac(2), 1), 300);
+    r.owner.scrape(RELIEF_OFF).unwrap();
+    // The port of VM 1 is deleted: the pass ghosts it, its flush writes the file.
+    let gone = plan_of(std::slice::from_ref(&vm2));
+    let (batch, ghosts) = table.boot_batch(&gone, &[], None, Instant::now());
+    assert!(ghosts.contains_key(&mac(1)));
+    r.owner.settle_batch_now(batch.clone()).unwrap();
+    table.install(batch.attribution.clone(), ghosts);
+    let before = (
+        tenant_bytes(&r.owner, "t-a"),
+        tenant_bytes(&r.owner, "unknown"),
+    );
+    assert_eq!(before, (5300, 0));
+    // Crash 20 s after the ghosting: no shutdown, no sweep.
+
+    let loaded = state::load(&r.paths).unwrap();
+    let wall = std::time::SystemTime::now() + Duration::from_secs(20);
+    let (previous, file_table) = crate::reconcile::committed::file_table(
+        &loaded.plan,
+        (Instant::now(), wall),
+        Gauge::default(),
+    )
+    .unwrap();
+    assert_eq!(previous.as_ref().map(|p| p.bindings.len()), Some(1));
+    assert!(
+        file_table.ghosts().contains_key(&mac(1)),
+        "the ghost is in the file"
+    );
+    let owner = LedgerOwner::new(
+        r.kernel.clone(),
+        UnresolvedLimits::default(),
+        PlannedAttribution {
+            snapshot: file_table.attribution(),
+            plan: loaded.plan.clone(),
+            tree: Arc::new(previous.unwrap()),
+        },
+        r.paths.clone(),
+        OrderMetrics::unregistered(),
+    );
+    // Neutron still says the port is gone.
+    let (batch, ghosts) = file_table.boot_batch(&gone, &[], None, Instant::now());
+    owner
+        .boot(loaded, Vec::<FakeRetired>::new(), batch.clone())
+        .unwrap();
+    let mut table = file_table;
+    table.install(batch.attribution.clone(), ghosts);
+    owner.scrape(RELIEF_OFF).unwrap();
+    owner.flush().unwrap();
+    assert_eq!(tenant_bytes(&owner, "t-a"), 5300, "A keeps its bytes");
+    assert_eq!(tenant_bytes(&owner, "unknown"), 0);
+    assert_eq!(
+        exported(
+            &owner,
+            "lachesis_tenant_bytes_total",
+            "external_network=\"pub-a\""
+        ),
+        4000
+    );
+    // Swept on schedule: the 20 s before the crash count against the grace.
+    let now = Instant::now();
+    assert_eq!(
+        owner
+            .sweep_now(&mut table, now + Duration::from_secs(30), grace)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        owner
+            .sweep_now(&mut table, now + Duration::from_secs(41), grace)
+            .unwrap(),
+        1
+    );
+    assert!(table.ghosts().is_empty());
+    // The swept ghost is gone from the file too.
+    let (_, again) = crate::reconcile::committed::file_table(
+        &state::load(&r.paths).unwrap().plan,
+        (Instant::now(), std::time::SystemTime::now()),
+        Gauge::default(),
+    )
+    .unwrap();
+    assert!(again.ghosts().is_empty());
+    // MAC 1 learned later for project B inherits nothing.
+    let vm1b = bind(mac(1), "t-b");
+    let (batch, _) = table.boot_batch(&plan_of(&[vm1b, vm2]), &[], None, Instant::now());
+    owner.settle_batch_now(batch).unwrap();
+    r.kernel.count(key(mac(1), 1), 70);
+    owner.scrape(RELIEF_OFF).unwrap();
+    owner.flush().unwrap();
+    assert_eq!(tenant_bytes(&owner, "t-a"), 5300);
+    assert_eq!(tenant_bytes(&owner, "t-b"), 70);
+    assert_eq!(all_bytes(&owner), r.kernel.state().counted);
+}
+
+/// Issue 20, model sequence 2, the owner's part: a scrape queues an
+/// unresolved eviction, a prune folds a server bucket and its flush fails,
+/// a new flow of project A counts 2 000 B, the settle batch's drain is
+/// refused. The owner flushed (applying the evicted entry's final reading)
+/// and applied the *old* readings again — outdated by then, so the new
+/// flow's bytes went unread — and the settle moved them to project B
+/// (model: A 1 300 / B 2 000 instead of A 3 300 / B 0). It reads the map
+/// again now.
+#[test]
+fn a_refused_drain_is_answered_by_reading_the_map_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir(&state_dir).unwrap();
+    let paths = StatePaths::new(state_dir.join("state.json"));
+    let kernel = FakeKernel::new(100);
+    let vm1 = bind(mac(1), "t-a");
+    let vm2 = bind(mac(2), "t-a");
+    let limits = UnresolvedLimits {
+        capacity: 100,
+        ttl_ns: 5,
+    };
+    let owner = LedgerOwner::new(
+        kernel.clone(),
+        limits,
+        planned(snap(&[vm1.clone(), vm2.clone()])),
+        paths.clone(),
+        OrderMetrics::unregistered(),
+    );
+    // A server bucket to prune: VM 2's port swept, its retention over.
+    kernel.count(key(mac(2), 1), 50);
+    kernel.count(key(mac(1), 1), 1000);
+    owner.scrape(RELIEF_OFF).unwrap();
+    let since = Instant::now();
+    let mut table = table_with_ghost(std::slice::from_ref(&vm1), &vm2, since);
+    owner.flush().unwrap();
+    assert_eq!(
+        owner
+            .sweep_now(
+                &mut table,
+                since + Duration::from_mins(2),
+                Duration::from_mins(1)
+            )
+            .unwrap(),
+        1
+    );
+    owner.ledger().expire_retained_ports(1, 0);
+    owner.flush().unwrap();
+    // An unbound MAC waits, then its TTL ends at the next scrape.
+    kernel.count(key(mac(9), 1), 70);
+    owner.scrape(RELIEF_OFF).unwrap();
+    kernel.count(key(mac(1), 1), 300);
+    owner.scrape(RELIEF_OFF).unwrap();
+    // The prune's flush fails (the state directory is away).
+    let away = dir.path().join("away");
+    std::fs::rename(&state_dir, &away).unwrap();
+    futures_lite_block_on(LedgerOrder::prune_servers(
+        &owner,
+        ["server-1".to_owned()].into(),
+    ))
+    .unwrap();
+    std::fs::rename(&away, &state_dir).unwrap();
+    // A new flow of VM 1, then the batch that moves VM 1 to project B.
+    kernel.count(key(mac(1), 2), 2000);
+    owner.settle_batch_now(a_to_b()).unwrap();
+    kernel.count(key(mac(1), 2), 5);
+    owner.scrape(RELIEF_OFF).unwrap();
+    owner.flush().unwrap();
+    assert_eq!(
+        tenant_bytes(&owner, "t-a"),
+        3350,
+        "1 300 + 2 000 + VM 2's 50"
+    );
+    assert_eq!(tenant_bytes(&owner, "t-b"), 5);
+    assert_eq!(all_bytes(&owner), kernel.state().counted);
+}
+
+/// Runs a future to completion on a current-thread runtime (the owner's
+/// async seams from a plain test).
+fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }

@@ -19,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod committed;
 mod kernel;
 mod metrics;
 mod order;

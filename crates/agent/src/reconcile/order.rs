@@ -87,6 +87,10 @@ pub struct SettleBatch {
     /// after the settles must carry it (a restart restores the ledger under
     /// the attribution its rows were settled for).
     pub plan: Arc<Plan>,
+    /// When each ghost of `attribution` was ghosted: written beside the
+    /// plan, so a restart restores the ghosts with the grace they have left
+    /// (docs/state-file.md). A ghost missing here counts from the swap.
+    pub ghosted_at: BTreeMap<Mac, tokio::time::Instant>,
 }
 
 /// Boxed cause of a ledger-side failure.

@@ -15,7 +15,7 @@ use super::kernel::{KernelWriter, Write, WriteError};
 use super::metrics::{PassResult, Trigger};
 use super::order::{BatchError, LedgerOrder, SettleBatch};
 use super::source::{MetadataSource, Synced};
-use super::table::StepCounts;
+use super::table::{BindingTable, StepCounts};
 use super::{amphora_ports, chain, Committed, Reconciler};
 
 /// Why a pass stopped before its commit.
@@ -146,6 +146,7 @@ where
                     settles: step.settles,
                     attribution: attr.clone(),
                     plan: synced.plan.clone(),
+                    ghosted_at: BindingTable::ghost_times(&ghosts),
                 };
                 match self.seams.ledger.settle_batch(batch).await {
                     Ok(()) => {}

@@ -16,7 +16,7 @@ use lachesis_planner::{Binding, Plan};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
-use super::order::{AttributionSnapshot, Settle};
+use super::order::{AttributionSnapshot, Settle, SettleBatch};
 use super::source::Named;
 
 /// The table, shared by the reconciler and the ghost sweeper.
@@ -148,6 +148,30 @@ impl BindingTable {
         }
     }
 
+    /// The table with `ghosts` restored from the state file beside the
+    /// plan it was built from (DESIGN §11, §12): resolvable again, and swept
+    /// when their grace, counted from their `since`, has passed. A ghost
+    /// whose MAC the plan binds live is dropped (a MAC is never both).
+    #[must_use]
+    pub fn with_ghosts(mut self, ghosts: BTreeMap<Mac, Ghost>) -> Self {
+        let attr = Arc::make_mut(&mut self.attr);
+        for (mac, g) in ghosts {
+            if attr.live.contains_key(&mac) {
+                continue;
+            }
+            attr.ghosts.insert(mac, g.binding.clone());
+            self.ghosts.insert(mac, g);
+        }
+        self.publish_ghosts();
+        self
+    }
+
+    /// When each ghost was ghosted, for [`super::SettleBatch::ghosted_at`].
+    #[must_use]
+    pub fn ghost_times(ghosts: &BTreeMap<Mac, Ghost>) -> BTreeMap<Mac, Instant> {
+        ghosts.iter().map(|(m, g)| (*m, g.since)).collect()
+    }
+
     /// The attribution in force (what boot installs in the ledger's
     /// attribution source before the first drain).
     #[must_use]
@@ -220,6 +244,32 @@ impl BindingTable {
         self.attr = attr;
         self.ghosts = ghosts;
         self.publish_ghosts();
+    }
+
+    /// Boot's settle batch (DESIGN §12 step 4): from this table (the state
+    /// file's attribution) to `plan`, and the ghosts the reconciler's table
+    /// starts with — the file's, still in their grace, plus the bindings of
+    /// the file's plan that `plan` lacks.
+    #[must_use]
+    pub fn boot_batch(
+        &self,
+        plan: &Arc<Plan>,
+        projects: &[Named],
+        servers: Option<&[Named]>,
+        now: Instant,
+    ) -> (SettleBatch, BTreeMap<Mac, Ghost>) {
+        let step = self.step(plan, projects, servers, now);
+        let (attribution, ghosts) = match step.next {
+            Some((attr, ghosts)) => (Arc::new(attr), ghosts),
+            None => (self.attribution(), self.ghosts.clone()),
+        };
+        let batch = SettleBatch {
+            settles: step.settles,
+            attribution,
+            plan: plan.clone(),
+            ghosted_at: Self::ghost_times(&ghosts),
+        };
+        (batch, ghosts)
     }
 
     /// The binding step of a pass (DESIGN §7), computed without applying

@@ -372,6 +372,14 @@ pub(super) const CASES: &[Case] = &[
         ],
     },
     Case {
+        path: "tunables.port_series_retention",
+        valid: &[("0s", "0s"), ("30d", "30days")],
+        invalid: &[(
+            "31d",
+            &["tunables.port_series_retention: must be at most 30d (a retained series is exported all along)"],
+        )],
+    },
+    Case {
         path: "log.level",
         valid: &[("debug", "debug"), ("error", "error")],
         invalid: &[(
@@ -451,7 +459,8 @@ fn unknown_keys_are_refused_at_every_depth() {
             "tunables.scrape_intervl: unknown key; expected one of scrape_interval, \
           reconcile_interval, kick_debounce, ghost_grace, ghost_sweep_interval, \
           state_flush_interval, pressure_high_watermark, pressure_low_watermark, \
-          pressure_max_evictions, unresolved_cap, unresolved_ttl, route_hop_limit"
+          pressure_max_evictions, unresolved_cap, unresolved_ttl, route_hop_limit, \
+          port_series_retention"
         ]
     );
 }

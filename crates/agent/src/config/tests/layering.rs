@@ -102,7 +102,8 @@ fn layer_errors_name_the_variable_or_flag_and_are_all_reported() {
              tunables.scrape_intervl; tunables holds scrape_interval, reconcile_interval, \
              kick_debounce, ghost_grace, ghost_sweep_interval, state_flush_interval, \
              pressure_high_watermark, pressure_low_watermark, pressure_max_evictions, \
-             unresolved_cap, unresolved_ttl, route_hop_limit)",
+             unresolved_cap, unresolved_ttl, route_hop_limit, \
+                 port_series_retention)",
             "--set nonsense: expected KEY=VALUE, e.g. --set tunables.scrape_interval=5s",
             "tunables.kick_debounce: must be at most 5s (the reconciler caps the debounce there) \
              (set by LACHESIS_TUNABLES__KICK_DEBOUNCE)",
