@@ -744,3 +744,20 @@ fn tenant_ids_handed_out_before_the_restore_keep_their_meaning() {
     assert_eq!(hasty.tenant_id("t-x"), Some(id));
     assert_eq!(hasty.sizes().rows, 0, "a failed restore changes nothing");
 }
+
+/// Issue 19 item 19: the state file names every project, server and MAC
+/// with its traffic; it and its `.bak` were created 0644 (world-readable
+/// under the usual umask 022). Both are owner-only now.
+#[test]
+fn the_state_file_and_its_backup_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let l = busy();
+    flush_to(&l, &p).unwrap();
+    flush_to(&l, &p).unwrap();
+    for f in [&p.current, &p.backup] {
+        let mode = fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o}", f.display());
+    }
+}

@@ -159,11 +159,16 @@ impl TempFile {
         }
     }
 
-    /// `create_new`: never truncates a file someone else is writing.
+    /// `create_new`: never truncates a file someone else is writing. Mode
+    /// 0600: the file names every project and server with its traffic and
+    /// MACs (billing data); the rename makes it the current file and, one
+    /// flush later, the `.bak`, so both end up owner-only.
     fn create(&self) -> io::Result<File> {
+        use std::os::unix::fs::OpenOptionsExt as _;
         OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&self.path)
     }
 
