@@ -22,6 +22,7 @@ mod plan;
 mod resolver;
 pub mod snapshot;
 mod sources;
+mod taps;
 pub mod topology;
 mod trie;
 mod zone;
@@ -37,6 +38,7 @@ pub use plan::{
 };
 pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot};
 pub use sources::{SourceStatus, Sources};
+pub use taps::tap_name;
 pub use topology::{summarize, Topology};
 
 /// Builds the desired state for `snapshot` (DESIGN §6), with no previous
@@ -66,6 +68,7 @@ pub fn plan_with_previous(
     let bound = bindings::bind(&idx, &octavia, &mut anomalies);
     let router_macs = external::router_macs(&idx, &mut anomalies);
     let trie = trie::rows(&idx, &bound, &octavia, *options, &mut anomalies);
+    taps::collisions(&bound.bindings, &mut anomalies);
     anomalies.sort();
     anomalies.dedup();
     Plan {

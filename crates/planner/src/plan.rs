@@ -131,6 +131,10 @@ pub enum AnomalyClass {
     MacConflict,
     /// A static route needs more router hops than the limit.
     MaxHops,
+    /// Bound ports whose ids agree on the 11 characters Nova names their
+    /// tap after (`tap` + 11): no tap can be tied to one of them, so their
+    /// received broadcast and multicast stays unattributed.
+    TapNameCollision,
     /// A VM (or router) has several candidate external networks.
     MultiExternalPath,
     /// A load balancer on a provider other than amphora.
@@ -159,6 +163,7 @@ impl AnomalyClass {
         AnomalyClass::MultiExternalPath,
         AnomalyClass::NonAmphoraLb,
         AnomalyClass::OverlappingOwnedSubnets,
+        AnomalyClass::TapNameCollision,
         AnomalyClass::TrunkSubports,
         AnomalyClass::UnknownDeviceOwner,
         AnomalyClass::UnknownProject,
@@ -178,6 +183,7 @@ impl AnomalyClass {
             AnomalyClass::MultiExternalPath => "multi_external_path",
             AnomalyClass::NonAmphoraLb => "non_amphora_lb",
             AnomalyClass::OverlappingOwnedSubnets => "overlapping_owned_subnets",
+            AnomalyClass::TapNameCollision => "tap_name_collision",
             AnomalyClass::TrunkSubports => "trunk_subports",
             AnomalyClass::UnknownDeviceOwner => "unknown_device_owner",
             AnomalyClass::UnknownProject => "unknown_project",

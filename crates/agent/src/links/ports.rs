@@ -10,27 +10,28 @@
 //! rule Neutron's own agents use to find a port's device. The port's MAC
 //! then comes from the plan's bindings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use lachesis_abi::Mac;
+pub use lachesis_planner::tap_name;
 use lachesis_planner::Plan;
 
-/// Characters Nova keeps of `tap` + port id for a VIF's device name.
-const NOVA_DEVICE_NAME_LEN: usize = 14;
-
-/// The host device name Nova gives the tap of port `port_id`.
-#[must_use]
-pub fn tap_name(port_id: &str) -> String {
-    format!("tap{port_id}")
-        .chars()
-        .take(NOVA_DEVICE_NAME_LEN)
-        .collect()
+/// The IANA VRRP virtual router MACs (`00:00:5e:00:01:xx` for IPv4,
+/// `00:00:5e:00:02:xx` for IPv6): keepalived's address-pair MACs, which
+/// move between VMs on a failover.
+fn vrrp(m: Mac) -> bool {
+    matches!(m.0, [0x00, 0x00, 0x5e, 0x00, 0x01 | 0x02, _])
 }
 
 /// Tap device name → the MAC of the port behind it, from a plan's
-/// bindings. A name two bindings with different MACs would claim (their
-/// ids agree on 11 characters) is left out: better no attribution than a
-/// wrong one.
+/// bindings. A port's own MAC and its address-pair MACs are one claimant:
+/// every one of them binds to the port, so whichever keys its received
+/// group frames bills the same port; the one chosen is the smallest
+/// outside the VRRP range (the port's own MAC, in practice), so the key
+/// stays put across a keepalived failover. A name bindings of *different*
+/// ports claim (their ids agree on 11 characters) is left out — better no
+/// attribution than a wrong one — and reported by the planner as anomaly
+/// `tap_name_collision`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TapPorts(BTreeMap<String, Mac>);
 
@@ -43,32 +44,20 @@ impl TapPorts {
 
     /// The mapping for `(port id, MAC)` pairs.
     pub fn from_ports<'a>(ports: impl IntoIterator<Item = (&'a str, Mac)>) -> TapPorts {
-        let mut names: BTreeMap<String, Option<Mac>> = BTreeMap::new();
+        let mut names: BTreeMap<String, (BTreeSet<&'a str>, Vec<Mac>)> = BTreeMap::new();
         for (port, mac) in ports {
-            names
-                .entry(tap_name(port))
-                .and_modify(|seen| {
-                    if *seen != Some(mac) {
-                        *seen = None;
-                    }
-                })
-                .or_insert(Some(mac));
-        }
-        let ambiguous: Vec<&String> = names
-            .iter()
-            .filter(|(_, m)| m.is_none())
-            .map(|(n, _)| n)
-            .collect();
-        if !ambiguous.is_empty() {
-            tracing::warn!(
-                ?ambiguous,
-                "tap names claimed by ports with different MACs; their received group frames stay unattributed"
-            );
+            let (ids, macs) = names.entry(tap_name(port)).or_default();
+            ids.insert(port);
+            macs.push(mac);
         }
         TapPorts(
             names
                 .into_iter()
-                .filter_map(|(n, m)| m.map(|m| (n, m)))
+                .filter(|(_, (ids, _))| ids.len() == 1)
+                .filter_map(|(n, (_, macs))| {
+                    let mac = macs.iter().copied().min_by_key(|m| (vrrp(*m), *m))?;
+                    Some((n, mac))
+                })
                 .collect(),
         )
     }
@@ -101,17 +90,6 @@ mod tests {
     }
 
     #[test]
-    fn nova_names_the_tap_after_the_first_eleven_characters_of_the_port_id() {
-        assert_eq!(
-            tap_name("3f1e0e2c-8a57-4c4f-9d4e-0b1d2c3e4f50"),
-            "tap3f1e0e2c-8a"
-        );
-        assert_eq!(tap_name("3f1e0e2c-8a57-4c4f-9d4e-0b1d2c3e4f50").len(), 14);
-        // A short id is taken whole.
-        assert_eq!(tap_name("p-a"), "tapp-a");
-    }
-
-    #[test]
     fn each_port_maps_its_tap_and_an_ambiguous_name_maps_nothing() {
         let ports = TapPorts::from_ports([
             (
@@ -137,6 +115,21 @@ mod tests {
         assert_eq!(ports.get("tapaaaaaaaa-bb"), None, "ambiguous");
         assert_eq!(ports.get("tap3f1e0e2c-8a57"), None, "not a Nova name");
         assert_eq!(ports.len(), 2);
+    }
+
+    /// Issue 19 item 17: a keepalived VM's port lists a VRRP MAC in its
+    /// address pairs; both bind to the port. The name was taken for a
+    /// conflict (a warning at every pass, the VM's received VRRP multicast
+    /// unattributed); it is the same claimant, keyed by the port's own MAC.
+    #[test]
+    fn a_port_with_an_address_pair_mac_keeps_its_tap_under_its_own_mac() {
+        let own = mac("fa:16:3e:00:00:07");
+        let vrrp = mac("00:00:5e:00:01:33");
+        let ports = TapPorts::from_ports([("p-keepalived", vrrp), ("p-keepalived", own)]);
+        assert_eq!(ports.get("tapp-keepalive"), Some(own));
+        let other = mac("fa:16:3e:00:00:02");
+        let ports = TapPorts::from_ports([("p-x", other), ("p-x", mac("fa:16:3e:00:00:09"))]);
+        assert_eq!(ports.get("tapp-x"), Some(other), "the smallest otherwise");
     }
 
     #[test]

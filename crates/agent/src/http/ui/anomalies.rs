@@ -59,6 +59,10 @@ pub(super) fn explain_class(class: AnomalyClass) -> (&'static str, &'static str)
             "Networks of one project have overlapping subnets. The project's rows overlap and the longest prefix wins, so an address can be attributed to the wrong one of them.",
             "Check whether the overlap is intended (separate routers, separate address spaces); renumber one subnet if not.",
         ),
+        AnomalyClass::TapNameCollision => (
+            "Bound ports whose ids agree on the 11 characters Nova names a tap after (tap + 11 characters): the agent cannot tell which of them a tap belongs to, so broadcast and multicast the tap delivers is counted under the group address and billed to no port. Unicast traffic is not affected.",
+            "Nothing to repair unless those frames matter; the collision is a property of the port ids (recreating one port gives it a new id).",
+        ),
         AnomalyClass::TrunkSubports => (
             "A trunk subport shares its MAC with another port (its traffic then bills to that port) or no parent port lists it (it bills under its own device id).",
             "Check the trunk in Neutron (openstack network trunk show); give the subport its own MAC if its traffic must be told apart.",
