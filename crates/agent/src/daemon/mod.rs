@@ -9,6 +9,7 @@
 //! pinned) and reloads the tunables on SIGHUP.
 
 mod debug;
+mod health;
 mod metrics;
 mod notify;
 mod writes;
@@ -36,7 +37,7 @@ pub use debug::{bindings, listing, DebugState, LiveConfig};
 pub use metrics::DaemonMetrics;
 pub use writes::{backoff, cold_writes};
 
-use crate::boot::{BootGate, BootState, Phase};
+use crate::boot::{BootGate, Phase};
 use crate::config::{reload_file, Config, ConfigFile, Loaded, ReloadResult, SharedTunables};
 use crate::http::{serve, DebugRoutes, LogLevelControl, MetricsRoutes};
 use crate::links::{self, LinkMetrics, Matcher, TapPorts, Watcher};
@@ -495,7 +496,7 @@ async fn boot(
         .restore_interner(&loaded_state.book.interner)
         .context("restoring the tenant interner")?;
 
-    start_metrics_listener(config, &owner, registry, gate, cancel, tasks).await?;
+    start_metrics_listener(config, &owner, registry, gate, tunables, cancel, tasks).await?;
     let debug_listener = TcpListener::bind(config.listen.debug)
         .await
         .with_context(|| format!("binding the debug listener {}", config.listen.debug))?;
@@ -571,6 +572,7 @@ async fn start_metrics_listener(
     owner: &Owner,
     registry: Registry,
     gate: &Arc<BootGate>,
+    tunables: &Arc<SharedTunables>,
     cancel: &CancellationToken,
     tasks: &mut Tasks,
 ) -> anyhow::Result<()> {
@@ -578,14 +580,13 @@ async fn start_metrics_listener(
         owner.ledger().clone(),
         owner.state_file().clone(),
     ));
-    let ready_gate = gate.clone();
-    let readiness = move || match ready_gate.state() {
-        BootState::At(Phase::Running) => Ok(()),
-        BootState::At(p) => Err(p.label().to_owned()),
-        BootState::Starting => Err("starting".to_owned()),
-        BootState::Failed(reason) => Err(format!("boot failed: {reason}")),
+    let health = health::Health {
+        gate: gate.clone(),
+        order: owner.metrics().clone(),
+        tunables: tunables.clone(),
+        running_since: std::sync::OnceLock::new(),
     };
-    let routes = Arc::new(MetricsRoutes::new(exporter, registry, Arc::new(readiness)));
+    let routes = Arc::new(MetricsRoutes::new(exporter, registry, Arc::new(health)));
     let listener = TcpListener::bind(config.listen.metrics)
         .await
         .with_context(|| format!("binding the metrics listener {}", config.listen.metrics))?;

@@ -149,8 +149,10 @@ impl Routes for MetricsRoutes {
         let path = req.uri().path();
         let page: Page<Self> = match path {
             "/metrics" => Self::metrics,
-            // Answering at all is the health signal.
-            "/healthz" => |_, _| text(StatusCode::OK, "ok"),
+            "/healthz" => |s, _| match s.readiness.alive() {
+                Ok(()) => text(StatusCode::OK, "ok"),
+                Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("unhealthy: {why}")),
+            },
             "/readyz" => |s, _| s.readyz(),
             _ => return not_found(path, PATHS),
         };

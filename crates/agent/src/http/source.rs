@@ -127,6 +127,13 @@ pub trait Readiness: Send + Sync {
     /// `Ok(())` once boot reached `running`; before, `Err` with the phase
     /// boot is in (or why it failed), shown in the 503 body.
     fn ready(&self) -> Result<(), String>;
+
+    /// `/healthz`: `Err` with the reason when the process serves HTTP but
+    /// no longer does its work (docs/agent-http.md: drains stalled), so a
+    /// liveness probe or a watchdog can restart it. `Ok` by default.
+    fn alive(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl<F> Readiness for F

@@ -152,6 +152,12 @@ impl OrderMetrics {
         self.drain_last_success.set(unix_now);
     }
 
+    /// Unix time of the last successful drain; `None` before the first.
+    #[must_use]
+    pub fn last_drain_success(&self) -> Option<f64> {
+        Some(self.drain_last_success.get()).filter(|t| *t > 0.0)
+    }
+
     pub(crate) fn drain_failed(&self, why: DrainFailure) {
         self.drain_failures
             .get_or_create(&vec![("reason", why.label())])

@@ -158,6 +158,34 @@ fn healthz_answers_while_not_ready() {
     assert_eq!(body_text(r), "ok\n");
 }
 
+/// Issue 19 item 9: `/healthz` answered 200 while drains stalled; it says
+/// why it is unhealthy now, with a 503 a probe or a watchdog acts on.
+#[test]
+fn healthz_is_503_with_the_reason_when_the_agent_stopped_working() {
+    struct Stalled;
+    impl Readiness for Stalled {
+        fn ready(&self) -> Result<(), String> {
+            Ok(())
+        }
+        fn alive(&self) -> Result<(), String> {
+            Err("no successful drain for 95s".to_owned())
+        }
+    }
+    let source = Arc::new(SwapSource::new(MemoryAttribution::default()));
+    let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source));
+    let routes = MetricsRoutes::new(
+        Arc::new(Exporter::new(
+            ledger,
+            Arc::new(StateFile::new(StatePaths::new("/nonexistent/state.json"))),
+        )),
+        Registry::default(),
+        Arc::new(Stalled),
+    );
+    let r = routes.handle(&get("/healthz", None));
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body_text(r), "unhealthy: no successful drain for 95s\n");
+}
+
 #[test]
 fn unknown_paths_are_404_and_other_methods_405() {
     let (routes, _) = routes();
