@@ -7,6 +7,7 @@ pub mod boot;
 pub mod config;
 pub mod daemon;
 pub mod http;
+pub mod instance_lock;
 pub mod links;
 pub mod order;
 pub mod reconcile;

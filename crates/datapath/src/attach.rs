@@ -3,6 +3,18 @@
 //! handle and priority otherwise. Re-attaching always *replaces* atomically,
 //! so a restart never stacks a second copy (which would double count) and
 //! never leaves a gap (which would lose bytes).
+//!
+//! "Ours" means attached by an agent of *this* bpffs directory, never "named
+//! like ours" (issue 19: a second agent on another directory detached the
+//! running agent's programs). The kernel says so: an attached program is
+//! ours when the maps it uses include a `flows` map of this directory (the
+//! one pinned at `<bpffs>/flows`, or one the load retired from there), read
+//! from `bpf_prog_info.map_ids`; a TCX link pinned under `<bpffs>/links` is
+//! ours too. A restart of the same agent reuses the `flows` pin, so its
+//! predecessor's programs are ours and are replaced in place; another
+//! directory's agent counts into another `flows` map, so its programs are
+//! never replaced, detached or removed — a tap that carries them gets ours
+//! beside them (docs/datapath.md, "Two agents on one host").
 
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -14,11 +26,79 @@ use libbpf_rs::{AsRawLibbpf, Link, Program, TcHook, TcHookBuilder, TC_EGRESS, TC
 
 use crate::error::{Error, Result};
 
-/// Legacy cls_bpf filter handle and priority. Fixed, never 0: a filter at
-/// priority 0 gets a fresh slot per call and would stack duplicates.
+/// The cls_bpf filter handle of the default bpffs directory
+/// (`/sys/fs/bpf/lachesis`), and the one every directory used before
+/// handles were derived from it ([`tc_handle_for`]). Never 0: a filter at
+/// handle or priority 0 gets a fresh slot per call and would stack
+/// duplicates that double count.
 pub const TC_HANDLE: u32 = 0x4c41;
-/// See [`TC_HANDLE`].
+/// The cls_bpf filter priority, the same for every bpffs directory (where
+/// our filters sit among other tools' ones).
 pub const TC_PRIORITY: u32 = 0x4c41;
+
+/// The default bpffs directory, whose filters keep [`TC_HANDLE`].
+const DEFAULT_DIR: &str = "/sys/fs/bpf/lachesis";
+
+/// The cls_bpf handle of the agent of `bpffs_dir` (canonical path): fixed
+/// per directory, so a restart replaces its own filter at the same slot,
+/// and distinct between directories, so two agents' filters on one tap sit
+/// side by side instead of one replacing the other. [`TC_HANDLE`] for the
+/// default directory (an upgrade replaces the filters of a build that had
+/// one handle for all); otherwise a 32-bit FNV-1a hash of the path, never 0
+/// nor [`TC_HANDLE`].
+#[must_use]
+pub fn tc_handle_for(bpffs_dir: &Path) -> u32 {
+    if bpffs_dir == Path::new(DEFAULT_DIR) {
+        return TC_HANDLE;
+    }
+    let mut h: u32 = 0x811c_9dc5;
+    for b in bpffs_dir.as_os_str().as_encoded_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    if h == 0 || h == TC_HANDLE {
+        h = h.wrapping_add(2);
+    }
+    h
+}
+
+/// What makes an attachment ours: the `flows` maps of this bpffs
+/// directory and this directory's cls_bpf handle.
+#[derive(Debug, Clone)]
+pub(crate) struct Ours {
+    /// Ids of the `flows` maps of our directory: the pinned one, and the
+    /// ones this load retired from there (kept after their pins go, so a
+    /// predecessor's program still on an interface stays recognisable).
+    pub flows_maps: Vec<u32>,
+    /// Where a filter of ours goes when none is there yet.
+    pub tc_handle: u32,
+}
+
+impl Ours {
+    /// Whether program `id`, attached at a hook of direction `dir`, is
+    /// ours: named as our program for that hook and counting into one of
+    /// our `flows` maps. A program that cannot be opened is not ours.
+    fn owns(&self, id: u32, dir: Direction) -> bool {
+        prog_info(id).is_some_and(|p| {
+            p.name == prog_name_for(dir) && p.map_ids.iter().any(|m| self.flows_maps.contains(m))
+        })
+    }
+
+    /// Named like ours (the same classifier) but counting into another
+    /// directory's maps: another agent's.
+    fn foreign(&self, id: u32, dir: Direction) -> bool {
+        prog_info(id).is_some_and(|p| {
+            p.name == prog_name_for(dir) && !p.map_ids.iter().any(|m| self.flows_maps.contains(m))
+        })
+    }
+
+    /// The cls_bpf slots a filter of ours may sit at: our handle, and the
+    /// one handle of builds before handles were per directory.
+    fn tc_handles(&self) -> impl Iterator<Item = u32> {
+        let legacy = (self.tc_handle != TC_HANDLE).then_some(TC_HANDLE);
+        std::iter::once(self.tc_handle).chain(legacy)
+    }
+}
 
 /// Kernel names of our programs (`bpf_prog_info.name`).
 const PROG_TX: &str = "lachesis_tx";
@@ -151,7 +231,16 @@ fn prog_name_for(dir: Direction) -> &'static str {
     }
 }
 
-fn prog_name(id: u32) -> Option<String> {
+/// What the kernel says of an attached program.
+struct ProgInfo {
+    name: String,
+    map_ids: Vec<u32>,
+}
+
+/// Name and map ids of program `id` (opening a program by id needs
+/// `CAP_SYS_ADMIN`); `None` if it cannot be opened or read.
+fn prog_info(id: u32) -> Option<ProgInfo> {
+    const MAX_MAPS: usize = 64;
     // SAFETY: plain syscall wrappers; the fd is owned right after.
     let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
     if fd < 0 {
@@ -160,27 +249,35 @@ fn prog_name(id: u32) -> Option<String> {
     // SAFETY: `fd` is non-negative, fresh from the kernel and owned by no
     // one else: OwnedFd becomes its only owner and closes it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut map_ids = [0u32; MAX_MAPS];
     // SAFETY: bpf_prog_info is plain old data; all-zero is a valid value.
     let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    info.nr_map_ids = MAX_MAPS as u32;
+    info.map_ids = map_ids.as_mut_ptr() as u64;
     let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
     // SAFETY: `info` and `len` are live and writable; `len` is the size of
-    // `info`, so the kernel writes no further than the struct.
+    // `info`, so the kernel writes no further than the struct; `map_ids`
+    // points at `nr_map_ids` live u32s, which outlive the call.
     let rc =
         unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &raw mut info, &raw mut len) };
     if rc != 0 {
         return None;
     }
-    // SAFETY: the kernel NUL-terminates the 16-byte name.
-    Some(
-        unsafe { CStr::from_ptr(info.name.as_ptr()) }
+    // The kernel reports how many maps the program uses and copies at most
+    // as many as there was room for.
+    let n = (info.nr_map_ids as usize).min(MAX_MAPS);
+    Some(ProgInfo {
+        // SAFETY: the kernel NUL-terminates the 16-byte name.
+        name: unsafe { CStr::from_ptr(info.name.as_ptr()) }
             .to_string_lossy()
             .into_owned(),
-    )
+        map_ids: map_ids[..n].to_vec(),
+    })
 }
 
-/// Programs of ours (by name) attached through TCX at `dir` on `ifindex`:
-/// (program id, link id). Link id 0 means attached without a link.
-fn tcx_ours(ifindex: u32, dir: Direction) -> Result<Vec<(u32, u32)>> {
+/// Every program attached through TCX at `dir` on `ifindex`, in chain
+/// order: (program id, link id). Link id 0 means attached without a link.
+fn tcx_hook(ifindex: u32, dir: Direction) -> Result<Vec<(u32, u32)>> {
     const MAX: usize = 64;
     let mut prog_ids = [0u32; MAX];
     let mut link_ids = [0u32; MAX];
@@ -206,10 +303,15 @@ fn tcx_ours(ifindex: u32, dir: Direction) -> Result<Vec<(u32, u32)>> {
     }
     // SAFETY: the kernel wrote `count` into the union.
     let n = (unsafe { opts.__bindgen_anon_1.count } as usize).min(MAX);
-    let want = prog_name_for(dir);
-    Ok((0..n)
-        .filter(|&i| prog_name(prog_ids[i]).as_deref() == Some(want))
-        .map(|i| (prog_ids[i], link_ids[i]))
+    Ok((0..n).map(|i| (prog_ids[i], link_ids[i])).collect())
+}
+
+/// Programs of ours (see [`Ours`]) attached through TCX at `dir` on
+/// `ifindex`: (program id, link id).
+fn tcx_ours(ours: &Ours, ifindex: u32, dir: Direction) -> Result<Vec<(u32, u32)>> {
+    Ok(tcx_hook(ifindex, dir)?
+        .into_iter()
+        .filter(|&(prog, _)| ours.owns(prog, dir))
         .collect())
 }
 
@@ -236,6 +338,7 @@ fn link_detach(fd: &OwnedFd, what: &str) -> Result<()> {
 /// Attaches with TCX links pinned under `links_dir`.
 pub(crate) struct Tcx<'a> {
     pub links_dir: &'a Path,
+    pub ours: &'a Ours,
 }
 
 impl Tcx<'_> {
@@ -252,7 +355,7 @@ impl Tcx<'_> {
         std::fs::create_dir_all(self.links_dir)
             .map_err(Error::io(format!("create {}", self.links_dir.display())))?;
         let pin = self.pin_path(ifindex, dir);
-        let ours = tcx_ours(ifindex, dir)?;
+        let ours = tcx_ours(self.ours, ifindex, dir)?;
         let mut kept_link = None;
         let mut outcome = AttachOutcome::Attached;
         if pin.exists() {
@@ -274,7 +377,8 @@ impl Tcx<'_> {
         }
         if outcome == AttachOutcome::Attached {
             if let Some(&(_, link)) = ours.iter().find(|(_, l)| *l != 0) {
-                // Ours, attached by an instance whose pins are gone: adopt it.
+                // Ours (it counts into our `flows`) but its pin is gone,
+                // while something still holds the link: adopt it.
                 let fd = link_fd(link)?;
                 // SAFETY: both fds are valid; NULL opts means a plain update.
                 let rc = unsafe {
@@ -322,7 +426,8 @@ impl Tcx<'_> {
                 kept_link = link_id(&link);
             }
         }
-        // Any other copy of ours on this hook would double count.
+        // Any other copy of ours on this hook would double count. Another
+        // agent's programs (other maps) are left where they are.
         for (prog_id, link) in ours {
             if Some(link) != kept_link && link != 0 {
                 link_detach(
@@ -336,7 +441,7 @@ impl Tcx<'_> {
 
     pub fn detach(&self, ifindex: u32, dir: Direction) -> Result<bool> {
         let mut any = false;
-        for (prog_id, link) in tcx_ours(ifindex, dir)? {
+        for (prog_id, link) in tcx_ours(self.ours, ifindex, dir)? {
             if link != 0 {
                 link_detach(
                     &link_fd(link)?,
@@ -414,11 +519,11 @@ fn link_on(link: &Link, ifindex: u32, dir: Direction) -> bool {
     }
 }
 
-fn tc_hook(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32, dir: Direction) -> TcHook {
+fn tc_hook(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32, dir: Direction, handle: u32) -> TcHook {
     TcHookBuilder::new(fd)
         .ifindex(ifindex.cast_signed())
         .replace(true)
-        .handle(TC_HANDLE)
+        .handle(handle)
         .priority(TC_PRIORITY)
         .hook(match dir {
             Direction::Tx => TC_INGRESS,
@@ -426,65 +531,163 @@ fn tc_hook(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32, dir: Direction) -> TcH
         })
 }
 
-/// The program id of ours at our handle/priority on this hook, if any.
-fn tc_ours(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32, dir: Direction) -> Option<u32> {
-    let id = tc_hook(fd, ifindex, dir).query().ok()?;
-    (prog_name(id).as_deref() == Some(prog_name_for(dir))).then_some(id)
+/// The program id of the filter at `handle` (our priority) on this hook.
+fn tc_at(
+    fd: std::os::fd::BorrowedFd<'_>,
+    ifindex: u32,
+    dir: Direction,
+    handle: u32,
+) -> Option<u32> {
+    tc_hook(fd, ifindex, dir, handle).query().ok()
 }
 
-pub(crate) fn tc_attach(prog: &Program<'_>, ifindex: u32, dir: Direction) -> Result<AttachOutcome> {
-    let existed = tc_ours(prog.as_fd(), ifindex, dir).is_some();
-    let mut hook = tc_hook(prog.as_fd(), ifindex, dir);
+/// Filters of ours on this hook: (handle, program id).
+fn tc_ours(
+    fd: std::os::fd::BorrowedFd<'_>,
+    ours: &Ours,
+    ifindex: u32,
+    dir: Direction,
+) -> Vec<(u32, u32)> {
+    ours.tc_handles()
+        .filter_map(|h| tc_at(fd, ifindex, dir, h).map(|id| (h, id)))
+        .filter(|&(_, id)| ours.owns(id, dir))
+        .collect()
+}
+
+/// Attaches `prog` as a cls_bpf filter: in place of a filter of ours
+/// already on the hook (an atomic replace at its handle: a restart, or an
+/// upgrade from the one-handle build), else at our handle. A filter of
+/// another agent at our handle is never replaced: the attach fails,
+/// naming it. Any second filter of ours is then removed.
+pub(crate) fn tc_attach(
+    prog: &Program<'_>,
+    ours: &Ours,
+    ifindex: u32,
+    dir: Direction,
+) -> Result<AttachOutcome> {
+    let fd = prog.as_fd();
+    let existing = tc_ours(fd, ours, ifindex, dir);
+    let handle = existing.first().map_or(ours.tc_handle, |&(h, _)| h);
+    if existing.is_empty() {
+        if let Some(id) = tc_at(fd, ifindex, dir, handle) {
+            return Err(Error::SlotTaken {
+                ifindex,
+                direction: dir,
+                handle,
+                priority: TC_PRIORITY,
+                prog_id: id,
+            });
+        }
+    }
+    let mut hook = tc_hook(fd, ifindex, dir, handle);
     // Creating clsact is idempotent; the qdisc is never destroyed (it may
     // hold other tools' filters).
     hook.create()
         .map_err(Error::bpf(format!("create clsact on ifindex {ifindex}")))?;
     hook.attach().map_err(Error::bpf(format!(
-        "attach cls_bpf on ifindex {ifindex} {dir}"
+        "attach cls_bpf on ifindex {ifindex} {dir} (handle {handle:#x})"
     )))?;
-    Ok(if existed {
-        AttachOutcome::Replaced
-    } else {
+    for &(other, _) in existing.iter().skip(1) {
+        tc_hook(fd, ifindex, dir, other)
+            .detach()
+            .map_err(Error::bpf(format!(
+                "detach duplicate cls_bpf on ifindex {ifindex} {dir} (handle {other:#x})"
+            )))?;
+    }
+    Ok(if existing.is_empty() {
         AttachOutcome::Attached
+    } else {
+        AttachOutcome::Replaced
     })
 }
 
-pub(crate) fn tc_detach(prog: &Program<'_>, ifindex: u32, dir: Direction) -> Result<bool> {
-    if tc_ours(prog.as_fd(), ifindex, dir).is_none() {
-        return Ok(false);
+/// Removes the filters of ours from this hook; `true` if there was one.
+pub(crate) fn tc_detach(
+    prog: &Program<'_>,
+    ours: &Ours,
+    ifindex: u32,
+    dir: Direction,
+) -> Result<bool> {
+    let fd = prog.as_fd();
+    let found = tc_ours(fd, ours, ifindex, dir);
+    for &(handle, _) in &found {
+        tc_hook(fd, ifindex, dir, handle)
+            .detach()
+            .map_err(Error::bpf(format!(
+                "detach cls_bpf on ifindex {ifindex} {dir} (handle {handle:#x})"
+            )))?;
     }
-    tc_hook(prog.as_fd(), ifindex, dir)
-        .detach()
-        .map_err(Error::bpf(format!(
-            "detach cls_bpf on ifindex {ifindex} {dir}"
-        )))?;
-    Ok(true)
+    Ok(!found.is_empty())
+}
+
+fn attachment(ifindex: u32, direction: Direction, mode: AttachMode, prog_id: u32) -> Attachment {
+    Attachment {
+        ifindex,
+        ifname: ifname(ifindex),
+        direction,
+        mode,
+        prog_id,
+    }
 }
 
 /// Every attachment of ours on `ifindex`, both kinds, both directions.
-pub(crate) fn list(prog_fd: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result<Vec<Attachment>> {
+pub(crate) fn list(
+    prog_fd: std::os::fd::BorrowedFd<'_>,
+    ours: &Ours,
+    ifindex: u32,
+) -> Result<Vec<Attachment>> {
     let mut out = Vec::new();
     for dir in [Direction::Tx, Direction::Rx] {
-        for (prog_id, _) in tcx_ours(ifindex, dir)? {
-            out.push(Attachment {
-                ifindex,
-                ifname: ifname(ifindex),
-                direction: dir,
-                mode: AttachMode::Tcx,
-                prog_id,
-            });
+        for (prog_id, _) in tcx_ours(ours, ifindex, dir)? {
+            out.push(attachment(ifindex, dir, AttachMode::Tcx, prog_id));
         }
-        if let Some(prog_id) = tc_ours(prog_fd, ifindex, dir) {
-            out.push(Attachment {
-                ifindex,
-                ifname: ifname(ifindex),
-                direction: dir,
-                mode: AttachMode::Tc,
-                prog_id,
-            });
+        for (_, prog_id) in tc_ours(prog_fd, ours, ifindex, dir) {
+            out.push(attachment(ifindex, dir, AttachMode::Tc, prog_id));
         }
     }
     Ok(out)
+}
+
+/// Programs of another agent (the same classifier, another bpffs
+/// directory's maps) on `ifindex`: every TCX one, and a cls_bpf filter at
+/// one of the handles ours may use (another directory's own handle is not
+/// looked for).
+pub(crate) fn list_foreign(
+    prog_fd: std::os::fd::BorrowedFd<'_>,
+    ours: &Ours,
+    ifindex: u32,
+) -> Result<Vec<Attachment>> {
+    let mut out = Vec::new();
+    for dir in [Direction::Tx, Direction::Rx] {
+        for (prog_id, _) in tcx_hook(ifindex, dir)? {
+            if ours.foreign(prog_id, dir) {
+                out.push(attachment(ifindex, dir, AttachMode::Tcx, prog_id));
+            }
+        }
+        for h in ours.tc_handles() {
+            if let Some(id) = tc_at(prog_fd, ifindex, dir, h).filter(|&id| ours.foreign(id, dir)) {
+                out.push(attachment(ifindex, dir, AttachMode::Tc, id));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Attaches `prog` at the one handle every directory used before handles
+/// were per directory (what such a build left on a tap; tests only).
+#[cfg(feature = "testing")]
+pub(crate) fn tc_attach_at_legacy_handle(
+    prog: &Program<'_>,
+    ifindex: u32,
+    dir: Direction,
+) -> Result<()> {
+    let mut hook = tc_hook(prog.as_fd(), ifindex, dir, TC_HANDLE);
+    hook.create()
+        .map_err(Error::bpf(format!("create clsact on ifindex {ifindex}")))?;
+    hook.attach().map_err(Error::bpf(format!(
+        "attach cls_bpf on ifindex {ifindex} {dir}"
+    )))?;
+    Ok(())
 }
 
 /// Interfaces of the calling thread's network namespace, as (index, name)
@@ -530,6 +733,28 @@ mod tests {
         assert!(!kernel_at_least("5.15.0", 6, 6));
         assert!(kernel_at_least("7.0", 6, 6));
         assert!(!kernel_at_least("", 6, 6));
+    }
+
+    #[test]
+    fn tc_handles_per_directory() {
+        assert_eq!(tc_handle_for(Path::new("/sys/fs/bpf/lachesis")), TC_HANDLE);
+        let a = tc_handle_for(Path::new("/sys/fs/bpf/lachesis-a"));
+        let b = tc_handle_for(Path::new("/sys/fs/bpf/lachesis-b"));
+        assert_ne!(a, b);
+        for h in [a, b] {
+            assert!(h != 0 && h != TC_HANDLE, "{h:#x}");
+        }
+        assert_eq!(a, tc_handle_for(Path::new("/sys/fs/bpf/lachesis-a")));
+        let ours = Ours {
+            flows_maps: vec![1],
+            tc_handle: a,
+        };
+        assert_eq!(ours.tc_handles().collect::<Vec<_>>(), vec![a, TC_HANDLE]);
+        let default = Ours {
+            flows_maps: vec![1],
+            tc_handle: TC_HANDLE,
+        };
+        assert_eq!(default.tc_handles().collect::<Vec<_>>(), vec![TC_HANDLE]);
     }
 
     #[test]

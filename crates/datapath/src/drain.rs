@@ -204,6 +204,16 @@ impl RetiredFlows {
         self.handle.max_entries()
     }
 
+    /// Its kernel id (programs of a predecessor still count into it).
+    pub(crate) fn map_id(&self) -> Result<u32> {
+        Ok(self
+            .handle
+            .info()
+            .map_err(Error::bpf("read the retired flows map's info"))?
+            .info
+            .id)
+    }
+
     /// Reads every entry. A map whose layout is not ours yields nothing: its
     /// keys could not be attributed anyway, and misreading them would bill
     /// garbage.

@@ -47,12 +47,41 @@ pub enum Error {
         /// What is wrong and what is expected.
         detail: String,
     },
+    /// Our cls_bpf slot on a hook holds a filter that is not ours (another
+    /// agent's, or another tool's): it is never replaced.
+    #[error(
+        "cls_bpf handle {handle:#x} priority {priority:#x} on ifindex {ifindex} {direction} holds \
+         program {prog_id}, which is not this bpffs directory's: not replaced (remove it with \
+         `tc filter del dev IFNAME {hook} pref {priority} handle {handle:#x} bpf` if it is a \
+         leftover)",
+        hook = hook_name(*.direction)
+    )]
+    SlotTaken {
+        /// The interface.
+        ifindex: u32,
+        /// tx = ingress hook, rx = egress hook.
+        direction: lachesis_abi::Direction,
+        /// Our filter handle.
+        handle: u32,
+        /// Our filter priority.
+        priority: u32,
+        /// The program found there.
+        prog_id: u32,
+    },
     /// TCX was demanded but the running kernel does not offer it.
     #[error("TCX attach requested but the kernel ({release}) is older than 6.6; use attach mode 'auto' or 'tc'")]
     NoTcx {
         /// `uname -r`.
         release: String,
     },
+}
+
+/// The TC hook a direction's program sits on.
+fn hook_name(direction: lachesis_abi::Direction) -> &'static str {
+    match direction {
+        lachesis_abi::Direction::Tx => "ingress",
+        lachesis_abi::Direction::Rx => "egress",
+    }
 }
 
 impl Error {

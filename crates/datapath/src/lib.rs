@@ -32,7 +32,8 @@ use lachesis_abi::{Direction, EndpointValue, FlowKey, Mac, Prefix, StatReason, Z
 use libbpf_rs::{MapCore, MapHandle, Object, Program};
 
 pub use attach::{
-    ifindex, ifname, interfaces, AttachMode, AttachOutcome, Attachment, TC_HANDLE, TC_PRIORITY,
+    ifindex, ifname, interfaces, tc_handle_for, AttachMode, AttachOutcome, Attachment, TC_HANDLE,
+    TC_PRIORITY,
 };
 pub use drain::{DrainBuffer, RetiredFlows};
 pub use error::{Error, Result};
@@ -70,9 +71,25 @@ pub struct Datapath {
     stats: MapHandle,
     meta: MetadataMaps,
     bpffs_dir: PathBuf,
+    /// What is ours on an interface: this directory's `flows` maps and
+    /// cls_bpf handle (attach.rs).
+    ours: attach::Ours,
     mode: AttachMode,
     possible_cpus: usize,
     max_entries: u32,
+}
+
+/// Makes sure `dir` exists on a bpffs, mounting bpffs at `/sys/fs/bpf` when
+/// `dir` is below it and nothing is mounted there yet (what
+/// [`Datapath::load`] does first): for a caller that must open the
+/// directory before loading (the agent locks it, one agent per directory).
+pub fn ensure_bpffs_dir(dir: &Path) -> Result<()> {
+    bpffs::ensure_dir(dir)
+}
+
+/// The kernel id of a map.
+fn map_id(map: &MapHandle) -> Result<u32> {
+    Ok(map.info().map_err(Error::bpf("read a map's info"))?.info.id)
 }
 
 fn handle(obj: &Object, name: &str) -> Result<MapHandle> {
@@ -119,6 +136,22 @@ impl Datapath {
             tap_ports: handle(&loaded.obj, "tap_ports")?,
         };
         let stats = handle(&loaded.obj, "stats")?;
+        // Ours is what counts into this directory's `flows`: the pinned map
+        // (a predecessor's programs use it when the pin was reused) and any
+        // retired here (a predecessor's programs use that one until they
+        // are replaced).
+        let mut flows_maps = vec![map_id(&loaded.flows)?];
+        for r in &loaded.retired {
+            flows_maps.push(r.map_id()?);
+        }
+        // The handle follows the directory's canonical spelling, so
+        // `/sys/fs/bpf/x/` and `/sys/fs/bpf/x` share their filters.
+        let canonical =
+            std::fs::canonicalize(&config.bpffs_dir).unwrap_or_else(|_| config.bpffs_dir.clone());
+        let ours = attach::Ours {
+            flows_maps,
+            tc_handle: attach::tc_handle_for(&canonical),
+        };
         let dp = Datapath {
             obj: loaded.obj,
             flows: loaded.flows,
@@ -126,6 +159,7 @@ impl Datapath {
             stats,
             meta,
             bpffs_dir: config.bpffs_dir.clone(),
+            ours,
             mode: loaded.mode,
             possible_cpus: loaded.possible_cpus,
             max_entries: loaded.max_entries,
@@ -164,8 +198,22 @@ impl Datapath {
         &self.bpffs_dir
     }
 
+    /// The cls_bpf filter handle of this bpffs directory
+    /// ([`tc_handle_for`]; [`TC_HANDLE`] for the default one).
+    #[must_use]
+    pub fn tc_handle(&self) -> u32 {
+        self.ours.tc_handle
+    }
+
     fn links_dir(&self) -> PathBuf {
         self.bpffs_dir.join("links")
+    }
+
+    fn tcx<'a>(&'a self, links_dir: &'a Path) -> attach::Tcx<'a> {
+        attach::Tcx {
+            links_dir,
+            ours: &self.ours,
+        }
     }
 
     pub(crate) fn program(&self, dir: Direction) -> Program<'_> {
@@ -322,24 +370,29 @@ impl Datapath {
     }
 
     // ---- attach -----------------------------------------------------------
+    //
+    // "Ours" is what an agent of this bpffs directory attached: programs
+    // counting into this directory's `flows` maps, TCX links pinned under
+    // its `links/` (attach.rs). Programs of another directory's agent on
+    // the same interface are never replaced, detached or removed.
 
     /// Attaches both programs to `ifname`, atomically replacing any of ours
     /// already there, and removes ours of the other attach kind (a mode
-    /// change must not leave two copies counting).
+    /// change must not leave two copies counting). Another agent's programs
+    /// on `ifname` stay: ours are attached beside them.
     pub fn attach(&self, ifname: &str) -> Result<[AttachOutcome; 2]> {
         let idx = ifindex(ifname)?;
+        let links_dir = self.links_dir();
+        let tcx = self.tcx(&links_dir);
         let mut out = [AttachOutcome::Attached; 2];
         for (slot, dir) in out.iter_mut().zip([Direction::Tx, Direction::Rx]) {
             let prog = self.program(dir);
-            let tcx = attach::Tcx {
-                links_dir: &self.links_dir(),
-            };
             *slot = if self.mode == AttachMode::Tcx {
                 let outcome = tcx.attach(&prog, idx, dir)?;
-                attach::tc_detach(&prog, idx, dir)?;
+                attach::tc_detach(&prog, &self.ours, idx, dir)?;
                 outcome
             } else {
-                let outcome = attach::tc_attach(&prog, idx, dir)?;
+                let outcome = attach::tc_attach(&prog, &self.ours, idx, dir)?;
                 tcx.detach(idx, dir)?;
                 outcome
             };
@@ -353,13 +406,11 @@ impl Datapath {
     }
 
     fn detach_index(&self, idx: u32) -> Result<bool> {
+        let links_dir = self.links_dir();
         let mut any = false;
         for dir in [Direction::Tx, Direction::Rx] {
-            any |= attach::Tcx {
-                links_dir: &self.links_dir(),
-            }
-            .detach(idx, dir)?;
-            any |= attach::tc_detach(&self.program(dir), idx, dir)?;
+            any |= self.tcx(&links_dir).detach(idx, dir)?;
+            any |= attach::tc_detach(&self.program(dir), &self.ours, idx, dir)?;
         }
         Ok(any)
     }
@@ -369,18 +420,22 @@ impl Datapath {
         let fd = self.program(Direction::Tx);
         let mut out = Vec::new();
         for (idx, _) in interfaces()? {
-            out.extend(attach::list(fd.as_fd(), idx)?);
+            out.extend(attach::list(fd.as_fd(), &self.ours, idx)?);
         }
         Ok(out)
     }
 
+    /// Programs of another agent (the same classifier counting into another
+    /// bpffs directory's maps) on `ifname`: left alone, and counting beside
+    /// ours. TCX programs and cls_bpf filters at the handles ours may use.
+    pub fn foreign_attachments(&self, ifname: &str) -> Result<Vec<Attachment>> {
+        let fd = self.program(Direction::Tx);
+        attach::list_foreign(fd.as_fd(), &self.ours, ifindex(ifname)?)
+    }
+
     /// Removes ours from every interface whose name does not `qualify`, and
-    /// link pins whose interface is gone. Returns what was removed.
-    ///
-    /// "Ours" is any program named `lachesis_tx`/`lachesis_rx` on any
-    /// interface of this network namespace: one agent owns a node. A caller
-    /// sharing the namespace with other instances (tests) must declare their
-    /// interfaces as qualifying.
+    /// link pins of ours whose interface is gone. Returns what was removed.
+    /// Only ever ours: another agent's programs, on any interface, stay.
     pub fn remove_unqualified(&self, qualify: impl Fn(&str) -> bool) -> Result<Vec<Attachment>> {
         let mut removed = Vec::new();
         for a in self.attachments()? {
@@ -389,11 +444,20 @@ impl Datapath {
                 removed.push(a);
             }
         }
-        attach::Tcx {
-            links_dir: &self.links_dir(),
-        }
-        .prune_stale_pins()?;
+        self.tcx(&self.links_dir()).prune_stale_pins()?;
         Ok(removed)
+    }
+
+    /// Attaches both programs to `ifname` as cls_bpf filters at
+    /// [`TC_HANDLE`], as every build did before handles were per bpffs
+    /// directory (the upgrade test's predecessor).
+    #[cfg(feature = "testing")]
+    pub fn attach_at_legacy_tc_handle(&self, ifname: &str) -> Result<()> {
+        let idx = ifindex(ifname)?;
+        for dir in [Direction::Tx, Direction::Rx] {
+            attach::tc_attach_at_legacy_handle(&self.program(dir), idx, dir)?;
+        }
+        Ok(())
     }
 
     /// Runs a program once per `repeat` over `frame` through the kernel's

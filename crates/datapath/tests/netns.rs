@@ -422,9 +422,10 @@ fn attachments_on_unqualified_or_vanished_interfaces_are_removed() {
     c.exec(&["ip", "link", "del", "eth0"]).unwrap();
     assert!(lachesis_datapath::ifindex(&c.tap).is_err());
 
-    // Only a's tap still qualifies among this lab's taps. Other interfaces
-    // on the machine (other tests' taps running in parallel) are declared
-    // qualifying so this test never touches what it did not create.
+    // Only a's tap still qualifies among this lab's taps. Other tests'
+    // taps on the machine carry other bpffs dirs' programs, which are not
+    // ours and stay (tests/ownership.rs); they are declared qualifying all
+    // the same, so even a regression could not reach them.
     let ours = [a.tap.clone(), b.tap.clone(), c.tap.clone()];
     let removed = dp
         .remove_unqualified(|name| name == a.tap || !ours.iter().any(|t| t == name))

@@ -140,6 +140,14 @@ struct Booted {
 /// Boot failed (the gate is failed with the reason), or a task ended on
 /// its own, or the final flush failed.
 pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Result<()> {
+    // One agent per bpffs dir and state file, held until the process ends,
+    // before anything touches the kernel (crate::instance_lock).
+    let _instance = crate::instance_lock::InstanceLock::acquire(&loaded.config)?;
+    Box::pin(supervise(loaded, log)).await
+}
+
+/// [`run`], once the instance lock is held.
+async fn supervise(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     let gate = Arc::new(BootGate::new());
     let cancel = CancellationToken::new();

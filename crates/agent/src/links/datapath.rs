@@ -22,13 +22,35 @@ fn failed(e: &lachesis_datapath::Error) -> AttachError {
     AttachError::Failed(e.to_string())
 }
 
+/// Another agent's programs on a tap we just attached (another bpffs
+/// dir): left in place, counting into their own maps beside ours
+/// (docs/datapath.md, "Two agents on one host"). Said once per attach: a
+/// node billed from two agents' series would bill those bytes twice.
+fn warn_foreign(dp: &Datapath, name: &str) {
+    match dp.foreign_attachments(name) {
+        Ok(foreign) if !foreign.is_empty() => {
+            let programs: Vec<u32> = foreign.iter().map(|a| a.prog_id).collect();
+            tracing::warn!(
+                ifname = name,
+                ?programs,
+                "the tap also carries another agent's programs (another bpffs dir): left in place, \
+                 both count; bill a node from one agent only"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!(ifname = name, error = %e, "listing other agents' programs"),
+    }
+}
+
 impl Attacher for Datapath {
     fn attach(&self, name: &str) -> Result<Outcome, AttachError> {
-        match Datapath::attach(self, name) {
-            Ok(hooks) if hooks.contains(&AttachOutcome::Attached) => Ok(Outcome::Attached),
-            Ok(_) => Ok(Outcome::Replaced),
-            Err(e) => Err(classify(name, &e)),
-        }
+        let outcome = match Datapath::attach(self, name) {
+            Ok(hooks) if hooks.contains(&AttachOutcome::Attached) => Outcome::Attached,
+            Ok(_) => Outcome::Replaced,
+            Err(e) => return Err(classify(name, &e)),
+        };
+        warn_foreign(self, name);
+        Ok(outcome)
     }
 
     fn detach(&self, name: &str) -> Result<bool, AttachError> {
