@@ -3,18 +3,18 @@
 //! panel query and every dashboard variable evaluated through Prometheus'
 //! HTTP API returns data; the leak ratio it computes equals the one computed
 //! from the agent's own /metrics; the `CloudKitty` `metrics.yml` names only
-//! series and labels the agent exports, and its query yields exactly the
-//! server tier's counters.
+//! series and labels the agent exports, and `CloudKitty`'s own collector
+//! (each supported release) rates exactly the server tier's counters.
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::cloudkitty;
 use crate::common::agent::{free_port, get};
 use crate::common::repo;
 
@@ -45,7 +45,9 @@ impl Prometheus {
         let dir = tempfile::tempdir().unwrap();
         let rules = std::fs::read_to_string(repo().join("deploy/prometheus/lachesis-rules.yml"))
             .unwrap()
-            .replace("interval: 1m", "interval: 1s");
+            .replace("interval: 1m", "interval: 1s")
+            // The billing rules' "two evaluation intervals".
+            .replace("offset 2m", "offset 2s");
         let rules_path = dir.path().join("rules.yml");
         std::fs::write(&rules_path, rules).unwrap();
         let config = format!(
@@ -83,6 +85,11 @@ impl Prometheus {
             std::thread::sleep(Duration::from_millis(200));
         }
         p
+    }
+
+    /// The API root, as `CloudKitty`'s `prometheus_url` names it.
+    pub fn api_root(&self) -> String {
+        format!("http://{}/api/v1", self.addr)
     }
 
     fn log(&self) -> String {
@@ -267,100 +274,92 @@ pub fn dashboard_variables() -> Vec<(String, String, String)> {
     out
 }
 
-/// One metric of `CloudKitty`'s `metrics.yml`: (metric as named, family, groupby + metadata,
-/// aggregation method, query suffix).
-pub struct RatedMetric {
-    pub key: String,
-    pub family: String,
-    pub labels: Vec<String>,
-    pub method: String,
-    pub suffix: String,
-}
-
-pub fn cloudkitty_metrics(path: &Path) -> Vec<RatedMetric> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let doc: Value = serde_saphyr::from_str(&text).unwrap();
-    let metrics = doc["metrics"].as_object().expect("a `metrics` mapping");
-    assert!(!metrics.is_empty());
-    metrics
-        .iter()
-        .map(|(key, m)| {
+/// `CloudKitty`: every metric `metrics.yml` rates is a recording rule over
+/// the server tier, whose series in `body` (a /metrics scrape) carry every
+/// label the file groups by or keeps; and each supported release's own
+/// collector, asking this Prometheus for project `scope` and the hour up to
+/// now, rates exactly that project's server-tier counters: every series
+/// started after Prometheus was scraping, so all its bytes are in the
+/// period (docs/cloudkitty.md).
+pub fn check_cloudkitty(prometheus: &Prometheus, body: &str, scope: &str) {
+    let series = samples(body, "lachesis_server_bytes_total");
+    assert!(!series.is_empty(), "no server-tier series:\n{body}");
+    for release in cloudkitty::RELEASES {
+        let metrics = cloudkitty::collect(*release, &cloudkitty::shipped(), &[], None);
+        for (name, m) in metrics["metrics"].as_object().unwrap() {
+            assert!(name.starts_with("lachesis:server_bytes:counted"), "{name}");
             let list = |k: &str| -> Vec<String> {
                 m[k].as_array()
-                    .map(|a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
-                    .unwrap_or_default()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect()
             };
-            let mut labels = list("groupby");
-            labels.extend(list("metadata"));
-            RatedMetric {
-                key: key.clone(),
-                family: key.split("@#").next().unwrap().to_owned(),
-                labels,
-                method: m["extra_args"]["aggregation_method"]
-                    .as_str()
-                    .unwrap_or("max")
-                    .to_owned(),
-                suffix: m["extra_args"]["query_suffix"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
+            let (groupby, metadata) = (list("groupby"), list("metadata"));
+            for label in groupby.iter().chain(&metadata) {
+                assert!(
+                    series.iter().all(|(l, _)| l.contains_key(label)),
+                    "{name}: lachesis_server_bytes_total lacks label {label}"
+                );
             }
-        })
-        .collect()
-}
-
-/// The instant query `CloudKitty`'s Prometheus collector sends for `m`,
-/// project `scope` and a period of `period_s` seconds (its documented
-/// form: the aggregation over the period, grouped, then the suffix).
-pub fn cloudkitty_query(m: &RatedMetric, scope: &str, period_s: u32) -> String {
-    format!(
-        "{method}({method}_over_time({family}{{tenant_id=\"{scope}\"}}[{period_s}s])) by ({labels}) {suffix}",
-        method = m.method,
-        family = m.family,
-        labels = m.labels.join(", "),
-        suffix = m.suffix,
-    )
-}
-
-/// `CloudKitty`: every metric and label `metrics.yml` names is in `body` (a
-/// /metrics scrape), and its query for project `scope` is exactly that
-/// project's server-tier counters (Prometheus is younger than the period:
-/// nothing to subtract yet).
-pub fn check_cloudkitty(prometheus: &Prometheus, body: &str, scope: &str) {
-    let rated = cloudkitty_metrics(&repo().join("deploy/cloudkitty/metrics.yml"));
-    for m in &rated {
-        let series = samples(body, &m.family);
-        assert!(!series.is_empty(), "{}: no {} series", m.key, m.family);
-        for label in m.labels.iter().chain(["tenant_id".to_owned()].iter()) {
-            assert!(
-                series.iter().all(|(l, _)| l.contains_key(label)),
-                "{}: {} lacks label {label}",
-                m.key,
-                m.family
-            );
-        }
-        let mut want: BTreeMap<Vec<String>, f64> = BTreeMap::new();
-        for (l, v) in &series {
-            if l["tenant_id"] == scope {
-                let key = m.labels.iter().map(|k| l[k].clone()).collect();
-                *want.entry(key).or_default() += v;
+            let key_of = |get: &dyn Fn(&str) -> String| -> Vec<String> {
+                groupby.iter().chain(&metadata).map(|k| get(k)).collect()
+            };
+            let mut want: BTreeMap<Vec<String>, f64> = BTreeMap::new();
+            for (l, v) in &series {
+                if l["tenant_id"] == scope {
+                    *want.entry(key_of(&|k| l[k].clone())).or_default() += v;
+                }
             }
-        }
-        assert!(!want.is_empty());
-        let query = cloudkitty_query(m, scope, 3600);
-        prometheus.wait_for(&query, |r| {
-            let got: BTreeMap<Vec<String>, f64> = r
-                .iter()
-                .map(|s| {
-                    let key = m
-                        .labels
+            assert!(!want.is_empty());
+            let until = Instant::now() + Duration::from_secs(45);
+            loop {
+                let end = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                let answer = cloudkitty::collect(
+                    *release,
+                    &cloudkitty::shipped(),
+                    &[(scope, end - 3600, end)],
+                    Some(&prometheus.api_root()),
+                );
+                let points = answer["collected"][0]["points"].as_array().unwrap().clone();
+                for p in &points {
+                    assert_eq!(p["unit"], "GiB", "{p}");
+                    assert_eq!(p["groupby"]["tenant_id"], scope, "{p}");
+                }
+                // CloudKitty rounds to 9 significant digits.
+                let got: BTreeMap<Vec<String>, f64> = points
+                    .iter()
+                    .map(|p| {
+                        let field = |k: &str| {
+                            let v = if groupby.iter().any(|g| g == k) {
+                                &p["groupby"][k]
+                            } else {
+                                &p["metadata"][k]
+                            };
+                            v.as_str().unwrap().to_owned()
+                        };
+                        let qty: f64 = p["qty"].as_str().unwrap().parse().unwrap();
+                        (key_of(&field), qty * 1_073_741_824.0)
+                    })
+                    .collect();
+                let same = got.len() == want.len()
+                    && want
                         .iter()
-                        .map(|k| s["metric"][k].as_str().unwrap_or("").to_owned())
-                        .collect();
-                    (key, value(s))
-                })
-                .collect();
-            got == want
-        });
+                        .all(|(k, w)| got.get(k).is_some_and(|g| (g - w).abs() <= w * 1e-8));
+                if same {
+                    break;
+                }
+                assert!(
+                    Instant::now() < until,
+                    "CloudKitty {} rates {got:?}, the agent counted {want:?}\nprometheus log:\n{}",
+                    release.version,
+                    prometheus.log()
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
     }
 }
