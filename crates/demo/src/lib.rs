@@ -88,18 +88,23 @@ impl Observed {
         self.history.back()
     }
 
-    /// The scrape to compute rates against: about a second before the latest.
+    /// The scrape to compute rates against: the oldest one within
+    /// [`RATE_WINDOW`] of the latest, `None` while there is only one. A
+    /// window rather than the previous scrape: the billing families move
+    /// in steps (at each state flush; `unknown` at each unresolved-buffer
+    /// eviction), so a one-second rate would read 0 between steps.
     #[must_use]
     pub fn rate_base(&self) -> Option<&Snapshot> {
         let latest = self.latest()?;
         self.history
             .iter()
-            .rev()
-            .find(|s| latest.at.duration_since(s.at) >= Duration::from_millis(900))
-            .or_else(|| self.history.front())
+            .find(|s| latest.at.duration_since(s.at) <= RATE_WINDOW)
             .filter(|s| s.at < latest.at)
     }
 }
+
+/// The span the view's rates are averaged over.
+pub const RATE_WINDOW: Duration = Duration::from_secs(10);
 
 /// Where the user reaches the agent (loopback of the machine).
 #[derive(Debug, Clone, Copy)]
@@ -276,6 +281,11 @@ impl Demo {
     /// Runs `step` once (a second press of its key does nothing).
     pub fn run_step(&self, step: Step) {
         if !lock(&self.done).insert(step.key()) {
+            self.say(format!(
+                "key {:?} ({}) already ran: each step runs once",
+                step.key(),
+                step.label()
+            ));
             return;
         }
         if let Err(e) = self.step(step) {
@@ -305,7 +315,7 @@ impl Demo {
                 while o
                     .history
                     .front()
-                    .is_some_and(|s| s.at.elapsed() > Duration::from_secs(3))
+                    .is_some_and(|s| s.at.elapsed() > RATE_WINDOW + Duration::from_secs(1))
                 {
                     o.history.pop_front();
                 }

@@ -171,10 +171,11 @@ pub struct Row {
     pub tx: u64,
     /// Bytes they received.
     pub rx: u64,
-    /// Bytes per second sent since the previous snapshot.
-    pub tx_rate: f64,
+    /// Bytes per second sent over the rate window; `None` before a second
+    /// snapshot (shown as `—`, not as a rate of 0).
+    pub tx_rate: Option<f64>,
     /// Bytes per second received.
-    pub rx_rate: f64,
+    pub rx_rate: Option<f64>,
 }
 
 type RowKey = (bool, String, usize, String);
@@ -209,9 +210,9 @@ fn tenant_rows(s: &Snapshot) -> BTreeMap<RowKey, (u64, u64)> {
 pub fn rows(now: &Snapshot, before: Option<&Snapshot>) -> Vec<Row> {
     let prev = before.map(tenant_rows).unwrap_or_default();
     let secs = before.map_or(0.0, |b| now.at.duration_since(b.at).as_secs_f64());
-    let rate = |now: u64, then: Option<u64>| match then {
-        Some(then) if secs > 0.0 => approx(now.saturating_sub(then)) / secs,
-        _ => 0.0,
+    let rate = |now: u64, then: Option<u64>| {
+        (before.is_some() && secs > 0.0)
+            .then(|| approx(now.saturating_sub(then.unwrap_or(0))) / secs)
     };
     tenant_rows(now)
         .into_iter()
@@ -302,10 +303,10 @@ pub fn human_bytes(n: f64) -> String {
     }
 }
 
-/// A rate in binary units per second.
+/// A rate in binary units per second; `—` when there is none yet.
 #[must_use]
-pub fn human_rate(bytes_per_sec: f64) -> String {
-    format!("{}/s", human_bytes(bytes_per_sec))
+pub fn human_rate(bytes_per_sec: Option<f64>) -> String {
+    bytes_per_sec.map_or_else(|| "—".to_owned(), |r| format!("{}/s", human_bytes(r)))
 }
 
 #[cfg(test)]
@@ -363,8 +364,13 @@ lachesis_degraded 0
                 ("unknown", "miss", 100, 0),
             ]
         );
-        assert!((rows[1].tx_rate - 1024.0).abs() < 1e-9, "{rows:?}");
-        assert!(rows[0].tx_rate.abs() < 1e-9);
+        assert!((rows[1].tx_rate.unwrap() - 1024.0).abs() < 1e-9, "{rows:?}");
+        assert!(rows[0].tx_rate.unwrap().abs() < 1e-9);
+        // Before a second snapshot there is no rate, not a rate of 0.
+        assert!(crate::metrics::rows(&now, None)
+            .iter()
+            .all(|r| r.tx_rate.is_none() && r.rx_rate.is_none()));
+        assert_eq!(human_rate(None), "—");
     }
 
     #[test]
@@ -383,6 +389,6 @@ lachesis_degraded 0
         assert_eq!(human_bytes(512.0), "512 B");
         assert_eq!(human_bytes(1536.0), "1.5 KiB");
         assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
-        assert_eq!(human_rate(2048.0), "2.0 KiB/s");
+        assert_eq!(human_rate(Some(2048.0)), "2.0 KiB/s");
     }
 }

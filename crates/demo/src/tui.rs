@@ -40,10 +40,13 @@ pub fn run(demo: &Demo, steps: &std::sync::mpsc::Sender<Step>) -> anyhow::Result
                 KeyCode::Char('q') | KeyCode::Esc => break,
                 KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => break,
                 KeyCode::Char(c) => {
-                    if let Some(step) = Step::from_key(c) {
-                        let _ = steps.send(step);
-                        next_draw = Instant::now();
+                    match Step::from_key(c) {
+                        Some(step) => {
+                            let _ = steps.send(step);
+                        }
+                        None => demo.say(view::unknown_key(c)),
                     }
+                    next_draw = Instant::now();
                 }
                 _ => {}
             }
