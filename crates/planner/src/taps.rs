@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plan::{Anomaly, AnomalyClass, Binding};
 
+/// Port ids an anomaly's detail names at most.
+const SHOWN: usize = 3;
+
 /// Characters Nova keeps of `tap` + port id for a VIF's device name.
 const NOVA_DEVICE_NAME_LEN: usize = 14;
 
@@ -32,12 +35,17 @@ pub(crate) fn collisions(bindings: &[Binding], anomalies: &mut Vec<Anomaly>) {
         ports.entry(tap_name(&b.port)).or_default().insert(&b.port);
     }
     for (name, ids) in ports.into_iter().filter(|(_, ids)| ids.len() > 1) {
-        let ids: Vec<&str> = ids.into_iter().collect();
+        // A bounded detail: a handful of ids name the case.
+        let shown: Vec<&str> = ids.iter().take(SHOWN).copied().collect();
+        let more = match ids.len().saturating_sub(SHOWN) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
         anomalies.push(Anomaly {
             class: AnomalyClass::TapNameCollision,
             detail: format!(
-                "ports {} share the tap name {name}: received broadcast and multicast on it stays unattributed",
-                ids.join(", ")
+                "ports {}{more} share the tap name {name}: received broadcast and multicast on it stays unattributed",
+                shown.join(", ")
             ),
         });
     }
@@ -83,5 +91,16 @@ mod tests {
         assert_eq!(a.len(), 1);
         assert_eq!(a[0].class, AnomalyClass::TapNameCollision);
         assert!(a[0].detail.contains("aaaaaaaa-bbb1-0, aaaaaaaa-bbb2-0"));
+        let many: Vec<Binding> = (0..10u8)
+            .map(|i| bind(&format!("aaaaaaaa-bbb{i}"), i))
+            .collect();
+        let mut a = Vec::new();
+        collisions(&many, &mut a);
+        assert!(
+            a[0].detail
+                .starts_with("ports aaaaaaaa-bbb0, aaaaaaaa-bbb1, aaaaaaaa-bbb2 and 7 more share"),
+            "{}",
+            a[0].detail
+        );
     }
 }

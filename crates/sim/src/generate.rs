@@ -54,7 +54,10 @@ pub fn project(i: usize) -> String {
 }
 
 fn uuid(kind: u32, i: usize) -> String {
-    format!("{kind:08x}-0000-4000-8000-{i:012x}")
+    // The index leads: Nova names a tap after an id's first 11 characters,
+    // so ids that differ only at the end would all claim one tap name
+    // (planner anomaly tap_name_collision), as no real Neutron's would.
+    format!("{i:08x}-{kind:04x}-4000-8000-{i:012x}")
 }
 
 fn mac(kind: u8, i: usize) -> String {
