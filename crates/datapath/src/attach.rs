@@ -433,6 +433,26 @@ fn tc_ours(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32, dir: Direction) -> Opt
 }
 
 pub(crate) fn tc_attach(prog: &Program<'_>, ifindex: u32, dir: Direction) -> Result<AttachOutcome> {
+    // Beside an `ingress` qdisc both filters would share its one block
+    // (crate::qdisc): refuse rather than count in the wrong direction.
+    match crate::qdisc::ingress_slot(ifindex)? {
+        None => {}
+        Some(kind) if kind == "clsact" => {}
+        Some(kind) => {
+            // A filter of ours already in that block (attached before this
+            // check existed) counts in the wrong direction: remove it.
+            for d in [Direction::Tx, Direction::Rx] {
+                let mut hook = tc_hook(prog.as_fd(), ifindex, d);
+                let Ok(id) = hook.query() else { continue };
+                if prog_name(id).is_some_and(|n| n == PROG_TX || n == PROG_RX) {
+                    hook.detach().map_err(Error::bpf(format!(
+                        "detach cls_bpf from the {kind} qdisc of ifindex {ifindex}"
+                    )))?;
+                }
+            }
+            return Err(Error::IngressQdisc { ifindex, kind });
+        }
+    }
     let existed = tc_ours(prog.as_fd(), ifindex, dir).is_some();
     let mut hook = tc_hook(prog.as_fd(), ifindex, dir);
     // Creating clsact is idempotent; the qdisc is never destroyed (it may

@@ -5,7 +5,8 @@
 //! runs, through the cls_bpf fallback the datapath picks there:
 //!
 //! - every test of `classifier.rs` (each §4.2 branch through
-//!   `BPF_PROG_TEST_RUN`, exact keys and counters) and of `lookup_delete.rs`
+//!   `BPF_PROG_TEST_RUN`, exact keys and counters), of `ingress_qdisc.rs`
+//!   (cls_bpf refused beside an `ingress` qdisc) and of `lookup_delete.rs`
 //!   but its delete race (compiled in below, so the guest runs what the
 //!   host runs; [`NOT_IN_GUEST`] says why the race is left out);
 //! - `guest_*` here: the attach-type decision on a kernel without TCX, and
@@ -19,8 +20,8 @@
 
 #![expect(
     clippy::duplicate_mod,
-    reason = "classifier.rs and lookup_delete.rs are compiled in whole, each with its own \
-              `mod common;`, so the guest runs exactly the tests the host runs"
+    reason = "classifier.rs, ingress_qdisc.rs and lookup_delete.rs are compiled in whole, \
+              each with its own `mod common;`, so the guest runs the tests the host runs"
 )]
 
 mod common;
@@ -28,6 +29,8 @@ mod qemu;
 
 #[path = "classifier.rs"]
 mod classifier;
+#[path = "ingress_qdisc.rs"]
+mod ingress_qdisc;
 #[path = "lookup_delete.rs"]
 mod lookup_delete;
 
@@ -125,6 +128,8 @@ fn debian12_kernel_loads_and_classifies_through_tc() {
     }
     cpio.char_dev("dev/console", 5, 1);
     cpio.executable(std::path::Path::new(qemu::BUSYBOX), "bin/busybox");
+    cpio.symlink("bin/ip", "busybox");
+    cpio.executable(std::path::Path::new(qemu::TC), "bin/tc");
     cpio.executable(
         &std::env::current_exe().expect("current exe"),
         "lachesis-test",
@@ -265,11 +270,7 @@ fn send_raw(ifname: &str, frames: &[(Vec<u8>, u32)]) {
 }
 
 fn ip_cmd(args: &[&str]) {
-    let out = Command::new(qemu::BUSYBOX)
-        .arg("ip")
-        .args(args)
-        .output()
-        .expect("busybox ip");
+    let out = Command::new("ip").args(args).output().expect("busybox ip");
     assert!(
         out.status.success(),
         "ip {}: {}",

@@ -19,6 +19,8 @@ pub const KERNEL_CACHE: &str = "/var/cache/lachesis-test/debian12-kernel/current
 pub const QEMU: &str = "qemu-system-x86_64";
 /// The guest's shell, `insmod` and `ip` (Debian's busybox-static).
 pub const BUSYBOX: &str = "/bin/busybox";
+/// iproute2's `tc` (busybox's cannot add an `ingress` qdisc).
+pub const TC: &str = "/usr/sbin/tc";
 
 const SETUP_HINT: &str = "run `bash scripts/setup-qemu` (or `make test`, which runs it) as root";
 
@@ -93,6 +95,7 @@ pub struct Initramfs {
 const S_IFDIR: u32 = 0o040_000;
 const S_IFREG: u32 = 0o100_000;
 const S_IFCHR: u32 = 0o020_000;
+const S_IFLNK: u32 = 0o120_000;
 
 impl Initramfs {
     fn entry(&mut self, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {
@@ -166,6 +169,17 @@ impl Initramfs {
             self.dir(parent);
         }
         self.entry(path, S_IFCHR | 0o600, (major, minor), &[]);
+    }
+
+    /// A symbolic link at `path` pointing at `target`.
+    pub fn symlink(&mut self, path: &str, target: &str) {
+        let path = path.trim_start_matches('/');
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            self.dir(parent);
+        }
+        if self.files.insert(path.to_owned()) {
+            self.entry(path, S_IFLNK | 0o777, (0, 0), target.as_bytes());
+        }
     }
 
     /// A host executable at `path`, with every shared library `ldd` names
