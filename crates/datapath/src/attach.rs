@@ -565,6 +565,26 @@ pub(crate) fn tc_attach(
     ifindex: u32,
     dir: Direction,
 ) -> Result<AttachOutcome> {
+    // Beside an `ingress` qdisc both filters would share its one block
+    // (crate::qdisc): refuse rather than count in the wrong direction.
+    match crate::qdisc::ingress_slot(ifindex)? {
+        None => {}
+        Some(kind) if kind == "clsact" => {}
+        Some(kind) => {
+            // A filter of ours already in that block (attached before this
+            // check existed) counts in the wrong direction: remove it.
+            for d in [Direction::Tx, Direction::Rx] {
+                for (h, _) in tc_ours(prog.as_fd(), ours, ifindex, d) {
+                    tc_hook(prog.as_fd(), ifindex, d, h)
+                        .detach()
+                        .map_err(Error::bpf(format!(
+                            "detach cls_bpf from the {kind} qdisc of ifindex {ifindex}"
+                        )))?;
+                }
+            }
+            return Err(Error::IngressQdisc { ifindex, kind });
+        }
+    }
     let fd = prog.as_fd();
     let existing = tc_ours(fd, ours, ifindex, dir);
     let handle = existing.first().map_or(ours.tc_handle, |&(h, _)| h);

@@ -68,6 +68,17 @@ pub enum Error {
         /// The program found there.
         prog_id: u32,
     },
+    /// cls_bpf needs `clsact` in the interface's ingress slot and another
+    /// qdisc holds it (`ingress`, as Neutron's bandwidth-limit rules put
+    /// there): attaching beside it would run the rx program on the ingress
+    /// hook, so the interface is left unattached.
+    #[error("ifindex {ifindex} has an `{kind}` qdisc where cls_bpf needs clsact (Neutron QoS bandwidth limits and OVS ingress policing install one): not attached, as both programs would share its one hook; on kernel 6.6 or later attach mode auto uses TCX, which needs no qdisc")]
+    IngressQdisc {
+        /// The interface.
+        ifindex: u32,
+        /// The qdisc found in the ingress slot.
+        kind: String,
+    },
     /// TCX was demanded but the running kernel does not offer it.
     #[error("TCX attach requested but the kernel ({release}) is older than 6.6; use attach mode 'auto' or 'tc'")]
     NoTcx {

@@ -20,6 +20,7 @@ mod libbpf_log;
 mod lookup_delete;
 mod maps;
 mod object;
+mod qdisc;
 mod sizing;
 #[cfg(feature = "testing")]
 mod testrun;
@@ -458,6 +459,22 @@ impl Datapath {
             attach::tc_attach_at_legacy_handle(&self.program(dir), idx, dir)?;
         }
         Ok(())
+    }
+
+    /// The program of `dir`, for tests that attach it by hand (to build
+    /// what an older agent left on an interface).
+    #[cfg(feature = "testing")]
+    #[must_use]
+    pub fn program_fd(&self, dir: Direction) -> std::os::fd::BorrowedFd<'_> {
+        use libbpf_rs::AsRawLibbpf;
+        // SAFETY: the program pointer is libbpf's own and alive as long as
+        // `self.obj`; bpf_program__fd only reads it.
+        let fd =
+            unsafe { libbpf_sys::bpf_program__fd(self.program(dir).as_libbpf_object().as_ptr()) };
+        assert!(fd >= 0, "a loaded program has an fd");
+        // SAFETY: the descriptor is owned by `self.obj`, which outlives the
+        // returned borrow.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
     }
 
     /// Runs a program once per `repeat` over `frame` through the kernel's

@@ -271,8 +271,11 @@ pub(crate) fn load(config: &DatapathConfig, variant: FlowsVariant) -> Result<Loa
         }
     }
     if mode == AttachMode::Tc {
-        // Kernels before 6.6 reject the TCX expected attach type at load;
-        // cls_bpf does not look at it.
+        // Without TCX the programs load as a `SEC("tc")` one would, with
+        // expected attach type 0. Debian 12's 6.1 does not check it for a
+        // classifier (the object as built, TCX attach type and all, loads
+        // there too: seen under qemu); older kernels, never booted here,
+        // are not handed a number they do not know. cls_bpf ignores it.
         for mut prog in open.progs_mut() {
             prog.set_attach_type(ProgramAttachType::CgroupInetIngress);
         }
