@@ -12,7 +12,7 @@ use super::lookup::{explain, Query};
 use super::params::{BadParam, Params};
 use super::reply::{json, not_found, reply, text, Reply, Verb};
 use super::server::{Page, Routes};
-use super::source::{DebugSource, FlowEntry, LogLevelControl};
+use super::source::{DebugSource, FlowEntry, LogFilter, LogLevelControl};
 use super::ui;
 use crate::config::{parse_log_level, LogLevel};
 
@@ -68,6 +68,9 @@ impl DebugRoutes {
     }
 
     fn log_level(&self, req: &Request<Bytes>) -> Reply {
+        if req.method() != hyper::Method::PUT {
+            return self.current_log_level();
+        }
         let level = std::str::from_utf8(req.body())
             .map_err(|_| "the body is not UTF-8 text".to_owned())
             .and_then(parse_log_level);
@@ -95,6 +98,29 @@ impl DebugRoutes {
             Err(e) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("could not apply log level {}: {e}", level.as_str()),
+            ),
+        }
+    }
+
+    /// `GET /debug/log-level`: the filter in force, in the words `PUT`
+    /// takes (so the answer's last word can be sent back as it is).
+    fn current_log_level(&self) -> Reply {
+        match self.log.current() {
+            Some(LogFilter::Level(level)) => {
+                text(StatusCode::OK, format!("log level is {}", level.as_str()))
+            }
+            Some(LogFilter::Directives(d)) => {
+                let words = LogLevel::ALL.map(LogLevel::as_str).join(", ");
+                text(
+                    StatusCode::OK,
+                    format!(
+                        "log filter is RUST_LOG's {d:?} (not one level); PUT one of {words} to replace it"
+                    ),
+                )
+            }
+            None => text(
+                StatusCode::NOT_IMPLEMENTED,
+                "this agent's log control does not report its level",
             ),
         }
     }
@@ -175,7 +201,7 @@ impl Routes for DebugRoutes {
         }
         let (verb, page): (Verb, Page<Self>) = match path {
             "/debug/config" => (Verb::Read, Self::config),
-            "/debug/log-level" => (Verb::Put, Self::log_level),
+            "/debug/log-level" => (Verb::ReadPut, Self::log_level),
             "/debug/plan" => (Verb::Read, Self::plan),
             "/debug/anomalies" => (Verb::Read, Self::anomalies),
             "/debug/flows" => (Verb::Read, Self::flows),

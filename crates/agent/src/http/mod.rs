@@ -4,7 +4,7 @@
 //!   (the ledger's families, then the agent registry's, `OpenMetrics` or
 //!   Prometheus text by `Accept`), `/healthz`, `/readyz`.
 //! - **debug** (`listen.debug`, default `127.0.0.1:9848`): `/debug/config`,
-//!   `PUT /debug/log-level`, `/debug/plan`, `/debug/anomalies`,
+//!   `GET`/`PUT /debug/log-level`, `/debug/plan`, `/debug/anomalies`,
 //!   `/debug/flows`, `/debug/lookup`; and pages for a browser under
 //!   `/debug/ui/` (index, plan, anomalies, lookup, topology).
 //!
@@ -53,4 +53,7 @@ pub use negotiate::negotiate;
 pub use params::BadParam;
 pub use reply::Reply;
 pub use server::{serve, Routes, MAX_BODY_BYTES};
-pub use source::{DebugSource, FlowEntry, FlowListing, LiveBinding, LogLevelControl, Readiness};
+pub use source::{
+    DebugSource, FlowEntry, FlowListing, LiveBinding, LogFilter, LogLevelControl, Readiness,
+    TrackedLevel,
+};

@@ -107,10 +107,17 @@ pub struct FlowEntry {
 }
 
 /// Applies a level chosen on `PUT /debug/log-level` (the daemon wires it to
-/// its subscriber's reload handle).
+/// its subscriber's reload handle) and says which filter is in force for
+/// `GET /debug/log-level`.
 pub trait LogLevelControl: Send + Sync {
     /// Makes `level` the least severe level written from now on.
     fn set_level(&self, level: LogLevel) -> Result<(), String>;
+
+    /// The filter in force now; `None` when this control does not keep
+    /// track (a bare closure: tests). [`TrackedLevel`] does.
+    fn current(&self) -> Option<LogFilter> {
+        None
+    }
 }
 
 impl<F> LogLevelControl for F
@@ -119,6 +126,72 @@ where
 {
     fn set_level(&self, level: LogLevel) -> Result<(), String> {
         self(level)
+    }
+}
+
+/// What filters the log now: one of the levels, or the directives
+/// `RUST_LOG` gave at start (until a level replaces them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogFilter {
+    /// `--log-level`, `log.level`, a reload or `PUT /debug/log-level`.
+    Level(LogLevel),
+    /// `RUST_LOG`'s directives, as given.
+    Directives(String),
+}
+
+/// A [`LogLevelControl`] that remembers what it applied last: every
+/// change of the filter (a SIGHUP reload, `PUT /debug/log-level`) goes
+/// through the one control the process holds, so what it remembers is
+/// what filters the log.
+pub struct TrackedLevel<F> {
+    apply: F,
+    current: std::sync::Mutex<LogFilter>,
+}
+
+impl<F> std::fmt::Debug for TrackedLevel<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrackedLevel")
+            .field("current", &self.current)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> TrackedLevel<F>
+where
+    F: Fn(LogLevel) -> Result<(), String> + Send + Sync,
+{
+    /// `apply` replaces the filter; `initial` is the one installed at start.
+    pub fn new(initial: LogFilter, apply: F) -> Self {
+        TrackedLevel {
+            apply,
+            current: std::sync::Mutex::new(initial),
+        }
+    }
+}
+
+impl<F> LogLevelControl for TrackedLevel<F>
+where
+    F: Fn(LogLevel) -> Result<(), String> + Send + Sync,
+{
+    fn set_level(&self, level: LogLevel) -> Result<(), String> {
+        // Held across the apply: two concurrent changes are remembered in
+        // the order they were applied.
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (self.apply)(level)?;
+        *current = LogFilter::Level(level);
+        Ok(())
+    }
+
+    fn current(&self) -> Option<LogFilter> {
+        Some(
+            self.current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
     }
 }
 
