@@ -30,6 +30,8 @@ pub const PATHS: &[&str] = &[
     "/debug/ui/anomalies",
     "/debug/ui/lookup",
     "/debug/ui/topology",
+    "/debug/ui/node",
+    "/debug/ui/flows",
 ];
 
 /// `/debug/flows` without `?limit=`.
@@ -178,7 +180,7 @@ struct FlowsPage {
 
 /// `?limit=` of `/debug/flows`: 0 to [`FLOWS_MAX_LIMIT`], default
 /// [`FLOWS_DEFAULT_LIMIT`].
-fn flows_limit(query: Option<&str>) -> Result<usize, BadParam> {
+pub(crate) fn flows_limit(query: Option<&str>) -> Result<usize, BadParam> {
     let p = Params::parse(query, &["limit"])?;
     let expected = format!("an integer from 0 to {FLOWS_MAX_LIMIT}");
     let limit = p.optional("limit", &expected, |t| {

@@ -6,7 +6,8 @@
 //! - **debug** (`listen.debug`, default `127.0.0.1:9848`): `/debug/config`,
 //!   `GET`/`PUT /debug/log-level`, `/debug/plan`, `/debug/anomalies`,
 //!   `/debug/flows`, `/debug/lookup`; and pages for a browser under
-//!   `/debug/ui/` (index, plan, anomalies, lookup, topology).
+//!   `/debug/ui/` (index, this node, plan, anomalies, lookup, flows,
+//!   topology), each with a health strip.
 //!
 //! Each listener is a [`Routes`] value — a pure function of the request,
 //! tested without sockets — served by [`serve`] until its cancellation
@@ -54,6 +55,6 @@ pub use params::BadParam;
 pub use reply::Reply;
 pub use server::{serve, Routes, MAX_BODY_BYTES};
 pub use source::{
-    DebugSource, FlowEntry, FlowListing, LiveBinding, LogFilter, LogLevelControl, Readiness,
-    TrackedLevel,
+    AgentHealth, DebugSource, FlowEntry, FlowListing, LiveBinding, LogFilter, LogLevelControl,
+    NodeTaps, Readiness, TrackedLevel,
 };

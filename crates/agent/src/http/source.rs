@@ -2,13 +2,18 @@
 //! daemon implements (and the tests fake): the live state, the log level,
 //! and readiness.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use lachesis_abi::{Direction, L4Class, Mac, Zone};
+use lachesis_ledger::PortTotals;
 use lachesis_planner::{Anomaly, Binding, Plan, Topology};
 use serde::{Serialize, Serializer};
 
 use crate::config::{Config, LogLevel};
+use crate::links::TapBoard;
+use crate::reconcile::LastPass;
 
 /// The daemon's live state, as the debug pages show it. Every method takes
 /// a snapshot: a page never holds a daemon lock while it renders.
@@ -40,6 +45,45 @@ pub trait DebugSource: Send + Sync {
     /// At most `limit` flows, the largest byte counts first, and how many
     /// there are in all.
     fn flows(&self, limit: usize) -> FlowListing;
+
+    /// The agent's health now (the strip on every page).
+    fn health(&self) -> AgentHealth;
+
+    /// This node's matching interfaces as the link watcher knows them.
+    fn taps(&self) -> NodeTaps;
+
+    /// Every port's cumulative counts in the ledger's durable view (the
+    /// last state-file flush: what `/metrics` exports), by port id.
+    fn port_totals(&self) -> BTreeMap<String, PortTotals>;
+}
+
+/// What the health strip of every page shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentHealth {
+    /// The boot phase (`lachesis_boot_phase`): `running` once boot is
+    /// done; `None` before the first.
+    pub phase: Option<&'static str>,
+    /// Running from the state file's plan, no sync yet (`lachesis_degraded`).
+    pub degraded: bool,
+    /// When the committed plan was synced (`lachesis_openstack_sync_age_seconds`
+    /// counts from it); `None` before the first.
+    pub synced_at: Option<SystemTime>,
+    /// The last reconcile pass; `None` before the first (cold start's
+    /// sync is not one).
+    pub last_pass: Option<LastPass>,
+}
+
+/// The link watcher's view of this node, for `/debug/ui/node`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeTaps {
+    /// How the programs are attached on this kernel: `tcx` or `tc`.
+    pub attach_mode: &'static str,
+    /// How often the presence check runs.
+    pub presence_interval: Duration,
+    /// Every matching interface the watcher tracks.
+    pub board: Arc<TapBoard>,
+    /// `lachesis_attach_heals_total` (heals of taps since gone included).
+    pub heals_total: u64,
 }
 
 /// One `endpoints` entry as the kernel holds it now.

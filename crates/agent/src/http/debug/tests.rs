@@ -36,6 +36,20 @@ impl DebugSource for Fake {
     fn topology(&self) -> Option<Arc<lachesis_planner::Topology>> {
         None
     }
+    fn health(&self) -> crate::http::AgentHealth {
+        crate::http::AgentHealth {
+            phase: Some("running"),
+            degraded: false,
+            synced_at: None,
+            last_pass: None,
+        }
+    }
+    fn taps(&self) -> crate::http::NodeTaps {
+        crate::http::NodeTaps::default()
+    }
+    fn port_totals(&self) -> std::collections::BTreeMap<String, lachesis_ledger::PortTotals> {
+        std::collections::BTreeMap::new()
+    }
     fn flows(&self, limit: usize) -> FlowListing {
         *self.asked_limit.lock().unwrap() = Some(limit);
         // Deliberately ignores the limit: the page must still bound it.
