@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use lachesis_agent::config::{LogFormat, LogLevel};
-use lachesis_agent::http::LogLevelControl;
+use lachesis_agent::http::{LogFilter, LogLevelControl, TrackedLevel};
 use tracing_subscriber::reload::Handle;
 use tracing_subscriber::EnvFilter;
 
@@ -70,7 +70,9 @@ pub fn configured_level(
 /// replaces its filter (`PUT /debug/log-level`, a reloaded `log.level`).
 /// Fails on a malformed `RUST_LOG`.
 pub fn init(args: &LogArgs) -> anyhow::Result<Arc<dyn LogLevelControl>> {
-    let text = directives(args.log_level, std::env::var("RUST_LOG").ok());
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let initial = initial_filter(args.log_level, rust_log.clone());
+    let text = directives(args.log_level, rust_log);
     let filter = EnvFilter::builder()
         .parse(&text)
         .with_context(|| format!("RUST_LOG={text:?} is not a tracing filter (e.g. `warn` or `info,lachesis_openstack=debug`)"))?;
@@ -82,7 +84,7 @@ pub fn init(args: &LogArgs) -> anyhow::Result<Arc<dyn LogLevelControl>> {
                 .with_ansi(std::io::stderr().is_terminal())
                 .with_env_filter(filter)
                 .with_filter_reloading();
-            let control = control(builder.reload_handle());
+            let control = control(builder.reload_handle(), initial.clone());
             (builder.try_init(), control)
         }
         LogFormat::Json => {
@@ -91,7 +93,7 @@ pub fn init(args: &LogArgs) -> anyhow::Result<Arc<dyn LogLevelControl>> {
                 .json()
                 .with_env_filter(filter)
                 .with_filter_reloading();
-            let control = control(builder.reload_handle());
+            let control = control(builder.reload_handle(), initial.clone());
             (builder.try_init(), control)
         }
     };
@@ -99,16 +101,25 @@ pub fn init(args: &LogArgs) -> anyhow::Result<Arc<dyn LogLevelControl>> {
     Ok(control)
 }
 
-/// The log-level control over a reloadable filter.
-fn control<S: 'static>(handle: Handle<EnvFilter, S>) -> Arc<dyn LogLevelControl>
+/// What [`directives`] installs, as `GET /debug/log-level` reports it.
+fn initial_filter(level: Option<LogLevel>, rust_log: Option<String>) -> LogFilter {
+    match (level, rust_log_set(rust_log)) {
+        (Some(level), _) => LogFilter::Level(level),
+        (None, Some(env)) => LogFilter::Directives(env),
+        (None, None) => LogFilter::Level(LogLevel::Info),
+    }
+}
+
+/// The log-level control over a reloadable filter, starting at `initial`.
+fn control<S: 'static>(handle: Handle<EnvFilter, S>, initial: LogFilter) -> Arc<dyn LogLevelControl>
 where
     Handle<EnvFilter, S>: Send + Sync,
 {
-    Arc::new(move |level: LogLevel| {
+    Arc::new(TrackedLevel::new(initial, move |level: LogLevel| {
         handle
             .reload(EnvFilter::new(level_directives(level)))
             .map_err(|e| e.to_string())
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -125,6 +136,23 @@ mod tests {
         assert_eq!(directives(None, Some("  ".into())), "info,rskafka=warn");
         assert_eq!(directives(None, None), "info,rskafka=warn");
         assert_eq!(directives(Some(LogLevel::Debug), None), "debug");
+    }
+
+    #[test]
+    fn the_filter_reported_is_the_one_installed() {
+        assert_eq!(
+            initial_filter(Some(LogLevel::Warn), Some("debug".into())),
+            LogFilter::Level(LogLevel::Warn)
+        );
+        assert_eq!(
+            initial_filter(None, Some("a=debug".into())),
+            LogFilter::Directives("a=debug".into())
+        );
+        assert_eq!(
+            initial_filter(None, Some(" ".into())),
+            LogFilter::Level(LogLevel::Info)
+        );
+        assert_eq!(initial_filter(None, None), LogFilter::Level(LogLevel::Info));
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! The debug pages in a real browser (root; docs/agent-http.md, "The
 //! browser test"): the simulator serves `tests/fixtures/debug-pages.yaml`,
-//! a real agent syncs it, and Debian's `chromium` loads every page
-//! headless from inside the test's own network namespace (the agent's
-//! debug listener is on that namespace's loopback).
+//! a real agent syncs it and meters tenant A's two VMs (network
+//! namespaces behind taps named as Nova names them), and Debian's
+//! `chromium` loads every page headless from inside the test's own
+//! network namespace (the agent's debug listener is on that namespace's
+//! loopback). What a page shows is held against independent truth: the
+//! fixture itself, the agent's `/metrics`, the taps' own counters.
 //!
 //! Console errors: Chromium's log (`--enable-logging=stderr --v=0`) carries
 //! one line tagged `CONSOLE` per console message of a page — `console.*`,
@@ -12,17 +15,19 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::agent::{get, isolate, Agent, Setup};
+use common::agent::{counters, get, isolate, traffic, wait_until, Agent, Setup, Totals};
 use common::{repo, Sim};
-use lachesis_lab::netns::Lab;
+use lachesis_agent::links::tap_name;
+use lachesis_lab::netns::{Lab, Vm};
+use lachesis_lab::page::{number, numbers, row};
 
 const FIXTURE: &str = "crates/agent/tests/fixtures/debug-pages.yaml";
 /// What `lachesis demo` serves.
@@ -32,6 +37,12 @@ const VM_A: &str = "fa:16:3e:a1:00:01";
 /// Router A's interface on tenant A's network: a-web's next hop.
 const ROUTER_A: &str = "fa:16:3e:00:0a:02";
 const TENANT_A: &str = "0b0000000000000000000000000000aa";
+/// Tenant A's VMs a-web and a-db: their ports, MACs and addresses.
+const PORT_A1: &str = "p-vm-a1";
+const PORT_A2: &str = "p-vm-a2";
+const VM_A2: &str = "fa:16:3e:a1:00:02";
+/// A VM no port describes, behind a tap of the lab's own prefix.
+const STRAY: &str = "02:00:00:00:99:01";
 /// The longest a page may take to load or be photographed.
 const BROWSER_LIMIT: Duration = Duration::from_mins(1);
 
@@ -207,9 +218,43 @@ fn verdict(dom: &str) -> &str {
     &dom[start..end]
 }
 
+/// The value of label `name` in a rendered series.
+fn label<'a>(series: &'a str, name: &str) -> Option<&'a str> {
+    let start = series.find(&format!("{name}=\""))? + name.len() + 2;
+    Some(&series[start..start + series[start..].find('"')?])
+}
+
+/// `lachesis_port_{bytes,packets}_total` of `/metrics` summed per port and
+/// direction: what the node page must show beside each tap.
+fn port_totals(metrics: SocketAddr) -> BTreeMap<String, Totals> {
+    let (_, body) = get(metrics, "/metrics").unwrap();
+    let mut out: BTreeMap<String, Totals> = BTreeMap::new();
+    for line in body.lines() {
+        let Some((family, rest)) = line.split_once('{') else {
+            continue;
+        };
+        if family != "lachesis_port_bytes_total" && family != "lachesis_port_packets_total" {
+            continue;
+        }
+        let (series, value) = rest.rsplit_once("} ").unwrap();
+        let value: u64 = value.trim().parse().unwrap();
+        let t = out
+            .entry(label(series, "port_id").unwrap().to_owned())
+            .or_default();
+        match (family, label(series, "direction").unwrap()) {
+            ("lachesis_port_bytes_total", "tx") => t.tx_bytes += value,
+            ("lachesis_port_bytes_total", "rx") => t.rx_bytes += value,
+            ("lachesis_port_packets_total", "tx") => t.tx_packets += value,
+            (_, _) => t.rx_packets += value,
+        }
+    }
+    out
+}
+
 /// The agent's debug listener, as the browser reaches it.
 struct Pages {
     debug: SocketAddr,
+    metrics: SocketAddr,
 }
 
 impl Pages {
@@ -229,7 +274,11 @@ impl Pages {
             ("/debug/ui/anomalies".to_owned(), "Anomalies"),
             ("/debug/ui/lookup".to_owned(), "Lookup"),
             ("/debug/ui/topology".to_owned(), "Topology"),
+            ("/debug/ui/topology?tenant=*".to_owned(), "Topology"),
             (format!("/debug/ui/topology?tenant={TENANT_A}"), "Topology"),
+            ("/debug/ui/node".to_owned(), "This node"),
+            ("/debug/ui/flows".to_owned(), "Flows"),
+            ("/debug/ui/flows?limit=2".to_owned(), "Flows"),
             // A person typing /debug/ lands on the index.
             ("/debug/".to_owned(), "Index"),
         ];
@@ -241,7 +290,104 @@ impl Pages {
             let dom = chromium.dom(&self.url(&path));
             assert!(dom.contains(&format!("<h1>{title}</h1>")), "{path}");
             assert!(!dom.contains("<script"), "{path}: a script element");
+            assert_eq!(dom.matches("<div id=\"health\"").count(), 1, "{path}");
         }
+    }
+
+    /// The health strip against the agent's own families: running, not
+    /// degraded, the build of `lachesis_build_info`; and the log level
+    /// `GET /debug/log-level` reports.
+    fn health(&self, chromium: &mut Chromium) {
+        let dom = chromium.dom(&self.url("/debug/ui/"));
+        let start = dom.find("<div id=\"health\"").unwrap();
+        let strip = &dom[start..start + dom[start..].find("</div>").unwrap()];
+        let (_, metrics) = get(self.metrics, "/metrics").unwrap();
+        assert!(metrics.contains("\nlachesis_boot_phase{phase=\"running\"} 1\n"));
+        assert!(metrics.contains("\nlachesis_degraded 0\n"));
+        assert!(
+            strip.contains("data-phase=\"running\" data-degraded=\"false\""),
+            "{strip}"
+        );
+        let build = metrics
+            .lines()
+            .find(|l| l.starts_with("lachesis_build_info{"))
+            .expect("lachesis_build_info");
+        let (version, revision) = (
+            label(build, "version").unwrap(),
+            label(build, "revision").unwrap(),
+        );
+        assert!(
+            strip.contains(&format!("<b>{version}</b> <code>{revision}</code>")),
+            "{build} in {strip}"
+        );
+        assert!(
+            strip.contains("<span class=\"k\">last sync</span> <b title="),
+            "{strip}"
+        );
+        let (code, level) = get(self.debug, "/debug/log-level").unwrap();
+        assert_eq!((code, level.as_str()), (200, "log level is info\n"));
+    }
+
+    /// One row per tap of the lab, each with the port Nova's name gives
+    /// it, tenant A and the server, attached; the bytes of each port equal
+    /// `/metrics` and the tap's own counters; the stray tap names no port.
+    fn node(&self, chromium: &mut Chromium, vms: &[(&str, &Vm)], stray: &Vm) {
+        let dom = chromium.dom(&self.url("/debug/ui/node"));
+        let metrics = port_totals(self.metrics);
+        for (port, vm) in vms {
+            let r = row(&dom, "data-tap", &vm.tap);
+            assert!(r.contains(&format!("data-port=\"{port}\"")), "{r}");
+            assert!(
+                r.contains(&format!("tenant-a<br><code class=\"id\">{TENANT_A}</code>")),
+                "{r}"
+            );
+            assert!(r.contains("data-state=\"attached\""), "{r}");
+            assert_eq!(number(r, "data-heals"), 0, "{r}");
+            let shown = (number(r, "data-tx-bytes"), number(r, "data-rx-bytes"));
+            let exported = &metrics[*port];
+            let kernel = Totals::from_tap(counters(vm));
+            assert_eq!(
+                shown,
+                (exported.tx_bytes, exported.rx_bytes),
+                "{port}: the page and /metrics"
+            );
+            assert_eq!(
+                shown,
+                (kernel.tx_bytes, kernel.rx_bytes),
+                "{port}: the page and the tap"
+            );
+            // 512 KiB one way and 128 KiB back, and the pings.
+            assert!(shown.0 + shown.1 > 640 * 1024, "{port}: {shown:?}");
+        }
+        assert!(row(&dom, "data-tap", &vms[0].1.tap).contains("a-web<br>"));
+        assert!(row(&dom, "data-tap", &vms[1].1.tap).contains("a-db<br>"));
+        let r = row(&dom, "data-tap", &stray.tap);
+        assert!(!r.contains("data-port="), "{r}");
+        assert!(
+            r.contains("no port of the plan is named by this tap"),
+            "{r}"
+        );
+        assert!(r.contains("data-state=\"attached\""), "{r}");
+        assert!(dom.contains("the ledger's durable view"));
+    }
+
+    /// The flows table is `/debug/flows`' listing, row for row.
+    fn flows(&self, chromium: &mut Chromium) {
+        let (_, json) = get(self.debug, "/debug/flows").unwrap();
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let want: Vec<u64> = json["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bytes"].as_u64().unwrap())
+            .collect();
+        assert!(!want.is_empty());
+        let dom = chromium.dom(&self.url("/debug/ui/flows"));
+        let start = dom.find("<table id=\"flows\"").expect("the flows table");
+        let table = &dom[start..start + dom[start..].find("</table>").unwrap()];
+        assert_eq!(numbers(table, "data-bytes"), want);
+        assert!(table.contains("<span class=\"zone z-same_tenant\">same_tenant</span>"));
+        assert!(table.contains(&format!("href=\"/debug/ui/plan?mac={VM_A}\"")));
     }
 
     /// The project named like a script tag shows as text (had it run, it
@@ -308,10 +454,26 @@ impl Pages {
         assert!(verdict(&dom).contains("rule 1"));
     }
 
-    /// One node per router and per network of the fixture, each once; its
-    /// floating IPs and VM ports.
+    /// By default the tenants with VMs on this node: tenant A's router and
+    /// the networks it touches. With `*`, one node per router and per
+    /// network of the fixture, each once; its floating IPs and VM ports.
     fn topology(&self, chromium: &mut Chromium) {
         let dom = chromium.dom(&self.url("/debug/ui/topology"));
+        assert_eq!(node_ids(&dom, "router"), ["router-a"]);
+        let networks: BTreeSet<String> = node_ids(&dom, "network").into_iter().collect();
+        // a-private (its own), shared (router A's other interface), public
+        // (router A's gateway, floating IP fip-1).
+        assert_eq!(
+            networks,
+            ["net-a", "net-public", "net-shared"]
+                .map(str::to_owned)
+                .into()
+        );
+        let mut vms = node_ids(&dom, "vm");
+        vms.sort();
+        assert_eq!(vms, [PORT_A1, PORT_A2]);
+        assert!(dom.contains("The tenants with VMs on this node: tenant-a."));
+        let dom = chromium.dom(&self.url("/debug/ui/topology?tenant=*"));
         for (kind, list) in [("router", "routers"), ("network", "networks")] {
             let drawn = node_ids(&dom, kind);
             let unique: BTreeSet<String> = drawn.iter().cloned().collect();
@@ -342,12 +504,28 @@ impl Pages {
                 format!("/debug/ui/lookup?mac={VM_A}&ip=10.2.0.5&peer={ROUTER_A}"),
                 760,
             ),
-            ("debug-topology", "/debug/ui/topology".to_owned(), 820),
+            (
+                "debug-topology",
+                "/debug/ui/topology?tenant=*".to_owned(),
+                820,
+            ),
+            ("debug-topology-node", "/debug/ui/topology".to_owned(), 820),
+            ("debug-node", "/debug/ui/node".to_owned(), 620),
+            ("debug-flows", "/debug/ui/flows".to_owned(), 760),
         ] {
             let png = out.join(format!("{name}.png"));
             chromium.screenshot(&self.url(&path), &png, 1280, height);
         }
     }
+}
+
+/// Polls `/metrics` until each port's series equal its tap's counters.
+fn wait_for_ports(agent: &Agent, metrics: SocketAddr, vms: &[(&str, &Vm)]) {
+    wait_until(agent, "each port's series equal its tap's counters", || {
+        let got = port_totals(metrics);
+        vms.iter()
+            .all(|(port, vm)| got.get(*port) == Some(&Totals::from_tap(counters(vm))))
+    });
 }
 
 #[test]
@@ -375,13 +553,38 @@ fn the_debug_pages_in_headless_chromium() {
         "chromium's log does not report console messages as expected:\n{log}"
     );
 
-    let lab = Lab::new();
+    let mut lab = Lab::new();
+    // Tenant A's VMs behind taps named as Nova names them after their
+    // ports, and a VM no port describes behind one of the lab's prefix.
+    let a1 = lab.add_vm_with_tap(
+        &tap_name(PORT_A1),
+        VM_A.parse().unwrap(),
+        Ipv4Addr::new(10, 1, 0, 5),
+    );
+    let a2 = lab.add_vm_with_tap(
+        &tap_name(PORT_A2),
+        VM_A2.parse().unwrap(),
+        Ipv4Addr::new(10, 1, 0, 6),
+    );
+    let stray = lab.add_vm(STRAY.parse().unwrap(), Ipv4Addr::new(10, 1, 0, 99));
+    lab.static_neighbours();
     let sim = Sim::start_topology(&repo().join(FIXTURE), &[]);
     let setup = Setup::new(&lab, &sim);
     let mut agent = Agent::start(&setup, 0);
     agent.wait_ready(setup.metrics);
-    let pages = Pages { debug: setup.debug };
+    let pages = Pages {
+        debug: setup.debug,
+        metrics: setup.metrics,
+    };
+    // Known traffic between the two, counted until /metrics (the durable
+    // view, flushed every 300 ms here) equals the taps' own counters: the
+    // numbers the node page must show.
+    traffic(&a1, &a2, 0);
+    wait_for_ports(&agent, setup.metrics, &[(PORT_A1, &a1), (PORT_A2, &a2)]);
     pages.all_load(&mut chromium);
+    pages.health(&mut chromium);
+    pages.node(&mut chromium, &[(PORT_A1, &a1), (PORT_A2, &a2)], &stray);
+    pages.flows(&mut chromium);
     pages.plan_and_anomalies(&mut chromium);
     pages.lookups(&mut chromium);
     pages.topology(&mut chromium);
@@ -396,8 +599,11 @@ fn the_debug_pages_in_headless_chromium() {
     let setup = Setup::new(&lab, &sim);
     let mut agent = Agent::start(&setup, 1);
     agent.wait_ready(setup.metrics);
-    let demo = Pages { debug: setup.debug };
-    let dom = chromium.dom(&demo.url("/debug/ui/topology"));
+    let demo = Pages {
+        debug: setup.debug,
+        metrics: setup.metrics,
+    };
+    let dom = chromium.dom(&demo.url("/debug/ui/topology?tenant=*"));
     for (kind, list) in [("router", "routers"), ("network", "networks")] {
         let drawn = node_ids(&dom, kind);
         let unique: BTreeSet<String> = drawn.iter().cloned().collect();

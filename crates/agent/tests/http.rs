@@ -61,6 +61,20 @@ impl DebugSource for Fake {
     fn topology(&self) -> Option<Arc<Topology>> {
         None
     }
+    fn health(&self) -> lachesis_agent::http::AgentHealth {
+        lachesis_agent::http::AgentHealth {
+            phase: Some("running"),
+            degraded: false,
+            synced_at: None,
+            last_pass: None,
+        }
+    }
+    fn taps(&self) -> lachesis_agent::http::NodeTaps {
+        lachesis_agent::http::NodeTaps::default()
+    }
+    fn port_totals(&self) -> std::collections::BTreeMap<String, lachesis_ledger::PortTotals> {
+        std::collections::BTreeMap::new()
+    }
 }
 
 /// A ledger holding one 1500-byte tx flow of project-a to the internet,

@@ -10,6 +10,7 @@
 pub mod catalogue;
 pub mod frame;
 pub mod netns;
+pub mod page;
 
 pub mod services;
 

@@ -166,7 +166,7 @@ pub use attribution::{
 pub use book::{Book, DrainReport, Row};
 pub use counts::Counts;
 pub use delta::{delta, Baseline, DeltaCase};
-pub use export::{Exporter, Format, LedgerCollector};
+pub use export::{Exporter, Format, LedgerCollector, PortTotals};
 pub use health::{AnomalyKind, Health};
 pub use interner::{
     InternerConflict, InternerFull, InvalidInterner, TenantInterner, GLOBAL_TENANT_ID,

@@ -1,17 +1,21 @@
 //! What the debug listener reads from the running daemon (the
 //! [`DebugSource`] seam of `crate::http`).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use lachesis_abi::{FlowCounters, FlowKey};
-use lachesis_datapath::{Datapath, DrainBuffer};
+use lachesis_datapath::{AttachMode, Datapath, DrainBuffer};
+use lachesis_ledger::{Ledger, PortTotals};
 use lachesis_planner::{Plan, Topology};
 use tokio::sync::watch;
 
+use super::metrics::DaemonMetrics;
 use crate::config::Config;
-use crate::http::{DebugSource, FlowEntry, FlowListing, LiveBinding};
+use crate::http::{AgentHealth, DebugSource, FlowEntry, FlowListing, LiveBinding, NodeTaps};
+use crate::links::{LinkMetrics, TapBoardHandle};
 use crate::order::PlannedAttribution;
-use crate::reconcile::{AttributionSnapshot, Committed};
+use crate::reconcile::{AttributionSnapshot, Committed, ReconcileMetrics};
 
 /// The live configuration, swapped by each accepted reload.
 pub type LiveConfig = Arc<RwLock<Arc<Config>>>;
@@ -26,6 +30,14 @@ pub struct DebugState {
     pub attribution: Box<dyn Fn() -> Arc<PlannedAttribution> + Send + Sync>,
     /// The kernel, read (never cleared) for `/debug/flows`.
     pub datapath: Arc<Datapath>,
+    /// The ledger, whose durable view gives each port's bytes.
+    pub ledger: Arc<Ledger>,
+    /// Boot phase and degraded mode.
+    pub daemon: DaemonMetrics,
+    /// The last reconcile pass.
+    pub reconcile: ReconcileMetrics,
+    /// What the link watcher knows of each tap, and its heal count.
+    pub taps: (TapBoardHandle, LinkMetrics),
 }
 
 impl std::fmt::Debug for DebugState {
@@ -52,6 +64,33 @@ impl DebugSource for DebugState {
 
     fn topology(&self) -> Option<Arc<Topology>> {
         self.committed.borrow().topology.clone()
+    }
+
+    fn health(&self) -> AgentHealth {
+        AgentHealth {
+            phase: self.daemon.current_phase().map(crate::boot::Phase::label),
+            degraded: self.daemon.is_degraded(),
+            synced_at: Some(self.committed.borrow().synced_at),
+            last_pass: self.reconcile.last_pass(),
+        }
+    }
+
+    fn taps(&self) -> NodeTaps {
+        NodeTaps {
+            attach_mode: match self.datapath.attach_mode() {
+                AttachMode::Tcx => "tcx",
+                AttachMode::Tc => "tc",
+                // Resolved when the datapath loaded; never left at auto.
+                AttachMode::Auto => "auto",
+            },
+            presence_interval: super::PRESENCE_INTERVAL,
+            board: self.taps.0.get(),
+            heals_total: self.taps.1.heals(),
+        }
+    }
+
+    fn port_totals(&self) -> BTreeMap<String, PortTotals> {
+        self.ledger.durable_port_totals()
     }
 
     fn flows(&self, limit: usize) -> FlowListing {

@@ -649,6 +649,7 @@ fn start_tasks(
     } = parts;
     let degraded = meta.degraded;
     let tap_ports = TapPorts::from_plan(&meta.plan);
+    let reconcile_view = reconcile.clone();
     let reconciler = Reconciler::new(
         Seams {
             source,
@@ -684,6 +685,10 @@ fn start_tasks(
         committed: reconciler.committed(),
         attribution: Box::new(move || attribution_owner.attribution()),
         datapath: dp.clone(),
+        ledger: owner.ledger().clone(),
+        daemon: daemon.clone(),
+        reconcile: reconcile_view,
+        taps: (watcher.board(), watcher.metrics().clone()),
     };
     let routes = Arc::new(DebugRoutes::new(Arc::new(debug), handles.log));
     if let Ok(address) = debug_listener.local_addr() {

@@ -12,7 +12,7 @@ use super::lookup::{explain, Query};
 use super::params::{BadParam, Params};
 use super::reply::{json, not_found, reply, text, Reply, Verb};
 use super::server::{Page, Routes};
-use super::source::{DebugSource, FlowEntry, LogLevelControl};
+use super::source::{DebugSource, FlowEntry, LogFilter, LogLevelControl};
 use super::ui;
 use crate::config::{parse_log_level, LogLevel};
 
@@ -30,6 +30,8 @@ pub const PATHS: &[&str] = &[
     "/debug/ui/anomalies",
     "/debug/ui/lookup",
     "/debug/ui/topology",
+    "/debug/ui/node",
+    "/debug/ui/flows",
 ];
 
 /// `/debug/flows` without `?limit=`.
@@ -68,6 +70,9 @@ impl DebugRoutes {
     }
 
     fn log_level(&self, req: &Request<Bytes>) -> Reply {
+        if req.method() != hyper::Method::PUT {
+            return self.current_log_level();
+        }
         let level = std::str::from_utf8(req.body())
             .map_err(|_| "the body is not UTF-8 text".to_owned())
             .and_then(parse_log_level);
@@ -95,6 +100,29 @@ impl DebugRoutes {
             Err(e) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("could not apply log level {}: {e}", level.as_str()),
+            ),
+        }
+    }
+
+    /// `GET /debug/log-level`: the filter in force, in the words `PUT`
+    /// takes (so the answer's last word can be sent back as it is).
+    fn current_log_level(&self) -> Reply {
+        match self.log.current() {
+            Some(LogFilter::Level(level)) => {
+                text(StatusCode::OK, format!("log level is {}", level.as_str()))
+            }
+            Some(LogFilter::Directives(d)) => {
+                let words = LogLevel::ALL.map(LogLevel::as_str).join(", ");
+                text(
+                    StatusCode::OK,
+                    format!(
+                        "log filter is RUST_LOG's {d:?} (not one level); PUT one of {words} to replace it"
+                    ),
+                )
+            }
+            None => text(
+                StatusCode::NOT_IMPLEMENTED,
+                "this agent's log control does not report its level",
             ),
         }
     }
@@ -152,7 +180,7 @@ struct FlowsPage {
 
 /// `?limit=` of `/debug/flows`: 0 to [`FLOWS_MAX_LIMIT`], default
 /// [`FLOWS_DEFAULT_LIMIT`].
-fn flows_limit(query: Option<&str>) -> Result<usize, BadParam> {
+pub(crate) fn flows_limit(query: Option<&str>) -> Result<usize, BadParam> {
     let p = Params::parse(query, &["limit"])?;
     let expected = format!("an integer from 0 to {FLOWS_MAX_LIMIT}");
     let limit = p.optional("limit", &expected, |t| {
@@ -175,7 +203,7 @@ impl Routes for DebugRoutes {
         }
         let (verb, page): (Verb, Page<Self>) = match path {
             "/debug/config" => (Verb::Read, Self::config),
-            "/debug/log-level" => (Verb::Put, Self::log_level),
+            "/debug/log-level" => (Verb::ReadPut, Self::log_level),
             "/debug/plan" => (Verb::Read, Self::plan),
             "/debug/anomalies" => (Verb::Read, Self::anomalies),
             "/debug/flows" => (Verb::Read, Self::flows),

@@ -4,9 +4,10 @@
 //!   (the ledger's families, then the agent registry's, `OpenMetrics` or
 //!   Prometheus text by `Accept`), `/healthz`, `/readyz`.
 //! - **debug** (`listen.debug`, default `127.0.0.1:9848`): `/debug/config`,
-//!   `PUT /debug/log-level`, `/debug/plan`, `/debug/anomalies`,
+//!   `GET`/`PUT /debug/log-level`, `/debug/plan`, `/debug/anomalies`,
 //!   `/debug/flows`, `/debug/lookup`; and pages for a browser under
-//!   `/debug/ui/` (index, plan, anomalies, lookup, topology).
+//!   `/debug/ui/` (index, this node, plan, anomalies, lookup, flows,
+//!   topology), each with a health strip.
 //!
 //! Each listener is a [`Routes`] value — a pure function of the request,
 //! tested without sockets — served by [`serve`] until its cancellation
@@ -53,4 +54,7 @@ pub use negotiate::negotiate;
 pub use params::BadParam;
 pub use reply::Reply;
 pub use server::{serve, Routes, MAX_BODY_BYTES};
-pub use source::{DebugSource, FlowEntry, FlowListing, LiveBinding, LogLevelControl, Readiness};
+pub use source::{
+    AgentHealth, DebugSource, FlowEntry, FlowListing, LiveBinding, LogFilter, LogLevelControl,
+    NodeTaps, Readiness, TrackedLevel,
+};

@@ -69,8 +69,8 @@ pub(crate) fn not_found(path: &str, paths: &[&str]) -> Reply {
 pub(crate) enum Verb {
     /// `GET` (and `HEAD`, answered with the headers only).
     Read,
-    /// `PUT`.
-    Put,
+    /// [`Verb::Read`] and `PUT`: a setting read and written at one path.
+    ReadPut,
 }
 
 impl Verb {
@@ -78,7 +78,10 @@ impl Verb {
     pub(crate) fn refuse(self, method: &Method) -> Option<Reply> {
         let (ok, allow) = match self {
             Verb::Read => (method == Method::GET || method == Method::HEAD, "GET, HEAD"),
-            Verb::Put => (method == Method::PUT, "PUT"),
+            Verb::ReadPut => (
+                method == Method::GET || method == Method::HEAD || method == Method::PUT,
+                "GET, HEAD, PUT",
+            ),
         };
         if ok {
             return None;
@@ -118,9 +121,11 @@ mod tests {
             assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{m}");
             assert_eq!(r.headers()[ALLOW], "GET, HEAD");
         }
-        let r = Verb::Put.refuse(&Method::GET).unwrap();
-        assert_eq!(r.headers()[ALLOW], "PUT");
-        assert!(Verb::Put.refuse(&Method::PUT).is_none());
+        for m in [Method::GET, Method::HEAD, Method::PUT] {
+            assert!(Verb::ReadPut.refuse(&m).is_none(), "{m}");
+        }
+        let r = Verb::ReadPut.refuse(&Method::POST).unwrap();
+        assert_eq!(r.headers()[ALLOW], "GET, HEAD, PUT");
     }
 
     #[test]

@@ -2,13 +2,18 @@
 //! daemon implements (and the tests fake): the live state, the log level,
 //! and readiness.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use lachesis_abi::{Direction, L4Class, Mac, Zone};
+use lachesis_ledger::PortTotals;
 use lachesis_planner::{Anomaly, Binding, Plan, Topology};
 use serde::{Serialize, Serializer};
 
 use crate::config::{Config, LogLevel};
+use crate::links::TapBoard;
+use crate::reconcile::LastPass;
 
 /// The daemon's live state, as the debug pages show it. Every method takes
 /// a snapshot: a page never holds a daemon lock while it renders.
@@ -40,6 +45,45 @@ pub trait DebugSource: Send + Sync {
     /// At most `limit` flows, the largest byte counts first, and how many
     /// there are in all.
     fn flows(&self, limit: usize) -> FlowListing;
+
+    /// The agent's health now (the strip on every page).
+    fn health(&self) -> AgentHealth;
+
+    /// This node's matching interfaces as the link watcher knows them.
+    fn taps(&self) -> NodeTaps;
+
+    /// Every port's cumulative counts in the ledger's durable view (the
+    /// last state-file flush: what `/metrics` exports), by port id.
+    fn port_totals(&self) -> BTreeMap<String, PortTotals>;
+}
+
+/// What the health strip of every page shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentHealth {
+    /// The boot phase (`lachesis_boot_phase`): `running` once boot is
+    /// done; `None` before the first.
+    pub phase: Option<&'static str>,
+    /// Running from the state file's plan, no sync yet (`lachesis_degraded`).
+    pub degraded: bool,
+    /// When the committed plan was synced (`lachesis_openstack_sync_age_seconds`
+    /// counts from it); `None` before the first.
+    pub synced_at: Option<SystemTime>,
+    /// The last reconcile pass; `None` before the first (cold start's
+    /// sync is not one).
+    pub last_pass: Option<LastPass>,
+}
+
+/// The link watcher's view of this node, for `/debug/ui/node`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeTaps {
+    /// How the programs are attached on this kernel: `tcx` or `tc`.
+    pub attach_mode: &'static str,
+    /// How often the presence check runs.
+    pub presence_interval: Duration,
+    /// Every matching interface the watcher tracks.
+    pub board: Arc<TapBoard>,
+    /// `lachesis_attach_heals_total` (heals of taps since gone included).
+    pub heals_total: u64,
 }
 
 /// One `endpoints` entry as the kernel holds it now.
@@ -107,10 +151,17 @@ pub struct FlowEntry {
 }
 
 /// Applies a level chosen on `PUT /debug/log-level` (the daemon wires it to
-/// its subscriber's reload handle).
+/// its subscriber's reload handle) and says which filter is in force for
+/// `GET /debug/log-level`.
 pub trait LogLevelControl: Send + Sync {
     /// Makes `level` the least severe level written from now on.
     fn set_level(&self, level: LogLevel) -> Result<(), String>;
+
+    /// The filter in force now; `None` when this control does not keep
+    /// track (a bare closure: tests). [`TrackedLevel`] does.
+    fn current(&self) -> Option<LogFilter> {
+        None
+    }
 }
 
 impl<F> LogLevelControl for F
@@ -119,6 +170,72 @@ where
 {
     fn set_level(&self, level: LogLevel) -> Result<(), String> {
         self(level)
+    }
+}
+
+/// What filters the log now: one of the levels, or the directives
+/// `RUST_LOG` gave at start (until a level replaces them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogFilter {
+    /// `--log-level`, `log.level`, a reload or `PUT /debug/log-level`.
+    Level(LogLevel),
+    /// `RUST_LOG`'s directives, as given.
+    Directives(String),
+}
+
+/// A [`LogLevelControl`] that remembers what it applied last: every
+/// change of the filter (a SIGHUP reload, `PUT /debug/log-level`) goes
+/// through the one control the process holds, so what it remembers is
+/// what filters the log.
+pub struct TrackedLevel<F> {
+    apply: F,
+    current: std::sync::Mutex<LogFilter>,
+}
+
+impl<F> std::fmt::Debug for TrackedLevel<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrackedLevel")
+            .field("current", &self.current)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> TrackedLevel<F>
+where
+    F: Fn(LogLevel) -> Result<(), String> + Send + Sync,
+{
+    /// `apply` replaces the filter; `initial` is the one installed at start.
+    pub fn new(initial: LogFilter, apply: F) -> Self {
+        TrackedLevel {
+            apply,
+            current: std::sync::Mutex::new(initial),
+        }
+    }
+}
+
+impl<F> LogLevelControl for TrackedLevel<F>
+where
+    F: Fn(LogLevel) -> Result<(), String> + Send + Sync,
+{
+    fn set_level(&self, level: LogLevel) -> Result<(), String> {
+        // Held across the apply: two concurrent changes are remembered in
+        // the order they were applied.
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (self.apply)(level)?;
+        *current = LogFilter::Level(level);
+        Ok(())
+    }
+
+    fn current(&self) -> Option<LogFilter> {
+        Some(
+            self.current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
     }
 }
 

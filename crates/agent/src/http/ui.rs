@@ -6,10 +6,14 @@
 //! console, which the browser test reads).
 
 mod anomalies;
+mod flows;
+mod health;
 mod html;
 mod lookup;
+mod node;
 mod plan;
 mod topology;
+mod units;
 
 use bytes::Bytes;
 use hyper::header::{HeaderValue, CACHE_CONTROL, LOCATION};
@@ -26,6 +30,11 @@ use html::{Html, CODE_TD, P, TD, TH};
 const NAV: &[(&str, &str, &str)] = &[
     ("/debug/ui/", "Index", "this page: what the agent holds now"),
     (
+        node::PATH,
+        "This node",
+        "this node's taps: the port, tenant and server behind each, its bytes, whether it is attached, its heals",
+    ),
+    (
         "/debug/ui/plan",
         "Plan",
         "the committed plan's trie rows, bindings, router MACs and amphora addresses; filter by tenant, MAC or address",
@@ -41,9 +50,14 @@ const NAV: &[(&str, &str, &str)] = &[
         "how one packet would be classified, step by step: which map, which row, which zone, which external network",
     ),
     (
+        flows::PATH,
+        "Flows",
+        "the kernel's largest flows: bytes, zone, the VM and its peer, who is billed",
+    ),
+    (
         "/debug/ui/topology",
         "Topology",
-        "the cloud the plan came from, drawn: tenants, networks, routers, external networks, floating IPs",
+        "the cloud the plan came from, drawn — the tenants with VMs on this node, or every tenant",
     ),
 ];
 
@@ -56,6 +70,10 @@ const JSON_PAGES: &[(&str, &str)] = &[
     ("/debug/plan", "committed plan (JSON)"),
     ("/debug/anomalies", "anomalies (JSON)"),
     ("/debug/flows", "largest flows (JSON)"),
+    (
+        "/debug/log-level",
+        "the log filter in force (text; PUT a level to change it)",
+    ),
 ];
 
 /// Nothing but inline styles and `data:` images; forms post back here.
@@ -77,6 +95,8 @@ pub(crate) fn page_for(path: &str) -> Option<UiPage> {
         "/debug/ui/anomalies" => anomalies::page,
         "/debug/ui/lookup" => lookup::page,
         "/debug/ui/topology" => topology::page,
+        node::PATH => node::page,
+        flows::PATH => flows::page,
         _ => return None,
     };
     Some(page)
@@ -90,8 +110,14 @@ fn redirect_to_index(_: &dyn DebugSource, _: &Request<Bytes>) -> Reply {
 }
 
 /// `body` inside the common frame: title, navigation (`current` marked),
-/// style, and the headers every page carries.
-fn document(status: StatusCode, title: &'static str, current: &str, body: Html) -> Reply {
+/// the health strip, style, and the headers every page carries.
+fn document(
+    source: &dyn DebugSource,
+    status: StatusCode,
+    title: &'static str,
+    current: &str,
+    body: Html,
+) -> Reply {
     let mut h = Html::new();
     h.raw("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")
         .raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
@@ -107,7 +133,9 @@ fn document(status: StatusCode, title: &'static str, current: &str, body: Html) 
         }
         h.raw(">").text(label).raw("</a>");
     }
-    h.raw("</nav></header><main><h1>")
+    h.raw("</nav></header>");
+    health::strip(&mut h, &source.health());
+    h.raw("<main><h1>")
         .raw(title)
         .raw("</h1>")
         .append(body)
@@ -120,20 +148,26 @@ fn document(status: StatusCode, title: &'static str, current: &str, body: Html) 
 }
 
 /// A 503-style page before the first plan.
-fn no_plan(title: &'static str, current: &str) -> Reply {
+fn no_plan(source: &dyn DebugSource, title: &'static str, current: &str) -> Reply {
     let mut h = Html::new();
     h.element(P, NO_PLAN);
-    document(StatusCode::SERVICE_UNAVAILABLE, title, current, h)
+    document(source, StatusCode::SERVICE_UNAVAILABLE, title, current, h)
 }
 
 /// A page that refuses its parameters: the form is still shown.
-fn bad_request(title: &'static str, current: &str, problem: &str, body: Html) -> Reply {
+fn bad_request(
+    source: &dyn DebugSource,
+    title: &'static str,
+    current: &str,
+    problem: &str,
+    body: Html,
+) -> Reply {
     let mut h = Html::new();
     h.raw("<p class=\"error\">")
         .text(problem)
         .raw("</p>")
         .append(body);
-    document(StatusCode::BAD_REQUEST, title, current, h)
+    document(source, StatusCode::BAD_REQUEST, title, current, h)
 }
 
 fn index(source: &dyn DebugSource, _: &Request<Bytes>) -> Reply {
@@ -157,6 +191,26 @@ fn index(source: &dyn DebugSource, _: &Request<Bytes>) -> Reply {
             h.element(P, NO_PLAN);
         }
     }
+    let taps = source.taps();
+    let attached = taps
+        .board
+        .taps
+        .iter()
+        .filter(|t| t.state == crate::links::TapState::Attached)
+        .count();
+    h.raw("<p>This node: ")
+        .link(
+            node::PATH,
+            format_args!(
+                "{} matching taps, {attached} attached",
+                taps.board.taps.len()
+            ),
+        )
+        .text(format_args!(
+            " ({}); {} heals since start.",
+            taps.attach_mode, taps.heals_total
+        ))
+        .raw("</p>");
     match source.topology() {
         Some(t) => topology_summary(&mut h, &t),
         None => {
@@ -175,7 +229,7 @@ fn index(source: &dyn DebugSource, _: &Request<Bytes>) -> Reply {
             .raw("</li>");
     }
     h.raw("<li><code>/debug/lookup?mac=…&amp;ip=…</code> — the lookup as JSON</li></ul>");
-    document(StatusCode::OK, "Index", "/debug/ui/", h)
+    document(source, StatusCode::OK, "Index", "/debug/ui/", h)
 }
 
 fn plan_summary(h: &mut Html, plan: &Plan, ghosts: usize) {
@@ -320,10 +374,17 @@ body{margin:0;font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color
 header{display:flex;gap:1.5em;align-items:baseline;padding:.7em 1.5em;background:#1d2330;color:#fff}
 header .brand{font-weight:700;font-size:1.1em;letter-spacing:.02em}
 header .muted{color:#aab3c5}
-nav{display:flex;gap:1em;margin-left:auto}
+nav{display:flex;gap:1em;margin-left:auto;flex-wrap:wrap}
 nav a{color:#cfd8ea;text-decoration:none;padding:.15em .4em;border-radius:4px}
 nav a.here{background:#3a4660;color:#fff}
 main{padding:1em 1.5em 2em;max-width:1400px}
+.health{display:flex;flex-wrap:wrap;gap:.4em 1.4em;padding:.45em 1.5em;font-size:.92em;border-bottom:1px solid var(--line);background:#ecfdf3}
+.health.warn{background:#fff8e1}
+.health .k{color:var(--muted)}
+.health .item.bad b{color:#b42318}
+td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+.badge{display:inline-block;padding:0 .45em;border-radius:3px;font-size:12.5px;color:#fff}
+.badge.good{background:#067647}.badge.bad{background:#b42318}
 h1{font-size:1.4em;margin:.3em 0 .6em}
 h2{font-size:1.1em;margin:1.4em 0 .5em}
 h2 code{font-size:1em}

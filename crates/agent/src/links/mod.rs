@@ -10,6 +10,8 @@
 //!   `Datapath`; tests use a recording fake).
 //! - [`run`] — the task — a `NETLINK_ROUTE` subscription to the link group,
 //!   a replay of existing links, and the periodic presence check.
+//! - [`TapBoard`] — what the watcher knows about each tap (state, port
+//!   MAC, heals), published for the debug pages.
 //! - [`LinkMetrics`] — `lachesis_attached_interfaces`,
 //!   `lachesis_attach_failures_total{reason}`, `lachesis_attach_heals_total`,
 //!   `lachesis_attach_presence_checks_total`,
@@ -47,6 +49,7 @@ mod metrics;
 mod netlink;
 mod ports;
 mod run;
+mod status;
 mod watcher;
 
 pub use matcher::Matcher;
@@ -55,4 +58,5 @@ pub use metrics::{EventKind, Failure, LinkMetrics};
 pub(crate) use netlink::dump_links;
 pub use ports::{tap_name, TapPorts};
 pub use run::run;
+pub use status::{TapBoard, TapBoardHandle, TapState, TapStatus};
 pub use watcher::{AttachError, Attacher, Outcome, PresenceReport, Watcher};

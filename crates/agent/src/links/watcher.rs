@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use lachesis_abi::Mac;
 
@@ -14,6 +15,7 @@ use super::matcher::Matcher;
 use super::message::LinkEvent;
 use super::metrics::{Failure, LinkMetrics};
 use super::ports::TapPorts;
+use super::status::{TapBoard, TapBoardHandle, TapState, TapStatus};
 
 /// What an attach did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,14 +83,26 @@ impl<T: Attacher + ?Sized> Attacher for Arc<T> {
 struct Tracked {
     name: String,
     state: State,
+    /// When it entered `state`.
+    since: SystemTime,
+    /// Heals of this link (the presence check re-attached it), and the last.
+    heals: u64,
+    last_heal: Option<SystemTime>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
     /// Both programs attached.
     Attached,
-    /// The last attach failed; the next presence check retries.
-    Failed,
+    /// The last attach failed (the kernel's words); the next presence
+    /// check retries.
+    Failed(String),
+}
+
+impl State {
+    fn is_failed(&self) -> bool {
+        matches!(self, State::Failed(_))
+    }
 }
 
 /// What one presence check did, for logs and tests.
@@ -121,6 +135,9 @@ pub struct Watcher<A> {
     /// last with success).
     written: BTreeMap<u32, Mac>,
     metrics: LinkMetrics,
+    /// What the debug pages read, republished with the gauges.
+    board: TapBoardHandle,
+    last_check: Option<SystemTime>,
 }
 
 impl<A: Attacher> Watcher<A> {
@@ -134,6 +151,8 @@ impl<A: Attacher> Watcher<A> {
             ports: TapPorts::default(),
             written: BTreeMap::new(),
             metrics,
+            board: TapBoardHandle::default(),
+            last_check: None,
         }
     }
 
@@ -168,6 +187,14 @@ impl<A: Attacher> Watcher<A> {
     /// The metrics handles.
     pub fn metrics(&self) -> &LinkMetrics {
         &self.metrics
+    }
+
+    /// What the watcher knows about each tap, as published after every
+    /// change (the handle stays current after the watcher moves into its
+    /// task).
+    #[must_use]
+    pub fn board(&self) -> TapBoardHandle {
+        self.board.clone()
     }
 
     /// Applies one link event.
@@ -253,7 +280,7 @@ impl<A: Attacher> Watcher<A> {
             Err(AttachError::Failed(e)) => {
                 self.metrics.failed(Failure::Attach);
                 tracing::warn!(ifname = name, ifindex = index, error = %e, "attach failed; the presence check retries");
-                self.track(index, name, State::Failed);
+                self.track(index, name, State::Failed(e));
                 false
             }
         }
@@ -310,14 +337,31 @@ impl<A: Attacher> Watcher<A> {
         }
     }
 
+    /// Records `state` for the link; its heals stay with it, and `since`
+    /// moves only when the state does.
     fn track(&mut self, index: u32, name: &str, state: State) {
-        self.links.insert(
-            index,
-            Tracked {
-                name: name.to_owned(),
-                state,
-            },
-        );
+        let now = SystemTime::now();
+        match self.links.get_mut(&index) {
+            Some(t) => {
+                name.clone_into(&mut t.name);
+                if t.state != state {
+                    t.state = state;
+                    t.since = now;
+                }
+            }
+            None => {
+                self.links.insert(
+                    index,
+                    Tracked {
+                        name: name.to_owned(),
+                        state,
+                        since: now,
+                        heals: 0,
+                        last_heal: None,
+                    },
+                );
+            }
+        }
     }
 
     /// Compares the interfaces that exist and match with those carrying
@@ -334,6 +378,7 @@ impl<A: Attacher> Watcher<A> {
                 return report;
             }
         };
+        self.last_check = Some(SystemTime::now());
         let matching: BTreeMap<u32, &str> = existing
             .iter()
             .filter(|(_, n)| self.matcher.matches(n))
@@ -358,15 +403,19 @@ impl<A: Attacher> Watcher<A> {
                 self.write_port(index, name);
                 continue;
             }
-            let known_failed = self
-                .links
-                .get(&index)
-                .is_some_and(|t| t.state == State::Failed);
+            let known_failed = self.links.get(&index).is_some_and(|t| t.state.is_failed());
             if self.attach(index, name) {
                 if known_failed {
                     report.retried.push(name.to_owned());
                 } else {
                     self.metrics.healed();
+                    if let Some(t) = self.links.get_mut(&index) {
+                        // Uncounted until now: attached again from here.
+                        let now = SystemTime::now();
+                        t.heals += 1;
+                        t.last_heal = Some(now);
+                        t.since = now;
+                    }
                     tracing::warn!(
                         ifname = name,
                         ifindex = index,
@@ -404,6 +453,25 @@ impl<A: Attacher> Watcher<A> {
             .filter(|(_, t)| t.state == State::Attached)
             .map(|(i, _)| *i)
             .collect();
+        self.board.publish(TapBoard {
+            taps: self
+                .links
+                .iter()
+                .map(|(index, t)| TapStatus {
+                    index: *index,
+                    name: t.name.clone(),
+                    state: match &t.state {
+                        State::Attached => TapState::Attached,
+                        State::Failed(e) => TapState::Failed(e.clone()),
+                    },
+                    since: t.since,
+                    port_mac: self.written.get(index).copied(),
+                    heals: t.heals,
+                    last_heal: t.last_heal,
+                })
+                .collect(),
+            last_check: self.last_check,
+        });
         self.metrics.set_attached(attached.len());
         self.metrics.set_without_port(
             attached

@@ -432,3 +432,49 @@ fn the_presence_check_forgets_ports_of_interfaces_that_are_gone() {
     r.w.presence_check();
     assert_eq!(r.ports(), []);
 }
+
+/// The board the node page reads: every tracked tap with its state (the
+/// kernel's words when refused), the port MAC written for it, its own
+/// heals — and the board handle taken before stays current.
+#[test]
+fn the_board_follows_each_taps_state_port_and_heals() {
+    let mut r = Rig::new();
+    let board = r.w.board();
+    assert_eq!(*board.get(), super::TapBoard::default());
+    r.w.set_ports(ports(&[("5", 5)]));
+    r.host().refuse.insert("tap6".into());
+    r.appear(5, "tap5");
+    r.appear(6, "tap6");
+    let now = board.get();
+    assert_eq!(now.taps.len(), 2);
+    let (five, six) = (&now.taps[0], &now.taps[1]);
+    assert_eq!((five.index, five.name.as_str()), (5, "tap5"));
+    assert_eq!(five.state, super::TapState::Attached);
+    assert_eq!(five.port_mac, Some(mac(5)));
+    assert_eq!(
+        six.state,
+        super::TapState::Failed("attach tap6: EBUSY".into())
+    );
+    assert_eq!(six.port_mac, None, "no port named tap6");
+    assert!(now.last_check.is_none());
+
+    // Recovered at a check (a retry, no heal); tap5 loses its programs
+    // behind our back and is healed.
+    r.host().refuse.clear();
+    r.host().ours.remove("tap5");
+    let attached_at = five.since;
+    r.w.presence_check();
+    let now = board.get();
+    assert!(now.last_check.is_some());
+    let (five, six) = (&now.taps[0], &now.taps[1]);
+    assert_eq!(six.state, super::TapState::Attached);
+    assert_eq!((six.heals, six.last_heal), (0, None));
+    assert_eq!(five.heals, 1);
+    assert_eq!(five.last_heal, Some(five.since));
+    assert!(five.since >= attached_at);
+    // A quiet check changes nothing but its own time.
+    r.w.presence_check();
+    assert_eq!(board.get().taps, now.taps);
+    r.vanish(6);
+    assert_eq!(board.get().taps.len(), 1);
+}

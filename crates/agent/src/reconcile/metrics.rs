@@ -1,5 +1,8 @@
 //! The reconciler's families (docs/metrics.md, DESIGN §7, §10).
 
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -61,6 +64,20 @@ impl Trigger {
     }
 }
 
+/// How the last pass ended, for the debug pages' health strip (the
+/// counters say how many; this says which was last, when, and why).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastPass {
+    /// Its outcome.
+    pub result: PassResult,
+    /// What started it.
+    pub trigger: Trigger,
+    /// When it ended.
+    pub ended: SystemTime,
+    /// The error and its causes, when it failed.
+    pub error: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ResultLabel {
     result: &'static str,
@@ -90,6 +107,7 @@ pub struct ReconcileMetrics {
     kicks: Family<OutcomeLabel, Counter>,
     ghosts: Gauge,
     amphora_ports: Gauge,
+    last: Arc<Mutex<Option<LastPass>>>,
 }
 
 impl Default for ReconcileMetrics {
@@ -100,6 +118,7 @@ impl Default for ReconcileMetrics {
             kicks: Family::default(),
             ghosts: Gauge::default(),
             amphora_ports: Gauge::default(),
+            last: Arc::default(),
         };
         // Every series exists before the first pass, so an alert on
         // `increase(...{result="apply_error"}[1h]) > 0` has a zero to compare.
@@ -162,8 +181,19 @@ impl ReconcileMetrics {
         self.kicks.get_or_create_owned(&OutcomeLabel { outcome })
     }
 
-    pub(crate) fn count_run(&self, result: PassResult) {
-        self.run_series(result).inc();
+    /// Counts `pass` and keeps it as the last.
+    pub(crate) fn count_run(&self, pass: LastPass) {
+        self.run_series(pass.result).inc();
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(pass);
+    }
+
+    /// The last pass that ended; `None` before the first.
+    #[must_use]
+    pub fn last_pass(&self) -> Option<LastPass> {
+        self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub(crate) fn observe_pass(&self, trigger: Trigger, seconds: f64) {

@@ -42,7 +42,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use kernel::{KernelWriter, Write, WriteError};
-pub use metrics::{PassResult, ReconcileMetrics, Trigger};
+pub use metrics::{LastPass, PassResult, ReconcileMetrics, Trigger};
 pub use order::{
     AttributionSnapshot, BatchError, BoxError, LedgerOrder, PruneFailed, Settle, SettleBatch,
 };

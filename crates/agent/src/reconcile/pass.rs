@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::kernel::{KernelWriter, Write, WriteError};
-use super::metrics::{PassResult, Trigger};
+use super::metrics::{LastPass, PassResult, Trigger};
 use super::order::{BatchError, LedgerOrder, SettleBatch};
 use super::source::{MetadataSource, Synced};
 use super::table::{BindingTable, StepCounts};
@@ -98,21 +98,28 @@ where
             synced = self.seams.source.sync(Some(previous), options) => synced,
         };
         let synced_at = SystemTime::now();
-        let result = match synced {
+        let (result, error) = match synced {
             Err(e) => {
-                warn!(error = %chain(&e), trigger = trigger.label(), "reconcile sync failed; nothing applied");
-                PassResult::SyncError
+                let cause = chain(&e);
+                warn!(error = %cause, trigger = trigger.label(), "reconcile sync failed; nothing applied");
+                (PassResult::SyncError, Some(cause))
             }
             Ok(synced) => match self.apply(&synced, synced_at).await {
-                Ok(()) => PassResult::Ok,
+                Ok(()) => (PassResult::Ok, None),
                 Err(e) => {
-                    warn!(error = %chain(&e), trigger = trigger.label(),
+                    let cause = chain(&e);
+                    warn!(error = %cause, trigger = trigger.label(),
                         "reconcile apply failed; plan not committed, the next pass retries");
-                    PassResult::ApplyError
+                    (PassResult::ApplyError, Some(cause))
                 }
             },
         };
-        self.metrics.count_run(result);
+        self.metrics.count_run(LastPass {
+            result,
+            trigger,
+            ended: SystemTime::now(),
+            error,
+        });
         self.metrics
             .observe_pass(trigger, started.elapsed().as_secs_f64());
         Some(result)

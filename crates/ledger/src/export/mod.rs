@@ -2,5 +2,7 @@
 
 mod collector;
 pub mod families;
+mod ports;
 
 pub use collector::{render_registry, Exporter, Format, LedgerCollector};
+pub use ports::PortTotals;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::*;
 use crate::config::Config;
 use crate::http::reply::body_text;
-use crate::http::source::{FlowListing, LiveBinding};
+use crate::http::source::{FlowListing, LiveBinding, LogFilter, TrackedLevel};
 
 const VM: &str = "02:00:00:00:00:01";
 
@@ -35,6 +35,20 @@ impl DebugSource for Fake {
     }
     fn topology(&self) -> Option<Arc<lachesis_planner::Topology>> {
         None
+    }
+    fn health(&self) -> crate::http::AgentHealth {
+        crate::http::AgentHealth {
+            phase: Some("running"),
+            degraded: false,
+            synced_at: None,
+            last_pass: None,
+        }
+    }
+    fn taps(&self) -> crate::http::NodeTaps {
+        crate::http::NodeTaps::default()
+    }
+    fn port_totals(&self) -> std::collections::BTreeMap<String, lachesis_ledger::PortTotals> {
+        std::collections::BTreeMap::new()
     }
     fn flows(&self, limit: usize) -> FlowListing {
         *self.asked_limit.lock().unwrap() = Some(limit);
@@ -91,17 +105,21 @@ fn plan() -> Plan {
 
 type Levels = Arc<Mutex<Vec<LogLevel>>>;
 
-fn routes_with(plan: Option<Plan>, flows: usize) -> (DebugRoutes, Arc<Fake>, Levels) {
+fn fake(plan: Option<Plan>, flows: usize) -> Fake {
     let config = Config::from_yaml(
         "notifications:\n  rabbitmq:\n    url: amqp://user:s3cret@broker:5672/\n",
     )
     .unwrap();
-    let fake = Arc::new(Fake {
+    Fake {
         config: Arc::new(config),
         plan: plan.map(Arc::new),
         flows,
         asked_limit: Mutex::new(None),
-    });
+    }
+}
+
+fn routes_with(plan: Option<Plan>, flows: usize) -> (DebugRoutes, Arc<Fake>, Levels) {
+    let fake = Arc::new(fake(plan, flows));
     let levels: Levels = Arc::default();
     let seen = levels.clone();
     let control = move |level: LogLevel| {
@@ -302,15 +320,69 @@ fn put_log_level_reports_a_failed_apply() {
     assert!(body_text(r).contains("trace is disabled"));
 }
 
+/// Issue 19 item 18: `GET /debug/log-level` was a 405; it reports the
+/// filter in force, in the words `PUT` takes, and follows each change —
+/// through `PUT` or not (a SIGHUP reload calls the same control).
+#[test]
+fn get_log_level_reports_the_filter_in_force() {
+    let control = Arc::new(TrackedLevel::new(
+        LogFilter::Directives("warn,lachesis_openstack=debug".to_owned()),
+        |_| Ok(()),
+    ));
+    let routes = DebugRoutes::new(Arc::new(fake(Some(plan()), 0)), control.clone());
+    let read = |routes: &DebugRoutes| {
+        let r = routes.handle(&request(Method::GET, "/debug/log-level", b""));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/plain; charset=utf-8");
+        body_text(r)
+    };
+    let body = read(&routes);
+    assert!(
+        body.starts_with(
+            "log filter is RUST_LOG's \"warn,lachesis_openstack=debug\" (not one level)"
+        ),
+        "{body}"
+    );
+    assert!(body.contains("error, warn, info, debug, trace"), "{body}");
+    let r = routes.handle(&request(Method::PUT, "/debug/log-level", b"debug"));
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(read(&routes), "log level is debug\n");
+    // A change outside the listener (the daemon's reload) shows too.
+    control.set_level(LogLevel::Error).unwrap();
+    assert_eq!(read(&routes), "log level is error\n");
+    let r = routes.handle(&request(Method::HEAD, "/debug/log-level", b""));
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[test]
+fn a_refused_level_is_not_reported_as_in_force() {
+    let control = TrackedLevel::new(LogFilter::Level(LogLevel::Info), |level| {
+        if level == LogLevel::Trace {
+            Err("no".to_owned())
+        } else {
+            Ok(())
+        }
+    });
+    assert!(control.set_level(LogLevel::Trace).is_err());
+    assert_eq!(control.current(), Some(LogFilter::Level(LogLevel::Info)));
+}
+
+#[test]
+fn a_control_that_does_not_track_says_so() {
+    let r = get("/debug/log-level");
+    assert_eq!(r.status(), StatusCode::NOT_IMPLEMENTED);
+    assert!(body_text(r).contains("does not report its level"));
+}
+
 #[test]
 fn routing_404_and_405() {
     let r = get("/debug/nothing");
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert!(body_text(r).contains("/debug/lookup"));
     assert_eq!(get("/metrics").status(), StatusCode::NOT_FOUND);
-    let r = get("/debug/log-level");
+    let r = routes().handle(&request(Method::POST, "/debug/log-level", b"x"));
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(r.headers()[ALLOW], "PUT");
+    assert_eq!(r.headers()[ALLOW], "GET, HEAD, PUT");
     for path in PATHS.iter().filter(|p| **p != "/debug/log-level") {
         let r = routes().handle(&request(Method::PUT, path, b"x"));
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");

@@ -97,7 +97,7 @@ fn explain_fallback(reason: FallbackReason) -> &'static str {
 
 pub(super) fn page(source: &dyn DebugSource, _: &Request<Bytes>) -> Reply {
     let Some(plan) = source.committed_plan() else {
-        return no_plan(TITLE, PATH);
+        return no_plan(source, TITLE, PATH);
     };
     let anomalies = source.anomalies();
     let mut h = Html::new();
@@ -149,5 +149,5 @@ pub(super) fn page(source: &dyn DebugSource, _: &Request<Bytes>) -> Reply {
             .raw("</tr>");
     }
     h.raw("</tbody></table>");
-    document(StatusCode::OK, TITLE, PATH, h)
+    document(source, StatusCode::OK, TITLE, PATH, h)
 }

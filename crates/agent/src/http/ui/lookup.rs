@@ -37,14 +37,14 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
             P,
             "Give the VM's MAC and the remote address; the peer MAC (a router's for routed traffic, another VM's for direct L2) and the VM's own address are optional.",
         );
-        return document(StatusCode::OK, TITLE, PATH, h);
+        return document(source, StatusCode::OK, TITLE, PATH, h);
     }
     let query = match Query::parse(filled.as_deref()) {
         Ok(q) => q,
-        Err(e) => return bad_request(TITLE, PATH, &e.to_string(), h),
+        Err(e) => return bad_request(source, TITLE, PATH, &e.to_string(), h),
     };
     let Some(plan) = plan else {
-        return no_plan(TITLE, PATH);
+        return no_plan(source, TITLE, PATH);
     };
     let e = explain(&query, &plan.trie, &bindings, &plan.amphora_ips);
     let external = external_network(&e, &plan.router_macs);
@@ -63,7 +63,7 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
             "/debug/lookup",
         )
         .raw("</p>");
-    document(StatusCode::OK, TITLE, PATH, h)
+    document(source, StatusCode::OK, TITLE, PATH, h)
 }
 
 fn lookup_form(

@@ -119,7 +119,7 @@ fn mapped(a: IpAddr) -> Ipv6Addr {
 pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     let form = Form::new(req.uri().query());
     let Some(plan) = source.committed_plan() else {
-        return no_plan(TITLE, PATH);
+        return no_plan(source, TITLE, PATH);
     };
     let topology = source.topology();
     let topology = topology.as_deref();
@@ -129,7 +129,7 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
         Err(e) => {
             let mut h = Html::new();
             filter_form(&mut h, &plan, &bindings, topology, &form);
-            return bad_request(TITLE, PATH, &e.to_string(), h);
+            return bad_request(source, TITLE, PATH, &e.to_string(), h);
         }
     };
     let mut h = Html::new();
@@ -143,7 +143,7 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     bindings_table(&mut h, &bindings, topology, &filter);
     routers_table(&mut h, &plan, topology, &filter);
     amphora_table(&mut h, &plan, topology, &filter);
-    document(StatusCode::OK, TITLE, PATH, h)
+    document(source, StatusCode::OK, TITLE, PATH, h)
 }
 
 fn filter_form(

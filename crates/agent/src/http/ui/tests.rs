@@ -1,4 +1,6 @@
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use hyper::header::{CONTENT_TYPE, LOCATION};
 use hyper::Method;
@@ -9,11 +11,17 @@ use lachesis_planner::{
 };
 
 use super::*;
+use lachesis_abi::{Direction, L4Class};
+use lachesis_ledger::{Counts, PortTotals};
+
 use crate::config::Config;
 use crate::http::lookup::tests::{mac, row};
 use crate::http::reply::body_text;
-use crate::http::source::{FlowListing, LiveBinding};
+use crate::http::source::{AgentHealth, FlowEntry, FlowListing, LiveBinding, NodeTaps};
 use crate::http::{DebugRoutes, Routes as _};
+use crate::links::{TapBoard, TapState, TapStatus};
+use crate::reconcile::{LastPass, PassResult, Trigger};
+use lachesis_lab::page::{number, numbers, row as tr};
 
 const VM_A: &str = "fa:16:3e:a1:00:01";
 const VM_B: &str = "fa:16:3e:b1:00:01";
@@ -26,6 +34,10 @@ const EVIL_SERVER: &str = "<img src=x onerror=alert(2)>";
 struct Fake {
     plan: Option<Arc<Plan>>,
     topology: Option<Arc<Topology>>,
+    health: AgentHealth,
+    taps: NodeTaps,
+    totals: BTreeMap<String, PortTotals>,
+    flows: Vec<FlowEntry>,
 }
 
 impl DebugSource for Fake {
@@ -52,8 +64,110 @@ impl DebugSource for Fake {
     fn topology(&self) -> Option<Arc<Topology>> {
         self.topology.clone()
     }
-    fn flows(&self, _: usize) -> FlowListing {
-        FlowListing::default()
+    fn flows(&self, limit: usize) -> FlowListing {
+        FlowListing {
+            total: self.flows.len(),
+            flows: self.flows.iter().take(limit).cloned().collect(),
+        }
+    }
+    fn health(&self) -> AgentHealth {
+        self.health.clone()
+    }
+    fn taps(&self) -> NodeTaps {
+        self.taps.clone()
+    }
+    fn port_totals(&self) -> BTreeMap<String, PortTotals> {
+        self.totals.clone()
+    }
+}
+
+fn ago(secs: u64) -> SystemTime {
+    SystemTime::now() - Duration::from_secs(secs)
+}
+
+/// Running, synced two minutes ago, the last pass fine.
+fn healthy() -> AgentHealth {
+    AgentHealth {
+        phase: Some("running"),
+        degraded: false,
+        synced_at: Some(ago(120)),
+        last_pass: Some(LastPass {
+            result: PassResult::Ok,
+            trigger: Trigger::Tick,
+            ended: ago(30),
+            error: None,
+        }),
+    }
+}
+
+fn tap(index: u32, name: &str, state: TapState, port: Option<&str>) -> TapStatus {
+    TapStatus {
+        index,
+        name: name.to_owned(),
+        state,
+        since: ago(600),
+        port_mac: port.map(mac),
+        heals: 0,
+        last_heal: None,
+    }
+}
+
+/// VM A's tap (Nova's name for port p-a1), healed twice; a matching tap
+/// naming no port whose attach the kernel refuses.
+fn node_taps() -> NodeTaps {
+    let mut a = tap(7, "tapp-a1", TapState::Attached, Some(VM_A));
+    a.heals = 2;
+    a.last_heal = Some(ago(90));
+    let stray = tap(
+        9,
+        "tapzz-stray",
+        TapState::Failed("attach tapzz-stray: EBUSY".to_owned()),
+        None,
+    );
+    NodeTaps {
+        attach_mode: "tcx",
+        presence_interval: Duration::from_secs(30),
+        board: Arc::new(TapBoard {
+            taps: vec![a, stray],
+            last_check: Some(ago(12)),
+        }),
+        heals_total: 3,
+    }
+}
+
+fn totals(tx: (u64, u64), rx: (u64, u64)) -> PortTotals {
+    PortTotals {
+        tx: Counts::new(tx.0, tx.1),
+        rx: Counts::new(rx.0, rx.1),
+    }
+}
+
+/// p-a1 behind its tap; p-old billed here before its VM left.
+fn port_totals() -> BTreeMap<String, PortTotals> {
+    BTreeMap::from([
+        ("p-a1".to_owned(), totals((1_536_000, 1200), (4096, 8))),
+        ("p-old".to_owned(), totals((77, 1), (0, 0))),
+    ])
+}
+
+fn flow(bytes: u64, direction: Direction, bound: bool) -> FlowEntry {
+    let (vm, peer) = (mac(VM_A), mac(ROUTER_A));
+    let (src_mac, dst_mac) = match direction {
+        Direction::Tx => (vm, peer),
+        Direction::Rx => (peer, vm),
+    };
+    FlowEntry {
+        src_mac,
+        dst_mac,
+        eth_proto: 0x0800,
+        direction,
+        zone: Zone::External,
+        l4: L4Class::Tcp,
+        bytes,
+        packets: bytes / 1000 + 1,
+        tenant: bound.then(|| "pa".to_owned()),
+        server: bound.then(|| "srv-a1".to_owned()),
+        port: bound.then(|| "p-a1".to_owned()),
     }
 }
 
@@ -218,12 +332,27 @@ fn topology() -> Topology {
     }
 }
 
-fn routes_over(plan: Option<Plan>, topology: Option<Topology>) -> DebugRoutes {
-    let fake = Fake {
+fn fake(plan: Option<Plan>, topology: Option<Topology>) -> Fake {
+    Fake {
         plan: plan.map(Arc::new),
         topology: topology.map(Arc::new),
-    };
+        health: healthy(),
+        taps: node_taps(),
+        totals: port_totals(),
+        flows: vec![
+            flow(90_000, Direction::Tx, true),
+            flow(5_000, Direction::Rx, true),
+            flow(700, Direction::Tx, false),
+        ],
+    }
+}
+
+fn routes_of(fake: Fake) -> DebugRoutes {
     DebugRoutes::new(Arc::new(fake), Arc::new(|_| Ok(())))
+}
+
+fn routes_over(plan: Option<Plan>, topology: Option<Topology>) -> DebugRoutes {
+    routes_of(fake(plan, topology))
 }
 
 fn routes() -> DebugRoutes {
@@ -304,6 +433,11 @@ fn every_page_is_html_with_the_policy_the_navigation_and_no_script() {
             );
         }
         assert_eq!(count(&body, "aria-current=\"page\""), 1, "{path}");
+        assert_eq!(
+            count(&body, "<div id=\"health\""),
+            1,
+            "{path}: the health strip"
+        );
         // Served by the listener: in the 404's list, and the listener's only
         // read-only verbs.
         assert!(crate::http::DEBUG_PATHS.contains(path), "{path}");
@@ -317,7 +451,10 @@ fn names_from_the_cloud_render_as_text() {
         "/debug/ui/plan",
         "/debug/ui/plan?tenant=pb",
         "/debug/ui/topology",
+        "/debug/ui/topology?tenant=*",
         "/debug/ui/topology?tenant=pb",
+        "/debug/ui/node",
+        "/debug/ui/flows",
         &format!("/debug/ui/lookup?mac={VM_B}&ip=10.2.0.9"),
         &format!("/debug/ui/lookup?mac={VM_A}&ip=10.2.0.9&peer={VM_B}"),
     ] {
@@ -328,7 +465,7 @@ fn names_from_the_cloud_render_as_text() {
     }
     let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
     assert!(get("/debug/ui/plan").contains(escaped));
-    assert!(get("/debug/ui/topology").contains(escaped));
+    assert!(get("/debug/ui/topology?tenant=*").contains(escaped));
     assert!(get(&format!("/debug/ui/lookup?mac={VM_B}&ip=10.2.0.9")).contains(escaped));
     assert!(get("/debug/ui/plan").contains("&lt;img src=x onerror=alert(2)&gt;"));
     // An anomaly's detail is text too.
@@ -620,7 +757,7 @@ fn the_lookup_form_alone_and_with_bad_input() {
 
 #[test]
 fn the_topology_svg_has_one_node_per_router_and_network() {
-    let page = get("/debug/ui/topology");
+    let page = get("/debug/ui/topology?tenant=*");
     let t = topology();
     let mut routers = node_ids(&page, "router");
     routers.sort();
@@ -676,7 +813,10 @@ fn a_crowded_network_counts_what_it_does_not_draw() {
             "10.1.0.77",
         ));
     }
-    let (_, page) = get_with(&routes_over(Some(plan()), Some(t)), "/debug/ui/topology");
+    let (_, page) = get_with(
+        &routes_over(Some(plan()), Some(t)),
+        "/debug/ui/topology?tenant=*",
+    );
     assert!(page.contains("+ 5 more"), "11 ports, 6 drawn");
     assert_eq!(node_ids(&page, "vm").len(), 6 + 1);
 }
@@ -747,6 +887,10 @@ fn without_a_plan_or_a_topology_the_pages_say_why() {
 #[test]
 fn the_index_summarises_and_links_the_json_pages() {
     let body = get("/debug/ui/");
+    assert!(
+        body.contains("<a href=\"/debug/ui/node\">2 matching taps, 1 attached</a> (tcx); 3 heals since start."),
+        "{body}"
+    );
     assert!(body.contains("8 (6 IPv4, 2 IPv6)"), "{body}");
     assert!(body.contains("2 (+ 1 ghosts in their grace window)"));
     assert!(
@@ -798,4 +942,306 @@ fn floating_ips_stack_over_their_network_and_vms_under_theirs() {
     let (_, net_a_y) = node_at(&page, "network", "net-a");
     assert!(router_y < net_a_y);
     assert!(node_at(&page, "vm", "p-a1").1 > net_a_y);
+}
+
+/// The part of `page` from the element with `id` to the end of its
+/// `tag`.
+fn element<'a>(page: &'a str, id: &str, tag: &str) -> &'a str {
+    let start = page
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id} in {page}"));
+    let end = start + page[start..].find(&format!("</{tag}>")).unwrap();
+    &page[start..end]
+}
+
+/// Issue 19 item 18: every page carries the agent's health — boot phase,
+/// degraded mode, sync age, the last reconcile pass, the build.
+#[test]
+fn the_health_strip_says_phase_degraded_sync_last_pass_and_version() {
+    let strip = |f: Fake| {
+        let (_, page) = get_with(&routes_of(f), "/debug/ui/plan");
+        element(&page, "health", "div").to_owned()
+    };
+    let ok = strip(fake(Some(plan()), Some(topology())));
+    assert!(
+        ok.starts_with(
+            "id=\"health\" class=\"health ok\" data-phase=\"running\" data-degraded=\"false\""
+        ),
+        "{ok}"
+    );
+    assert!(
+        ok.contains("<span class=\"k\">boot phase</span> <b>running</b>"),
+        "{ok}"
+    );
+    assert!(
+        ok.contains("<span class=\"k\">degraded</span> <b>no</b>"),
+        "{ok}"
+    );
+    assert!(
+        ok.contains("<span class=\"k\">last sync</span> <b title=\""),
+        "{ok}"
+    );
+    assert!(
+        ok.contains(">2 min ago</b>") || ok.contains(">2 min 1 s ago</b>"),
+        "{ok}"
+    );
+    assert!(
+        ok.contains(
+            "data-result=\"ok\"><span class=\"k\">last reconcile</span> <b>ok</b> 30 s ago (tick)"
+        ) || ok.contains("<b>ok</b> 31 s ago (tick)"),
+        "{ok}"
+    );
+    // The build, as lachesis_build_info labels it.
+    assert!(
+        ok.contains(&format!(
+            "<b>{}</b> <code>{}</code>",
+            env!("CARGO_PKG_VERSION"),
+            env!("LACHESIS_REVISION")
+        )),
+        "{ok}"
+    );
+
+    let mut f = fake(Some(plan()), None);
+    f.health = AgentHealth {
+        phase: Some("running"),
+        degraded: true,
+        synced_at: Some(ago(7200)),
+        last_pass: Some(LastPass {
+            result: PassResult::SyncError,
+            trigger: Trigger::Kick,
+            ended: ago(5),
+            error: Some("listing ports: <Neutron> 503".to_owned()),
+        }),
+    };
+    let bad = strip(f);
+    assert!(bad.contains("class=\"health warn\""), "{bad}");
+    assert!(bad.contains("data-degraded=\"true\""), "{bad}");
+    assert!(
+        bad.contains("<b>yes</b>: counting under the state file's plan"),
+        "{bad}"
+    );
+    assert!(bad.contains(">2 h ago</b>"), "{bad}");
+    assert!(
+        bad.contains(
+            "<b>sync_error</b> 5 s ago (kick): <span title=\"listing ports: &lt;Neutron&gt; 503\">"
+        ),
+        "{bad}"
+    );
+
+    let mut f = fake(None, None);
+    f.health = AgentHealth {
+        phase: Some("state_restored"),
+        degraded: false,
+        synced_at: None,
+        last_pass: None,
+    };
+    let early = strip(f);
+    assert!(
+        early.contains("class=\"health warn\""),
+        "not running yet: {early}"
+    );
+    assert!(early.contains("<b>state_restored</b>"));
+    assert!(early.contains("<span class=\"k\">last sync</span> <b>none yet</b>"));
+    assert!(early.contains("<span class=\"k\">last reconcile</span> <b>none since start</b>"));
+}
+
+/// Issue 19 item 18: the node page lists every matching tap — attached
+/// or not — with the port behind it, that port's tenant and server by
+/// name, its bytes exactly as the durable view holds them, its attach
+/// state and its heals; then the ports billed here with no tap now.
+#[test]
+fn the_node_page_shows_each_tap_with_port_tenant_server_bytes_attach_and_heals() {
+    let page = get("/debug/ui/node");
+    assert!(page.contains("<h1>This node</h1>"));
+    assert!(
+        page.contains("1 attached, 1 failing; programs attached with tcx."),
+        "{page}"
+    );
+    assert!(page.contains("starts with <code>tap</code> (<code>datapath.interface_prefixes</code>) or is none (<code>datapath.interfaces</code>)"), "{page}");
+    assert!(page.contains("heals since start: 3"));
+    assert!(page.contains("A presence check every 30 s, the last <span title=\""));
+
+    let a = tr(&page, "data-tap", "tapp-a1");
+    assert!(a.contains("data-port=\"p-a1\""), "{a}");
+    assert!(
+        a.contains(&format!(
+            "<code>p-a1</code><br><span class=\"muted\">{VM_A}"
+        )),
+        "{a}"
+    );
+    assert!(
+        a.contains("tenant-a<br><code class=\"id\">pa</code>"),
+        "{a}"
+    );
+    assert!(
+        a.contains("a-web<br><code class=\"id\">srv-a1</code>"),
+        "{a}"
+    );
+    // The exact durable counts of p-a1, and their size.
+    let want = port_totals()["p-a1"];
+    assert_eq!(number(a, "data-tx-bytes"), want.tx.bytes);
+    assert_eq!(number(a, "data-rx-bytes"), want.rx.bytes);
+    assert!(
+        a.contains("1536000 B<br><span class=\"muted\">1.5 MiB · 1200 packets"),
+        "{a}"
+    );
+    assert!(
+        a.contains("4096 B<br><span class=\"muted\">4.0 KiB · 8 packets"),
+        "{a}"
+    );
+    assert!(a.contains("data-state=\"attached\""), "{a}");
+    assert!(a.contains("<span title=\"since "), "{a}");
+    assert!(a.contains(">for 10 min</span>"), "{a}");
+    assert_eq!(number(a, "data-heals"), 2);
+    assert!(a.contains("last <span title=\""), "{a}");
+
+    let stray = tr(&page, "data-tap", "tapzz-stray");
+    assert!(!stray.contains("data-port="), "{stray}");
+    assert!(
+        stray.contains("no port of the plan is named by this tap"),
+        "{stray}"
+    );
+    assert!(stray.contains("data-state=\"failed\""), "{stray}");
+    assert!(
+        stray.contains("not attached</span> attach tapzz-stray: EBUSY"),
+        "{stray}"
+    );
+    assert!(
+        !stray.contains("data-tx-bytes"),
+        "no port, no bytes: {stray}"
+    );
+
+    // The durable view, said so.
+    assert!(page.contains("the ledger's durable view"), "{page}");
+    // p-old has counts and no tap.
+    let gone = section(&page, "Billed here, no tap now");
+    let old = tr(gone, "data-port", "p-old");
+    assert_eq!(number(old, "data-tx-bytes"), 77);
+    assert!(
+        old.contains("77 B<br><span class=\"muted\">1 packet</span>"),
+        "{old}"
+    );
+    assert!(!gone.contains("data-port=\"p-a1\""));
+}
+
+#[test]
+fn a_tap_whose_port_mac_is_unwritten_or_ambiguous_says_which() {
+    let mut p = plan();
+    // Two ports whose ids agree on Nova's 11 characters.
+    p.bindings.push(binding(
+        "fa:16:3e:c1:00:01",
+        "pb",
+        "srv-c",
+        "p-collide-a1",
+        None,
+    ));
+    p.bindings.push(binding(
+        "fa:16:3e:c1:00:02",
+        "pb",
+        "srv-c",
+        "p-collide-a2",
+        None,
+    ));
+    let mut f = fake(Some(p), Some(topology()));
+    f.taps.board = Arc::new(TapBoard {
+        taps: vec![
+            tap(8, "tapp-b1", TapState::Attached, None),
+            tap(
+                10,
+                &lachesis_planner::tap_name("p-collide-a1"),
+                TapState::Attached,
+                None,
+            ),
+        ],
+        last_check: None,
+    });
+    let (_, page) = get_with(&routes_of(f), "/debug/ui/node");
+    let b = tr(&page, "data-tap", "tapp-b1");
+    assert!(b.contains("data-port=\"p-b1\""), "named by the tap: {b}");
+    assert!(
+        b.contains("its MAC not written to <code>tap_ports</code> yet"),
+        "{b}"
+    );
+    assert!(b.contains(&escaped(EVIL_PROJECT)), "{b}");
+    let c = tr(&page, "data-tap", "tapp-collide-a");
+    assert!(
+        c.contains("ports p-collide-a1, p-collide-a2 share this name"),
+        "{c}"
+    );
+    assert!(page.contains("A presence check every 30 s, none yet"));
+}
+
+#[test]
+fn a_node_without_taps_says_so() {
+    let mut f = fake(Some(plan()), Some(topology()));
+    f.taps.board = Arc::new(TapBoard::default());
+    f.totals.clear();
+    let (status, page) = get_with(&routes_of(f), "/debug/ui/node");
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("No interface on this node matches"), "{page}");
+    assert!(!page.contains("Billed here, no tap now"));
+}
+
+/// Issue 19 item 18: the flows as a table — the JSON page's listing,
+/// row for row, the VM's side of each frame picked out.
+#[test]
+fn the_flows_page_is_the_json_listing_as_a_table() {
+    let page = get("/debug/ui/flows");
+    let table = element(&page, "flows", "table");
+    assert_eq!(count(table, "<tr>"), 3 + 1, "a header and three flows");
+    assert!(page.contains("The 3 largest of 3 flows by bytes"), "{page}");
+    assert_eq!(numbers(table, "data-bytes"), [90_000, 5_000, 700]);
+    // Both directions name the VM's own MAC first (its plan filter link).
+    assert_eq!(
+        count(table, &format!("href=\"/debug/ui/plan?mac={VM_A}\"")),
+        3
+    );
+    assert_eq!(
+        count(table, &format!("<td><code>{ROUTER_A}</code></td>")),
+        3
+    );
+    assert!(table.contains("<span class=\"zone z-external\">external</span>"));
+    assert!(table.contains("tenant-a<br><code class=\"id\">pa</code>"));
+    assert!(table.contains("a-web<br><code class=\"id\">srv-a1</code>"));
+    assert!(table.contains("unresolved: no binding for the VM MAC yet"));
+    assert!(page.contains("href=\"/debug/flows?limit=100\""));
+
+    // `limit` as the JSON page reads it.
+    let page = get("/debug/ui/flows?limit=1");
+    assert_eq!(count(element(&page, "flows", "table"), "<tr>"), 2);
+    assert!(page.contains("The 1 largest of 3 flows"));
+    assert!(page.contains("value=\"1\""), "the form keeps it");
+    let (status, page) = get_with(&routes(), "/debug/ui/flows?limit=10001");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(page.contains("parameter `limit`"), "{page}");
+    assert!(page.contains("name=\"limit\""), "the form stays");
+    let (status, _) = get_with(&routes(), "/debug/ui/flows?limit=");
+    assert_eq!(status, StatusCode::OK, "an empty field is the default");
+}
+
+/// Issue 19 item 18: the topology draws the tenants with VMs on this node
+/// unless asked for every tenant (`*`) or one.
+#[test]
+fn the_topology_defaults_to_the_tenants_with_vms_on_this_node() {
+    let page = get("/debug/ui/topology");
+    assert_eq!(node_ids(&page, "router"), ["r-a"], "tenant-a's only");
+    let mut networks = node_ids(&page, "network");
+    networks.sort();
+    assert_eq!(networks, ["net-a", "net-pub", "net-sh"]);
+    assert_eq!(node_ids(&page, "vm"), ["p-a1"]);
+    assert!(element(&page, "scope", "p").contains("The tenants with VMs on this node: tenant-a."));
+    assert!(page.contains("href=\"/debug/ui/topology?tenant=*\">Show every tenant</a>"));
+    assert!(
+        page.contains("<option value=\"\" selected>tenants with VMs on this node (1)</option>"),
+        "{page}"
+    );
+    let every = get("/debug/ui/topology?tenant=*");
+    assert_eq!(node_ids(&every, "router").len(), 2);
+    assert!(every.contains("<option value=\"*\" selected>every tenant</option>"));
+    // A node with no bound VM draws everything and says why.
+    let mut f = fake(Some(plan()), Some(topology()));
+    f.taps.board = Arc::new(TapBoard::default());
+    let (_, page) = get_with(&routes_of(f), "/debug/ui/topology");
+    assert_eq!(node_ids(&page, "router").len(), 2);
+    assert!(page.contains("No VM behind this node&#39;s taps is bound to a port"));
 }

@@ -2,7 +2,9 @@
 //! in bands — external networks with their floating IPs on top, routers in
 //! the middle, tenants' and shared networks (with their VM ports) below,
 //! grouped by owner — plus the routers' static routes and the floating
-//! IPs as tables. Pure: a [`Topology`] in, markup out.
+//! IPs as tables. Pure: a [`Topology`] in, markup out. By default it
+//! draws the tenants with VMs on this node (a node's agent is asked about
+//! its own VMs first); `?tenant=*` draws every tenant, `?tenant=ID` one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +14,7 @@ use lachesis_planner::topology::{FloatingIpSummary, NetworkSummary, RouterSummar
 use lachesis_planner::Topology;
 
 use super::html::{clip, Html, CODE_TD, P, TD};
-use super::{bad_request, document, named_cell, tenant_cell, Form};
+use super::{bad_request, document, named_cell, node, tenant_cell, Form};
 use crate::http::params::Params;
 use crate::http::reply::Reply;
 use crate::http::source::DebugSource;
@@ -35,11 +37,26 @@ const MAX_NETWORKS: usize = 400;
 /// Characters of a label that fit a box.
 const LABEL_CHARS: usize = 26;
 
+/// What `?tenant=` asks to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Choice {
+    /// Not given: the tenants with VMs behind this node's taps.
+    ThisNode,
+    /// `*`: every tenant.
+    Every,
+    /// One project.
+    Tenant(String),
+}
+
 pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     let form = Form::new(req.uri().query());
-    let tenant = match Params::parse(form.filled().as_deref(), &["tenant"]) {
-        Ok(p) => p.get("tenant").map(str::to_owned),
-        Err(e) => return bad_request(TITLE, PATH, &e.to_string(), Html::new()),
+    let choice = match Params::parse(form.filled().as_deref(), &["tenant"]) {
+        Ok(p) => match p.get("tenant") {
+            None => Choice::ThisNode,
+            Some("*") => Choice::Every,
+            Some(t) => Choice::Tenant(t.to_owned()),
+        },
+        Err(e) => return bad_request(source, TITLE, PATH, &e.to_string(), Html::new()),
     };
     let Some(topology) = source.topology() else {
         let mut h = Html::new();
@@ -47,11 +64,34 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
             P,
             "No topology yet: it comes with each successful sync, and the plan in force came from the state file (degraded boot) or no sync has finished.",
         );
-        return document(StatusCode::SERVICE_UNAVAILABLE, TITLE, PATH, h);
+        return document(source, StatusCode::SERVICE_UNAVAILABLE, TITLE, PATH, h);
     };
+    let here = node::tenants(source);
     let mut h = Html::new();
-    filter_form(&mut h, &topology, tenant.as_deref());
-    let view = View::select(&topology, tenant.as_deref());
+    filter_form(&mut h, &topology, &choice, here.len());
+    let tenants: Option<BTreeSet<String>> = match &choice {
+        Choice::ThisNode if here.is_empty() => {
+            h.element(
+                P,
+                "No VM behind this node's taps is bound to a port: every tenant is drawn.",
+            );
+            None
+        }
+        Choice::ThisNode => {
+            let names: Vec<&str> = here.iter().map(|t| topology.project_label(t)).collect();
+            h.raw("<p id=\"scope\">")
+                .text(format_args!(
+                    "The tenants with VMs on this node: {}. ",
+                    names.join(", ")
+                ))
+                .link(format_args!("{PATH}?tenant=*"), "Show every tenant")
+                .raw(".</p>");
+            Some(here)
+        }
+        Choice::Every => None,
+        Choice::Tenant(t) => Some(BTreeSet::from([t.clone()])),
+    };
+    let view = View::select(&topology, tenants.as_ref());
     if view.networks.len() > MAX_NETWORKS {
         h.raw("<p class=\"note\">")
             .text(format_args!(
@@ -67,14 +107,24 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     }
     routes_table(&mut h, &topology, &view.routers);
     floating_ips_table(&mut h, &topology, &view.fips);
-    document(StatusCode::OK, TITLE, PATH, h)
+    document(source, StatusCode::OK, TITLE, PATH, h)
 }
 
-fn filter_form(h: &mut Html, t: &Topology, tenant: Option<&str>) {
-    h.raw("<form class=\"filters\" method=\"get\" action=\"/debug/ui/topology\"><label>tenant<select name=\"tenant\"><option value=\"\">every tenant</option>");
+fn filter_form(h: &mut Html, t: &Topology, choice: &Choice, here: usize) {
+    h.raw("<form class=\"filters\" method=\"get\" action=\"/debug/ui/topology\"><label>tenant<select name=\"tenant\"><option value=\"\"");
+    if *choice == Choice::ThisNode {
+        h.raw(" selected");
+    }
+    h.raw(">")
+        .text(format_args!("tenants with VMs on this node ({here})"))
+        .raw("</option><option value=\"*\"");
+    if *choice == Choice::Every {
+        h.raw(" selected");
+    }
+    h.raw(">every tenant</option>");
     for (id, name) in &t.projects {
         h.raw("<option").attr("value", id);
-        if tenant == Some(id.as_str()) {
+        if *choice == Choice::Tenant(id.clone()) {
             h.raw(" selected");
         }
         h.raw(">")
@@ -88,7 +138,7 @@ fn legend(h: &mut Html) {
     h.raw("<p class=\"muted\">Top: external networks, their floating IPs above them (dashed: a router's gateway). Middle: routers. Bottom: networks grouped by owner, shared networks first, with their VM ports. Hover a box for its ids.</p>");
 }
 
-/// What one page draws: everything, or one tenant's part and what it
+/// What one page draws: everything, or some tenants' part and what it
 /// touches.
 pub(super) struct View<'a> {
     networks: Vec<&'a NetworkSummary>,
@@ -98,8 +148,8 @@ pub(super) struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    pub(super) fn select(t: &'a Topology, tenant: Option<&str>) -> View<'a> {
-        let Some(tenant) = tenant else {
+    pub(super) fn select(t: &'a Topology, tenants: Option<&BTreeSet<String>>) -> View<'a> {
+        let Some(tenants) = tenants else {
             return View {
                 networks: t.networks.iter().collect(),
                 routers: t.routers.iter().collect(),
@@ -107,14 +157,21 @@ impl<'a> View<'a> {
                 vms: t.vm_ports.iter().collect(),
             };
         };
-        let routers: Vec<&RouterSummary> =
-            t.routers.iter().filter(|r| r.project == tenant).collect();
+        let routers: Vec<&RouterSummary> = t
+            .routers
+            .iter()
+            .filter(|r| tenants.contains(&r.project))
+            .collect();
         let fips: Vec<&FloatingIpSummary> = t
             .floating_ips
             .iter()
-            .filter(|f| f.project == tenant)
+            .filter(|f| tenants.contains(&f.project))
             .collect();
-        let vms: Vec<&VmPort> = t.vm_ports.iter().filter(|p| p.project == tenant).collect();
+        let vms: Vec<&VmPort> = t
+            .vm_ports
+            .iter()
+            .filter(|p| tenants.contains(&p.project))
+            .collect();
         let mut touched: BTreeSet<&str> = BTreeSet::new();
         for r in &routers {
             touched.extend(r.gateways.iter().map(String::as_str));
@@ -125,7 +182,7 @@ impl<'a> View<'a> {
         let networks = t
             .networks
             .iter()
-            .filter(|n| n.project == tenant || touched.contains(n.id.as_str()))
+            .filter(|n| tenants.contains(&n.project) || touched.contains(n.id.as_str()))
             .collect();
         View {
             networks,

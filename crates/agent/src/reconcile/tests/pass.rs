@@ -532,11 +532,19 @@ async fn runs_total_counts_every_outcome_from_zero() {
         let line = format!("lachesis_reconcile_runs_total{{result=\"{result}\"}} 0");
         assert!(rig.render().contains(&line), "{line} seeded");
     }
+    assert_eq!(rig.reconciler.metrics().last_pass(), None);
     rig.source.fail_next(1);
     assert_eq!(
         rig.reconciler.pass(Trigger::Tick).await,
         PassResult::SyncError
     );
+    // The last pass, for the debug pages' health strip: which, and why.
+    let last = rig.reconciler.metrics().last_pass().unwrap();
+    assert_eq!(
+        (last.result, last.trigger),
+        (PassResult::SyncError, Trigger::Tick)
+    );
+    assert!(last.error.as_deref().is_some_and(|e| !e.is_empty()));
     assert_eq!(rig.kernel.take_calls(), [], "a failed sync touches nothing");
     assert_eq!(rig.ledger.take_events(), []);
     assert_eq!(rig.reconciler.pass(Trigger::Tick).await, PassResult::Ok);
@@ -545,6 +553,11 @@ async fn runs_total_counts_every_outcome_from_zero() {
     assert_eq!(
         rig.reconciler.pass(Trigger::Kick).await,
         PassResult::ApplyError
+    );
+    let last = rig.reconciler.metrics().last_pass().unwrap();
+    assert_eq!(
+        (last.result, last.trigger),
+        (PassResult::ApplyError, Trigger::Kick)
     );
     let text = rig.render();
     for (result, n) in [("ok", 1), ("sync_error", 1), ("apply_error", 1)] {
