@@ -52,8 +52,8 @@ const GUEST_ENV: &str = "LACHESIS_QEMU_GUEST";
 const HOST_TEST: &str = "debian12_kernel_loads_and_classifies_through_tc";
 /// Printed by the guest's init after the test binary exits.
 const EXIT_MARK: &str = "LACHESIS-GUEST-EXIT";
-/// Booting and the whole guest suite take ~14 s under TCG here (2 cores,
-/// load average 8); a slower machine gets ample slack before the run is
+/// Booting and the whole guest suite take 13–21 s under TCG here (2 cores,
+/// load average 7–9); a slower machine gets ample slack before the run is
 /// called hung.
 const BOOT_TIMEOUT: Duration = Duration::from_mins(5);
 
