@@ -10,6 +10,7 @@
 mod common;
 
 mod live;
+mod policy;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -158,6 +159,7 @@ const PACKAGED: &[&str] = &[
     "/lib/systemd/system/lachesis.service",
     "/etc/lachesis/lachesis.yaml",
     "/usr/share/lachesis/prometheus/lachesis-rules.yml",
+    "/usr/share/lachesis/openstack/access-rules.json",
     "/usr/share/doc/lachesis/README.md",
     "/usr/share/doc/lachesis/copyright",
     "/usr/share/doc/lachesis/changelog.Debian.gz",
