@@ -14,10 +14,11 @@
 //!     MACs, ethertype, direction, zone and L4, §4.1), counted in the
 //!     pinned map itself and on the agent's drain gauge;
 //! (c) event → kernel: a port added in the simulator, then a kick, until
-//!     the port's MAC is in the kernel `endpoints` map, 20 times. The
-//!     daemon has no external kick yet (notifications are issue 9's), so
-//!     this runs the real reconciler, source, ledger owner and datapath
-//!     in-process with the default `kick_debounce`.
+//!     the port's MAC is in the kernel `endpoints` map, 20 times. The kick
+//!     is made in-process, not by a notification through a broker (that
+//!     path is measured by `tests/notify_e2e.rs`, docs/notifications.md),
+//!     so this runs the real reconciler, source, ledger owner and datapath
+//!     at 20 000 ports with the default `kick_debounce`.
 //!
 //! Everything runs in a network namespace of its own (the agent owns
 //! every program of ours in its namespace); pins, namespaces and children

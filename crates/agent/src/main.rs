@@ -20,10 +20,22 @@ pub const EXIT_USAGE: u8 = 2;
 /// `plan` printed a plan, but a best-effort list (Nova, Octavia) failed.
 pub const EXIT_PARTIAL: u8 = 3;
 
+/// What `--version` prints after the name: `0.1.0 (revision 412acf8b19ea)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("LACHESIS_REVISION"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "lachesis",
-    version,
+    // `lachesis --version`: the package version and the commit it was built
+    // from, the same pair `lachesis_build_info{version,revision}` exports
+    // (build.rs; `LACHESIS_REVISION` for a build without git).
+    version = VERSION,
+    propagate_version = true,
     about = "Per-node OpenStack traffic metering agent"
 )]
 struct Cli {

@@ -16,11 +16,19 @@ use serde::Serialize;
 use crate::{usage_error, EXIT_PARTIAL};
 
 /// Arguments of `lachesis plan`. Exactly one snapshot source: `--from-dir`,
-/// or a cloud (`--cloud`, else the environment: `OS_CLOUD` or an openrc's
-/// `OS_AUTH_URL`); `--from-dir` wins over a cloud merely set in the
-/// environment.
+/// or a cloud (`--cloud`, else the agent configuration's `openstack.cloud`
+/// with `--config`, else the environment: `OS_CLOUD` or an openrc's
+/// `OS_AUTH_URL`); `--from-dir` wins over a cloud merely configured or set
+/// in the environment.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
+    /// The agent's configuration file (with its `LACHESIS_*` environment,
+    /// as `lachesis agent --config FILE` reads it): its `openstack.cloud`,
+    /// `openstack.clouds_file` and `tunables.route_hop_limit` are used
+    /// unless `--cloud`, `--clouds-file` or `--hop-limit` is given, so the
+    /// plan is the one that agent would program.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Folder of saved API response bodies: networks.json, subnets.json,
     /// ports.json, routers.json, floatingips.json, projects.json, and
     /// optionally servers.json, loadbalancers.json, amphorae.json and
@@ -45,9 +53,41 @@ pub struct PlanArgs {
     /// a table for people.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
-    /// Router hops a static route may take before it falls back to external.
-    #[arg(long, default_value_t = PlanOptions::default().hop_limit)]
-    pub hop_limit: u32,
+    /// Router hops a static route may take before it falls back to external
+    /// [default: the configuration's `tunables.route_hop_limit` with
+    /// `--config`, else 16].
+    #[arg(long, value_name = "N")]
+    pub hop_limit: Option<u32>,
+}
+
+/// What `--config` contributes: the agent's cloud and hop limit.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct FromConfig {
+    cloud: Option<String>,
+    clouds_file: Option<PathBuf>,
+    hop_limit: Option<u32>,
+}
+
+impl FromConfig {
+    /// Reads `file` as the agent would (its `LACHESIS_*` environment
+    /// included; no `--set`).
+    fn load(file: &Path) -> anyhow::Result<FromConfig> {
+        let args = lachesis_agent::config::AgentArgs {
+            config: Some(file.to_owned()),
+            check_config: false,
+            log_level: None,
+            set: Vec::new(),
+        };
+        let loaded = args
+            .load()
+            .with_context(|| format!("reading the agent configuration {}", file.display()))?;
+        let c = loaded.config;
+        Ok(FromConfig {
+            cloud: c.openstack.cloud,
+            clouds_file: c.openstack.clouds_file,
+            hop_limit: Some(c.tunables.route_hop_limit),
+        })
+    }
 }
 
 /// Output formats.
@@ -67,17 +107,42 @@ enum Source<'a> {
 }
 
 impl PlanArgs {
-    fn source(&self, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Source<'_>> {
+    fn source<'a>(
+        &'a self,
+        configured: &'a FromConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Source<'a>> {
         let set = |k: &str| env(k).is_some_and(|v| !v.is_empty());
-        match (&self.from_dir, &self.cloud) {
+        let cloud = self.cloud.as_deref().or(configured.cloud.as_deref());
+        match (&self.from_dir, cloud) {
             (Some(dir), _) => Ok(Source::Dir(dir)),
             (None, Some(cloud)) => Ok(Source::Cloud(Some(cloud))),
             (None, None) if set("OS_CLOUD") || set("OS_AUTH_URL") => Ok(Source::Cloud(None)),
+            (None, None) if self.config.is_some() => Err(usage_error(
+                "plan",
+                "no snapshot source: the configuration sets no openstack.cloud; pass \
+                 --from-dir DIR or --cloud NAME, or set OS_CLOUD",
+            )),
             (None, None) => Err(usage_error(
                 "plan",
-                "no snapshot source: pass --from-dir DIR or --cloud NAME, or set OS_CLOUD",
+                "no snapshot source: pass --from-dir DIR, --cloud NAME or --config FILE, \
+                 or set OS_CLOUD",
             )),
         }
+    }
+
+    /// `--clouds-file`, else the configuration's `openstack.clouds_file`.
+    fn clouds_file(&self, configured: &FromConfig) -> Option<PathBuf> {
+        self.clouds_file
+            .clone()
+            .or_else(|| configured.clouds_file.clone())
+    }
+
+    /// `--hop-limit`, else the configuration's, else the planner's default.
+    fn hop_limit(&self, configured: &FromConfig) -> u32 {
+        self.hop_limit
+            .or(configured.hop_limit)
+            .unwrap_or(PlanOptions::default().hop_limit)
     }
 }
 
@@ -100,9 +165,13 @@ fn failed_lists(s: Sources) -> Vec<&'static str> {
 }
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let bodies = match args.source(&|k| std::env::var(k).ok())? {
+    let configured = match &args.config {
+        Some(file) => FromConfig::load(file)?,
+        None => FromConfig::default(),
+    };
+    let bodies = match args.source(&configured, &|k| std::env::var(k).ok())? {
         Source::Dir(dir) => load_bodies(dir)?,
-        Source::Cloud(cloud) => fetch_cloud(cloud, args)?,
+        Source::Cloud(cloud) => fetch_cloud(cloud, args.clouds_file(&configured), args)?,
     };
     let (snapshot, report) = parse_snapshot(&bodies)?;
     for skipped in &report.skipped {
@@ -111,7 +180,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let planned = plan(
         &snapshot,
         &PlanOptions {
-            hop_limit: args.hop_limit,
+            hop_limit: args.hop_limit(&configured),
         },
     );
     let text = match args.format {
@@ -141,10 +210,14 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
 
 /// One sync against a live cloud (DESIGN §5): Neutron and Keystone
 /// all-or-nothing, Nova and Octavia best-effort and reported when failed.
-fn fetch_cloud(cloud: Option<&str>, args: &PlanArgs) -> anyhow::Result<ApiBodies> {
+fn fetch_cloud(
+    cloud: Option<&str>,
+    clouds_file: Option<PathBuf>,
+    args: &PlanArgs,
+) -> anyhow::Result<ApiBodies> {
     let selection = Selection {
         cloud: cloud.map(str::to_owned),
-        clouds_file: args.clouds_file.clone(),
+        clouds_file,
     };
     // Which cloud, for error messages.
     let label = match (cloud, std::env::var("OS_CLOUD")) {

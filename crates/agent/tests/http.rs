@@ -260,6 +260,47 @@ async fn metrics_defaults_to_prometheus_text() {
     }
 }
 
+/// Issue 19 item 14: over a real socket, `Accept-Encoding: gzip` (what
+/// Prometheus sends) gets a gzip body that decodes to the exposition a
+/// plain scrape gets; without it the body stays plain.
+#[tokio::test]
+async fn metrics_is_gzipped_when_the_scraper_asks_and_plain_otherwise() {
+    use std::io::Read as _;
+    let agent = Agent::start().await;
+    let url = format!("http://{}/metrics", agent.metrics);
+    let plain = agent.http.get(&url).send().await.unwrap();
+    assert_eq!(plain.status(), StatusCode::OK);
+    assert!(plain.headers().get("content-encoding").is_none());
+    let plain = plain.text().await.unwrap();
+    let packed = agent
+        .http
+        .get(&url)
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(packed.status(), StatusCode::OK);
+    assert_eq!(packed.headers()["content-encoding"], "gzip");
+    assert_eq!(packed.headers()["content-type"], PROMETHEUS_TEXT);
+    let packed = packed.bytes().await.unwrap();
+    let mut unpacked = String::new();
+    flate2::read::GzDecoder::new(&packed[..])
+        .read_to_string(&mut unpacked)
+        .unwrap();
+    // The render counter moved between the two scrapes; the rest is equal.
+    let steady = |body: &str| -> Vec<String> {
+        body.lines()
+            .filter(|l| !l.contains("lachesis_collect_duration_seconds"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(steady(&unpacked), steady(&plain));
+    assert!(
+        unpacked.contains(&format!("\n{TENANT_SERIES}\n")),
+        "{unpacked}"
+    );
+}
+
 #[tokio::test]
 async fn readyz_flips_from_503_to_200_when_boot_completes() {
     let agent = Agent::start().await;

@@ -499,7 +499,8 @@ fn os_cloud_selects_the_cloud_and_no_source_is_a_usage_error() {
     let err = stderr(&out);
     assert!(
         err.starts_with(
-            "error: no snapshot source: pass --from-dir DIR or --cloud NAME, or set OS_CLOUD\n"
+            "error: no snapshot source: pass --from-dir DIR, --cloud NAME or --config FILE, \
+             or set OS_CLOUD\n"
         ),
         "{err}"
     );

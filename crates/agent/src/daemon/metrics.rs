@@ -58,7 +58,11 @@ impl Collector for SyncAge {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         let m = enc.encode_descriptor(
             "lachesis_openstack_sync_age_seconds",
-            "Seconds since the sync of the last committed plan; -1 before the first",
+            // A collector's HELP is written as given (`Registry::register`
+            // appends the final period to the others).
+            "Seconds since the OpenStack sync of the last committed plan, computed at scrape time; \
+             -1 before the first sync (cold start still retrying). After a degraded boot it counts \
+             from the state file's last write, a lower bound of the plan's age.",
             None,
             MetricType::Gauge,
         )?;
@@ -224,6 +228,25 @@ mod tests {
         tx.send_replace(at(0));
         let age = sync_age(&render(&reg));
         assert!((0.0..5.0).contains(&age), "{age}");
+    }
+
+    /// Issue 19 item 12: the sync age's HELP read "…; -1 before the first",
+    /// cut short and without the period every other HELP ends with (a
+    /// collector's HELP is written as given).
+    #[test]
+    fn every_help_is_a_whole_sentence() {
+        let mut reg = Registry::default();
+        let _m = DaemonMetrics::register(&mut reg);
+        let text = render(&reg);
+        for help in text.lines().filter(|l| l.starts_with("# HELP ")) {
+            assert!(help.ends_with('.'), "{help}");
+        }
+        let age = text
+            .lines()
+            .find(|l| l.starts_with("# HELP lachesis_openstack_sync_age_seconds "))
+            .unwrap();
+        assert!(age.contains("-1 before the first sync"), "{age}");
+        assert!(age.contains("degraded boot"), "{age}");
     }
 
     #[test]

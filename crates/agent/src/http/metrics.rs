@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use hyper::header::ACCEPT;
+use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, VARY};
 use hyper::{Request, StatusCode};
 use lachesis_ledger::export::render_registry;
 use lachesis_ledger::{Exporter, Format};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::encoding::{accepts_gzip, gzip};
 use super::negotiate::negotiate;
 use super::reply::{not_found, reply, text, Reply, Verb};
 use super::server::{Page, Routes};
@@ -124,8 +125,28 @@ impl MetricsRoutes {
             .iter()
             .filter_map(|v| v.to_str().ok());
         let format = negotiate(accept);
+        let compress = accepts_gzip(
+            req.headers()
+                .get_all(ACCEPT_ENCODING)
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        );
         match self.render(format) {
-            Ok(body) => reply(StatusCode::OK, format.content_type(), body),
+            Ok(body) => {
+                let mut r = if compress {
+                    let mut r = reply(StatusCode::OK, format.content_type(), gzip(body.as_bytes()));
+                    r.headers_mut()
+                        .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                    r
+                } else {
+                    reply(StatusCode::OK, format.content_type(), body)
+                };
+                // Both the format and the encoding follow the request: a
+                // cache between scraper and agent must key on them.
+                r.headers_mut()
+                    .insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
+                r
+            }
             Err(e) => {
                 tracing::error!(error = %e, "http: /metrics render failed");
                 text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())

@@ -2,7 +2,8 @@
 //!
 //! - **metrics** (`listen.metrics`, default `0.0.0.0:9847`): `/metrics`
 //!   (the ledger's families, then the agent registry's, `OpenMetrics` or
-//!   Prometheus text by `Accept`), `/healthz`, `/readyz`.
+//!   Prometheus text by `Accept`, gzip by `Accept-Encoding`), `/healthz`,
+//!   `/readyz`.
 //! - **debug** (`listen.debug`, default `127.0.0.1:9848`): `/debug/config`,
 //!   `GET`/`PUT /debug/log-level`, `/debug/plan`, `/debug/anomalies`,
 //!   `/debug/flows`, `/debug/lookup`; and pages for a browser under
@@ -39,6 +40,7 @@
 //! ```
 
 mod debug;
+mod encoding;
 pub mod lookup;
 mod metrics;
 mod negotiate;
@@ -49,6 +51,7 @@ mod source;
 mod ui;
 
 pub use debug::{DebugRoutes, FLOWS_DEFAULT_LIMIT, FLOWS_MAX_LIMIT, PATHS as DEBUG_PATHS};
+pub use encoding::{accepts_gzip, gzip};
 pub use metrics::{MetricsRoutes, RenderError, COLLECT_DURATION, PATHS as METRICS_PATHS};
 pub use negotiate::negotiate;
 pub use params::BadParam;

@@ -16,16 +16,7 @@ use lachesis_ledger::Format;
 pub fn negotiate<'a>(accept: impl IntoIterator<Item = &'a str>) -> Format {
     let mut openmetrics: Option<u16> = None;
     let mut text: Option<u16> = None;
-    for range in accept.into_iter().flat_map(|h| h.split(',')) {
-        let mut parts = range.split(';');
-        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let q = parts
-            .filter_map(|p| p.split_once('='))
-            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-            .map_or(Some(1000), |(_, v)| quality(v.trim()));
-        // An unreadable quality drops the range, as RFC 9110 would a
-        // malformed one.
-        let Some(q) = q else { continue };
+    for (media, q) in weighted(accept) {
         let slot = match media.as_str() {
             "application/openmetrics-text" => &mut openmetrics,
             "text/plain" | "text/*" | "*/*" => &mut text,
@@ -37,6 +28,27 @@ pub fn negotiate<'a>(accept: impl IntoIterator<Item = &'a str>) -> Format {
         Some(om) if om > 0 && om >= text.unwrap_or(0) => Format::OpenMetrics,
         _ => Format::PrometheusText,
     }
+}
+
+/// The elements of an RFC 9110 weighted list (`Accept`, `Accept-Encoding`)
+/// spread over header values `values` (several headers read as one
+/// comma-separated list): each name in lower case with its quality in
+/// thousandths (1000 without a `q`). An element whose quality cannot be
+/// read is dropped, as RFC 9110 would a malformed one.
+pub(super) fn weighted<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<(String, u16)> {
+    values
+        .into_iter()
+        .flat_map(|h| h.split(','))
+        .filter_map(|element| {
+            let mut parts = element.split(';');
+            let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .map_or(Some(1000), |(_, v)| quality(v.trim()))?;
+            Some((name, q))
+        })
+        .collect()
 }
 
 /// An RFC 9110 `qvalue` (`0`, `0.5`, `1.000`) in thousandths.

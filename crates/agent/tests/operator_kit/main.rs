@@ -13,6 +13,7 @@ mod common;
 
 mod cloudkitty;
 mod live;
+mod policy;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -161,9 +162,105 @@ const PACKAGED: &[&str] = &[
     "/lib/systemd/system/lachesis.service",
     "/etc/lachesis/lachesis.yaml",
     "/usr/share/lachesis/prometheus/lachesis-rules.yml",
+    "/usr/share/lachesis/openstack/access-rules.json",
     "/usr/share/doc/lachesis/README.md",
     "/usr/share/doc/lachesis/copyright",
+    "/usr/share/doc/lachesis/changelog.Debian.gz",
 ];
+
+/// A field of `deploy/debian/control`.
+fn control_field(name: &str) -> String {
+    let text = std::fs::read_to_string(repo().join("deploy/debian/control")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in deploy/debian/control"))
+        .to_owned()
+}
+
+/// Issue 19 item 20: the package had a placeholder maintainer and homepage
+/// written into the script, no Debian revision and no changelog. Its
+/// version is now the changelog's top entry (`UPSTREAM-1`), its fields
+/// come from `deploy/debian/control`, and a packager's own maintainer and
+/// homepage (flags, or Debian's `DEBFULLNAME`/`DEBEMAIL`) replace them.
+fn check_package_fields(deb: &str, dir: &Path) {
+    let field = |deb: &str, name: &str| {
+        run_tool("dpkg-deb", "dpkg", &["-f", deb, name])
+            .trim()
+            .to_owned()
+    };
+    let version = field(deb, "Version");
+    assert_eq!(version, format!("{}-1", env!("CARGO_PKG_VERSION")));
+    let changelog = run_tool(
+        "dpkg-parsechangelog",
+        "dpkg-dev",
+        &["-l", "deploy/debian/changelog", "-S", "Version"],
+    );
+    assert_eq!(changelog.trim(), version, "the changelog's top entry");
+    assert_eq!(field(deb, "Maintainer"), control_field("Maintainer"));
+    assert_eq!(field(deb, "Homepage"), control_field("Homepage"));
+    for name in ["Maintainer", "Homepage"] {
+        assert!(!field(deb, name).contains("localhost"), "{name}");
+    }
+
+    // The installed changelog is the repository's, gzipped, and parses.
+    let tar = Command::new("dpkg-deb")
+        .args(["--fsys-tarfile", deb])
+        .output()
+        .unwrap();
+    assert!(tar.status.success());
+    let unpacked = dir.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let mut untar = Command::new("tar")
+        .args(["-x", "-C", unpacked.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(untar.stdin.as_mut().unwrap(), &tar.stdout).unwrap();
+    drop(untar.stdin.take());
+    assert!(untar.wait().unwrap().success());
+    let packed =
+        std::fs::read(unpacked.join("usr/share/doc/lachesis/changelog.Debian.gz")).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&packed[..]), &mut text)
+        .unwrap();
+    assert_eq!(
+        text,
+        std::fs::read_to_string(repo().join("deploy/debian/changelog")).unwrap()
+    );
+
+    // A packager's identity replaces the file's.
+    let out = dir.join("own");
+    let built = Command::new("bash")
+        .arg(repo().join("scripts/build-deb"))
+        .args(["--binary", env!("CARGO_BIN_EXE_lachesis")])
+        .args(["--out", out.to_str().unwrap(), "--compression", "gzip"])
+        .args(["--homepage", "https://cloud.example.org/lachesis"])
+        .env("DEBFULLNAME", "Cloud Ops")
+        .env("DEBEMAIL", "ops@cloud.example.org")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "build-deb: {built:?}");
+    let own = String::from_utf8(built.stdout).unwrap().trim().to_owned();
+    assert_eq!(
+        field(&own, "Maintainer"),
+        "Cloud Ops <ops@cloud.example.org>"
+    );
+    assert_eq!(
+        field(&own, "Homepage"),
+        "https://cloud.example.org/lachesis"
+    );
+    let refused = Command::new("bash")
+        .arg(repo().join("scripts/build-deb"))
+        .args([
+            "--binary",
+            env!("CARGO_BIN_EXE_lachesis"),
+            "--maintainer",
+            "nobody",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}
 
 #[test]
 fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
@@ -181,6 +278,7 @@ fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
         Path::new(&deb).extension().is_some_and(|e| e == "deb"),
         "{deb}"
     );
+    check_package_fields(&deb, out.path());
 
     // A fresh, empty dpkg root: the maintainer scripts run without chroot
     // (there is no shell inside) and honour DPKG_ROOT; the libraries the

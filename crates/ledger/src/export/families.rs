@@ -89,70 +89,70 @@ fam!(
     "lachesis_bytes_total",
     Counter,
     TOTAL_L,
-    "Bytes crossing VM taps, by zone, external network and direction."
+    "L2 bytes (skb->len: Ethernet header included, FCS and preamble not) crossing VM taps, by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     PACKETS,
     "lachesis_packets_total",
     Counter,
     TOTAL_L,
-    "Packets crossing VM taps, by zone, external network and direction."
+    "Packets crossing VM taps, counted as the kernel sees them: one per skb, so a GSO/GRO aggregate is one however many frames it is on the wire; by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     TENANT_BYTES,
     "lachesis_tenant_bytes_total",
     Counter,
     TENANT_L,
-    "Bytes per project."
+    "L2 bytes (skb->len) per Keystone project (tenant_id; unknown: a VM MAC with no binding), by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     TENANT_PACKETS,
     "lachesis_tenant_packets_total",
     Counter,
     TENANT_L,
-    "Packets per project."
+    "Packets (skbs, not wire frames) per Keystone project, by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     SERVER_BYTES,
     "lachesis_server_bytes_total",
     Counter,
     SERVER_L,
-    "Bytes per server."
+    "L2 bytes (skb->len) per Nova server, by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     SERVER_PACKETS,
     "lachesis_server_packets_total",
     Counter,
     SERVER_L,
-    "Packets per server."
+    "Packets (skbs, not wire frames) per Nova server, by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     PORT_BYTES,
     "lachesis_port_bytes_total",
     Counter,
     PORT_L,
-    "Bytes per port binding."
+    "L2 bytes (skb->len) per Neutron port binding, by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     PORT_PACKETS,
     "lachesis_port_packets_total",
     Counter,
     PORT_L,
-    "Packets per port binding."
+    "Packets (skbs, not wire frames) per Neutron port binding, by zone, external network and direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     PORT_PROTO_BYTES,
     "lachesis_port_proto_bytes_total",
     Counter,
     PORT_PROTO_L,
-    "Bytes per port binding and L4 class."
+    "L2 bytes (skb->len) per Neutron port binding and L4 class, by direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     PORT_PROTO_PACKETS,
     "lachesis_port_proto_packets_total",
     Counter,
     PORT_PROTO_L,
-    "Packets per port binding and L4 class."
+    "Packets (skbs, not wire frames) per Neutron port binding and L4 class, by direction (tx: sent by the VM, which the tap counts as its rx; rx: received by the VM). The durable view: as of the last state-file flush."
 );
 fam!(
     TENANT_INFO,

@@ -228,3 +228,81 @@ fn collect_duration_is_documented_as_rendered() {
         "{body}"
     );
 }
+
+/// The body of a reply as bytes (a gzip body is not UTF-8).
+fn body_bytes(r: Reply) -> Vec<u8> {
+    use http_body_util::BodyExt as _;
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(r.into_body().collect())
+        .unwrap()
+        .to_bytes()
+        .to_vec()
+}
+
+/// The exposition without `lachesis_collect_duration_seconds`, which
+/// counts every render and so differs between two scrapes.
+fn without_collect_duration(body: &str) -> String {
+    let mut out = String::new();
+    for line in body.lines().filter(|l| !l.contains(COLLECT_DURATION)) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn get_encoded(accept: Option<&str>, encoding: &str) -> Request<Bytes> {
+    let mut b = Request::builder()
+        .uri("/metrics")
+        .header(ACCEPT_ENCODING, encoding);
+    if let Some(a) = accept {
+        b = b.header(ACCEPT, a);
+    }
+    b.body(Bytes::new()).unwrap()
+}
+
+/// Issue 19 item 14: `/metrics` ignored `Accept-Encoding` and sent every
+/// scrape uncompressed. A gzip request gets a gzip body that decodes to
+/// the same exposition, in both formats.
+#[test]
+fn a_gzip_request_gets_the_same_exposition_gzipped() {
+    use std::io::Read as _;
+    let (routes, _) = routes();
+    for accept in [None, Some("application/openmetrics-text; version=1.0.0")] {
+        let plain = body_text(routes.handle(&get("/metrics", accept)));
+        let r = routes.handle(&get_encoded(accept, "gzip, deflate"));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[CONTENT_ENCODING], "gzip", "{accept:?}");
+        assert_eq!(r.headers()[VARY], "Accept, Accept-Encoding");
+        let packed = body_bytes(r);
+        assert_eq!(&packed[..2], &[0x1f, 0x8b], "a gzip member");
+        let mut unpacked = String::new();
+        flate2::read::GzDecoder::new(packed.as_slice())
+            .read_to_string(&mut unpacked)
+            .unwrap();
+        assert!(packed.len() < unpacked.len(), "compressed");
+        assert_eq!(
+            without_collect_duration(&unpacked),
+            without_collect_duration(&plain),
+            "{accept:?}"
+        );
+    }
+}
+
+#[test]
+fn a_plain_request_stays_plain() {
+    let (routes, _) = routes();
+    for encoding in [None, Some("identity"), Some("gzip;q=0"), Some("br")] {
+        let req = match encoding {
+            Some(e) => get_encoded(None, e),
+            None => get("/metrics", None),
+        };
+        let r = routes.handle(&req);
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers().get(CONTENT_ENCODING).is_none(), "{encoding:?}");
+        assert_eq!(r.headers()[VARY], "Accept, Accept-Encoding");
+        let body = body_text(r);
+        assert!(body.starts_with("# HELP "), "{encoding:?}: {body}");
+    }
+}
