@@ -12,18 +12,20 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::agent::{
     assert_own_families_documented, assert_tenants, bpftool, counter_series, counters,
-    empty_unknown, get, isolate, metadata_maps, pinned_links, sample, stop, traffic,
+    empty_unknown, get, get_as, isolate, metadata_maps, pinned_links, sample, stop, traffic,
     wait_for_sample, wait_for_value, wait_until, Agent, Setup, Totals,
 };
 use common::agent::{topology, topology_head, MAC_A, MAC_B, TENANT_A, TENANT_B};
 use common::Sim;
 use lachesis_agent::links::tap_name;
+use lachesis_lab::catalogue;
 use lachesis_lab::netns::{Lab, Vm};
 
 /// Polls /metrics until both tenants' series equal their taps' counters
@@ -659,5 +661,116 @@ fn a_router_regatewayed_keeps_earlier_bytes_under_the_old_external_network() {
             ),
         ])
     });
+    stop(agent);
+}
+
+/// Families whose series exist only once something happened, with the
+/// words docs/metrics.md states that condition in; the catalogue test
+/// meets each condition after its first look.
+const CONDITIONAL: [(&str, &str); 1] = [(
+    "lachesis_openstack_api_errors_total",
+    "No series before the first failure",
+)];
+
+/// The series of the API failure the catalogue test makes.
+const PORTS_503: &str =
+    "lachesis_openstack_api_errors_total{service=\"network\",endpoint=\"ports\",code=\"503\"}";
+
+/// What /metrics (OpenMetrics) and docs/metrics.md disagree on, empty
+/// when every documented family but those of `waiting` (name, condition)
+/// has series of its documented type and labels, none of `waiting` has
+/// any and the catalogue states each one's condition, and nothing else is
+/// there.
+fn catalogue_differences(metrics: SocketAddr, waiting: &[(&str, &str)]) -> Vec<String> {
+    let Some((_, body)) = get_as(metrics, "/metrics", "application/openmetrics-text") else {
+        return vec!["/metrics did not answer".to_owned()];
+    };
+    let on_metrics = catalogue::parse(&body, "");
+    let documented = catalogue::documented();
+    let mut out = Vec::new();
+    for (name, condition) in waiting {
+        if !catalogue::meaning(name).is_some_and(|m| m.contains(condition)) {
+            out.push(format!(
+                "{name}: docs/metrics.md does not say {condition:?}"
+            ));
+        }
+    }
+    for (name, doc) in &documented {
+        let waits = waiting.iter().any(|(w, _)| w == name);
+        match (on_metrics.families.get(name), waits) {
+            (Some(_), true) => out.push(format!("{name}: has series before its condition")),
+            (None, false) if on_metrics.empty.contains(name) => {
+                out.push(format!("{name}: declared without a series"));
+            }
+            (None, false) => out.push(format!("{name}: documented, not on /metrics")),
+            (Some(r), false) if (&r.kind, &r.labels) != (&doc.kind, &doc.labels) => {
+                out.push(format!(
+                    "{name}: documented {} {:?}, rendered {} {:?}",
+                    doc.kind, doc.labels, r.kind, r.labels
+                ));
+            }
+            _ => {}
+        }
+    }
+    for name in on_metrics.families.keys().chain(&on_metrics.empty) {
+        if !documented.contains_key(name) {
+            out.push(format!("{name}: on /metrics, not in docs/metrics.md"));
+        }
+    }
+    out
+}
+
+/// Polls until [`catalogue_differences`] is empty; fails listing them.
+fn assert_catalogue_on_metrics(agent: &Agent, metrics: SocketAddr, waiting: &[(&str, &str)]) {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let differences = catalogue_differences(metrics, waiting);
+        if differences.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "/metrics and docs/metrics.md disagree:\n  {}\nlog:\n{}",
+            differences.join("\n  "),
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every family docs/metrics.md lists is on a running agent's /metrics
+/// with its documented type and labels, and nothing else is (DESIGN §10).
+/// The conditions series wait for are met: traffic (billing and info
+/// series), both notification transports configured (at loopback ports
+/// where no broker listens: their series exist, disconnected), and, after
+/// the first look, one failed API call.
+#[test]
+fn every_documented_family_is_on_metrics_with_its_type_and_labels() {
+    let rig = Rig::new();
+    rig.tune("reconcile_interval: 5m", "reconcile_interval: 1s");
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&rig.setup.config)
+        .unwrap();
+    write!(
+        config,
+        "notifications:\n  rabbitmq:\n    url: amqp://guest:guest@127.0.0.1:1/%2f\n  \
+         kafka:\n    brokers: [\"127.0.0.1:2\"]\n    topic: notifications.info\n"
+    )
+    .unwrap();
+    let agent = rig.ready_agent(0);
+    let m = rig.setup.metrics;
+    rig.traffic_counted(&agent, 0);
+    assert_catalogue_on_metrics(&agent, m, &CONDITIONAL);
+
+    // One failed call: the ports list answers 503 once, failing one pass.
+    let fault = r#"{"endpoint": "ports", "status": 503, "times": 1}"#;
+    assert!((200..300).contains(&rig.sim.control("PUT", "/sim/faults", fault)));
+    wait_for_value(&agent, m, PORTS_503, |v| v >= 1.0);
+    wait_for_value(&agent, m, RUNS_SYNC_ERROR, |v| v >= 1.0);
+    let ok = sample(m, RUNS_OK).unwrap();
+    wait_for_value(&agent, m, RUNS_OK, |v| v > ok);
+    assert_eq!(sample(m, PORTS_503), Some(1.0), "one failure, counted once");
+    assert_catalogue_on_metrics(&agent, m, &[]);
     stop(agent);
 }

@@ -2,7 +2,7 @@
 //! crate's families are held to one parse of it (DESIGN §10: a family that
 //! is registered but undocumented, or documented otherwise, fails a test).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One family: its type, label names (a histogram's `le` aside) and, in the
 /// catalogue, the crate that owns it.
@@ -20,9 +20,27 @@ pub struct Family {
 /// for counters). Panics on a name documented twice.
 #[must_use]
 pub fn documented() -> BTreeMap<String, Family> {
+    rows()
+        .into_iter()
+        .map(|(name, family, _)| (name, family))
+        .collect()
+}
+
+/// The catalogue's `meaning` cell of `name`, as written (for a test that
+/// holds a condition a family's series depend on to its documentation).
+#[must_use]
+pub fn meaning(name: &str) -> Option<String> {
+    rows()
+        .into_iter()
+        .find_map(|(n, _, meaning)| (n == name).then_some(meaning))
+}
+
+/// Every row of docs/metrics.md: name, family, meaning.
+fn rows() -> Vec<(String, Family, String)> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
     let text = std::fs::read_to_string(path).expect("docs/metrics.md is readable");
-    let mut out = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
     for line in text.lines() {
         // | `name` | type | labels | owner | meaning |
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -39,21 +57,35 @@ pub fn documented() -> BTreeMap<String, Family> {
                 .collect(),
             owner: cells[4].to_owned(),
         };
-        assert!(
-            out.insert(name.clone(), family).is_none(),
-            "{name} documented twice"
-        );
+        assert!(seen.insert(name.clone()), "{name} documented twice");
+        // An escaped `\|` in a meaning was split too: join the cells back
+        // (the row's last cell, after the closing `|`, is empty).
+        let meaning = cells[5..cells.len() - 1].join("|");
+        out.push((name, family, meaning));
     }
     out
 }
 
-/// The families of an OpenMetrics rendering, as `owner`'s: the sample name
-/// (`_total` for counters, `_info` for info), the type and the label names of the first
-/// sample. A family must render at least one sample (seed label values).
+/// An OpenMetrics rendering read family by family.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendering {
+    /// The families with at least one sample, by sample name (`_total` for
+    /// counters, `_info` for info), with the label names of their first
+    /// sample.
+    pub families: BTreeMap<String, Family>,
+    /// The families declared (`# TYPE`) without any sample, by the same
+    /// name.
+    pub empty: BTreeSet<String>,
+}
+
+/// Reads every family of an OpenMetrics rendering as `owner`'s: a
+/// family's samples are the lines after its `# TYPE` up to the next
+/// family's comments.
 #[must_use]
-pub fn rendered(text: &str, owner: &str) -> BTreeMap<String, Family> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
+pub fn parse(text: &str, owner: &str) -> Rendering {
+    let mut out = Rendering::default();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
         let Some(decl) = line.strip_prefix("# TYPE ") else {
             continue;
         };
@@ -65,10 +97,13 @@ pub fn rendered(text: &str, owner: &str) -> BTreeMap<String, Family> {
             "info" => format!("{family}_info"),
             _ => family.to_owned(),
         };
-        let sample = text
-            .lines()
-            .find(|l| !l.starts_with('#') && l.starts_with(family))
-            .unwrap_or_else(|| panic!("{family} has no sample: seed its label values"));
+        while lines.peek().is_some_and(|l| l.starts_with("# UNIT ")) {
+            lines.next();
+        }
+        let Some(sample) = lines.peek().filter(|l| !l.starts_with('#')) else {
+            out.empty.insert(name);
+            continue;
+        };
         let mut labels: Vec<String> = sample
             .split_once('{')
             .map_or("", |(_, rest)| rest.split_once('}').map_or("", |(l, _)| l))
@@ -77,7 +112,7 @@ pub fn rendered(text: &str, owner: &str) -> BTreeMap<String, Family> {
             .filter(|k| k != "le")
             .collect();
         labels.dedup();
-        out.insert(
+        out.families.insert(
             name,
             Family {
                 kind: kind.to_owned(),
@@ -87,6 +122,17 @@ pub fn rendered(text: &str, owner: &str) -> BTreeMap<String, Family> {
         );
     }
     out
+}
+
+/// The families of an OpenMetrics rendering, as `owner`'s (see [`parse`]).
+/// A family must render at least one sample (seed label values).
+#[must_use]
+pub fn rendered(text: &str, owner: &str) -> BTreeMap<String, Family> {
+    let rendering = parse(text, owner);
+    if let Some(name) = rendering.empty.first() {
+        panic!("{name} has no sample: seed its label values");
+    }
+    rendering.families
 }
 
 /// Panics unless every family of `rendered` is in the catalogue with the

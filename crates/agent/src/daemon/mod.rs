@@ -402,6 +402,7 @@ async fn cold_start(
 fn openstack_source(
     config: &Config,
     api: lachesis_openstack::ApiMetrics,
+    reconcile: &ReconcileMetrics,
 ) -> anyhow::Result<OpenStackSource> {
     let selection = lachesis_openstack::config::Selection {
         cloud: config.openstack.cloud.clone(),
@@ -411,7 +412,7 @@ fn openstack_source(
         .context("resolving the OpenStack cloud (openstack.cloud, clouds.yaml, OS_*)")?;
     let client =
         lachesis_openstack::Client::new(cloud, api).context("building the OpenStack client")?;
-    Ok(OpenStackSource::new(client))
+    Ok(OpenStackSource::new(client).with_step_metrics(reconcile.plan().clone()))
 }
 
 /// Boot, DESIGN §12, up to `state_restored` with every task started.
@@ -511,7 +512,7 @@ async fn boot(
 
     // 2. Cold start: sync and plan, then every trie row, binding and
     // amphora address, before any new tap is attached.
-    let source = openstack_source(config, api)?;
+    let source = openstack_source(config, api, &reconcile)?;
     let meta = cold_start(
         &source,
         previous.as_ref().map(|p| (p, written)),

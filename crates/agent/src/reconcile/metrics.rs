@@ -10,6 +10,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use lachesis_planner::Plan;
+
+use super::plan_metrics::PlanMetrics;
+
 /// How a pass ended (`lachesis_reconcile_runs_total{result}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PassResult {
@@ -108,6 +112,7 @@ pub struct ReconcileMetrics {
     ghosts: Gauge,
     amphora_ports: Gauge,
     last: Arc<Mutex<Option<LastPass>>>,
+    plan: PlanMetrics,
 }
 
 impl Default for ReconcileMetrics {
@@ -119,6 +124,7 @@ impl Default for ReconcileMetrics {
             ghosts: Gauge::default(),
             amphora_ports: Gauge::default(),
             last: Arc::default(),
+            plan: PlanMetrics::default(),
         };
         // Every series exists before the first pass, so an alert on
         // `increase(...{result="apply_error"}[1h]) > 0` has a zero to compare.
@@ -168,6 +174,7 @@ impl ReconcileMetrics {
             "Amphora data ports re-attributed to their load balancer's owner by the last pass",
             m.amphora_ports.clone(),
         );
+        m.plan.register(registry);
         m
     }
 
@@ -215,8 +222,19 @@ impl ReconcileMetrics {
         self.ghosts.clone()
     }
 
-    pub(crate) fn set_amphora_ports(&self, n: usize) {
-        self.amphora_ports.set(i64::try_from(n).unwrap_or(i64::MAX));
+    /// The gauges that follow the committed plan: amphora ports,
+    /// anomalies, route fallbacks.
+    pub(crate) fn set_committed(&self, plan: &Plan) {
+        let amphora_ports = plan.bindings.iter().filter(|b| b.amphora).count();
+        self.amphora_ports
+            .set(i64::try_from(amphora_ports).unwrap_or(i64::MAX));
+        self.plan.set_committed(plan);
+    }
+
+    /// The plan's families (shared with the source that times the sync).
+    #[must_use]
+    pub fn plan(&self) -> &PlanMetrics {
+        &self.plan
     }
 
     /// Passes that ended with `result`.

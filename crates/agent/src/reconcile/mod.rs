@@ -24,6 +24,7 @@ mod kernel;
 mod metrics;
 mod order;
 mod pass;
+mod plan_metrics;
 mod schedule;
 mod source;
 mod table;
@@ -46,6 +47,7 @@ pub use metrics::{LastPass, PassResult, ReconcileMetrics, Trigger};
 pub use order::{
     AttributionSnapshot, BatchError, BoxError, LedgerOrder, PruneFailed, Settle, SettleBatch,
 };
+pub use plan_metrics::{PlanMetrics, PlanStep};
 pub use schedule::Kicker;
 pub use source::{MetadataSource, Named, OpenStackSource, SyncError, SyncTimings, Synced};
 pub use table::{BindingTable, Ghost, SharedTable};
@@ -122,7 +124,7 @@ where
             &initial.servers,
             metrics.ghosts_gauge(),
         );
-        metrics.set_amphora_ports(amphora_ports(&initial.committed.plan));
+        metrics.set_committed(&initial.committed.plan);
         Reconciler {
             seams,
             tunables,
@@ -214,11 +216,6 @@ async fn sleep_until_some(due: Option<tokio::time::Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// Amphora data ports re-attributed to their load balancer's owner.
-fn amphora_ports(plan: &Plan) -> usize {
-    plan.bindings.iter().filter(|b| b.amphora).count()
 }
 
 /// `error: cause: cause`, for one log line.

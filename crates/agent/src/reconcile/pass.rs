@@ -16,7 +16,7 @@ use super::metrics::{LastPass, PassResult, Trigger};
 use super::order::{BatchError, LedgerOrder, SettleBatch};
 use super::source::{MetadataSource, Synced};
 use super::table::{BindingTable, StepCounts};
-use super::{amphora_ports, chain, Committed, Reconciler};
+use super::{chain, Committed, PlanStep, Reconciler};
 
 /// Why a pass stopped before its commit.
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +129,11 @@ where
     /// prunes and gauges.
     async fn apply(&mut self, synced: &Synced, synced_at: SystemTime) -> Result<(), ApplyError> {
         let committed = self.committed.borrow().clone();
+        let diffing = std::time::Instant::now();
         let delta = diff(&committed.plan, &synced.plan);
+        self.metrics
+            .plan()
+            .observe(PlanStep::Diff, diffing.elapsed());
         let mut ids = TenantIds {
             ledger: &self.seams.ledger,
             known: HashMap::new(),
@@ -193,7 +197,7 @@ where
             topology: Some(synced.topology.clone()),
         }));
         self.prune(synced).await;
-        self.metrics.set_amphora_ports(amphora_ports(&synced.plan));
+        self.metrics.set_committed(&synced.plan);
         log_changes(&delta, counts, settles);
         Ok(())
     }

@@ -8,6 +8,8 @@ use lachesis_planner::{
     parse_snapshot, plan_with_previous, summarize, ParseError, Plan, PlanOptions, Sources, Topology,
 };
 
+use super::plan_metrics::{PlanMetrics, PlanStep};
+
 /// A project or a server: its id (what prunes compare) and its name (what
 /// the info series show).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -107,6 +109,7 @@ pub struct SyncTimings {
 pub struct OpenStackSource {
     client: lachesis_openstack::Client,
     last: Mutex<Option<SyncTimings>>,
+    steps: PlanMetrics,
 }
 
 impl OpenStackSource {
@@ -116,7 +119,17 @@ impl OpenStackSource {
         OpenStackSource {
             client,
             last: Mutex::new(None),
+            steps: PlanMetrics::default(),
         }
+    }
+
+    /// Observes each successful sync's `fetch` and `plan` steps in
+    /// `metrics` (cold start's and every pass's alike), instead of in
+    /// unregistered ones.
+    #[must_use]
+    pub fn with_step_metrics(mut self, metrics: PlanMetrics) -> Self {
+        self.steps = metrics;
+        self
     }
 
     /// The last successful sync's timings (`None` before the first): what a
@@ -184,6 +197,8 @@ impl MetadataSource for OpenStackSource {
         .map_err(|e| SyncError::Plan(e.to_string()))??;
         let timings = SyncTimings { fetch, plan };
         tracing::debug!(fetch = ?timings.fetch, plan = ?timings.plan, "sync planned");
+        self.steps.observe(PlanStep::Fetch, timings.fetch);
+        self.steps.observe(PlanStep::Plan, timings.plan);
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(timings);
         Ok(synced)
     }

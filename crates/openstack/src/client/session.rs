@@ -95,7 +95,8 @@ pub enum ApiError {
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     /// A `next` link led back to a page already fetched in this list: the
-    /// service's links cycle, and following them would never end.
+    /// service's links cycle, and following them would never end. Counted
+    /// with code `body`.
     #[error("{service} {endpoint}: pagination revisited {url}: the service's links loop")]
     LinkLoop {
         /// The catalog service type (`network`, `identity`, …), the
@@ -384,6 +385,7 @@ impl Session {
         };
         loop {
             if !seen.insert(url.to_string()) {
+                self.metrics.count(call.service, call.collection, "body");
                 return Err(ApiError::LinkLoop {
                     service: call.service.into(),
                     endpoint: call.collection.into(),

@@ -1,5 +1,6 @@
 //! Holds the reconciler's families against docs/metrics.md: every family it
-//! registers is documented with the rendered type and labels, owner `agent`.
+//! registers (the plan's among them) is documented with the rendered type
+//! and labels, owner `agent`.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +26,9 @@ fn every_reconciler_family_is_documented_exactly() {
         [
             "lachesis_amphora_ports",
             "lachesis_ghost_bindings",
+            "lachesis_plan_anomalies",
+            "lachesis_plan_route_fallbacks",
+            "lachesis_plan_step_duration_seconds",
             "lachesis_reconcile_duration_seconds",
             "lachesis_reconcile_kicks_total",
             "lachesis_reconcile_runs_total",

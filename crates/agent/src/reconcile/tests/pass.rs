@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lachesis_abi::{EndpointValue, Zone, ENDPOINT_FLAG_AMPHORA};
-use lachesis_planner::SourceStatus;
+use lachesis_planner::{Anomaly, AnomalyClass, FallbackReason, SourceStatus};
 
 use super::super::fakes::{endpoint_value, BatchFailure, InForce, KernelMaps, LedgerEvent, Mark};
 use super::super::{KernelWriter, PassResult, Settle, Trigger, Write};
@@ -622,4 +622,56 @@ async fn the_syncs_topology_is_committed_with_its_plan_and_only_then() {
     let committed = rig.reconciler.committed().borrow().clone();
     assert!(Arc::ptr_eq(committed.topology.as_ref().unwrap(), &first));
     assert_eq!(*committed.plan, trie_changed());
+}
+
+#[tokio::test]
+async fn the_plan_gauges_follow_the_committed_plan_and_each_pass_times_its_diff() {
+    let anomaly = |class, detail: &str| Anomaly {
+        class,
+        detail: detail.to_owned(),
+    };
+    let diffs = |rig: &Rig| {
+        let text = rig.render();
+        let series = "lachesis_plan_step_duration_seconds_count{step=\"diff\"} ";
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .unwrap_or_else(|| panic!("no {series}in\n{text}"))
+            .to_owned()
+    };
+    let mut initial = base();
+    initial.anomalies = vec![anomaly(AnomalyClass::Cycle, "r-1 → r-2 → r-1")];
+    initial.route_fallbacks = FallbackReason::ALL.iter().map(|r| (*r, 0)).collect();
+    initial.route_fallbacks.insert(FallbackReason::Cycle, 1);
+    let mut rig = Rig::new(&initial);
+    let m = rig.reconciler.metrics().plan().clone();
+    // Boot's plan, before any pass: every class and reason has a value.
+    assert_eq!(m.anomalies(AnomalyClass::Cycle), 1);
+    assert_eq!(m.anomalies(AnomalyClass::MaxHops), 0);
+    assert_eq!(m.route_fallbacks(FallbackReason::Cycle), 1);
+    assert_eq!(diffs(&rig), "0");
+
+    // `base()` has no fallback reason at all (a plan stored before the key
+    // existed): every reason reads 0.
+    let mut next = base();
+    next.anomalies = vec![
+        anomaly(AnomalyClass::MaxHops, "10.9.0.0/16 via r-1"),
+        anomaly(AnomalyClass::MaxHops, "10.8.0.0/16 via r-1"),
+    ];
+    rig.source.set(synced(next));
+    assert_eq!(rig.reconciler.pass(Trigger::Tick).await, PassResult::Ok);
+    assert_eq!(m.anomalies(AnomalyClass::Cycle), 0);
+    assert_eq!(m.anomalies(AnomalyClass::MaxHops), 2);
+    assert_eq!(m.route_fallbacks(FallbackReason::Cycle), 0);
+    assert_eq!(diffs(&rig), "1");
+
+    // A failed pass keeps the gauges of the plan the kernel still holds.
+    rig.source.set(synced(initial));
+    rig.source.fail_next(1);
+    assert_eq!(
+        rig.reconciler.pass(Trigger::Tick).await,
+        PassResult::SyncError
+    );
+    assert_eq!(m.anomalies(AnomalyClass::MaxHops), 2);
+    assert_eq!(m.route_fallbacks(FallbackReason::Cycle), 0);
+    assert_eq!(diffs(&rig), "1", "a failed sync is not diffed");
 }

@@ -10,8 +10,9 @@ use lachesis_openstack::config::{resolve, SearchPaths, Selection};
 use lachesis_openstack::{ApiMetrics, Client};
 use lachesis_planner::{PlanOptions, SourceStatus};
 use lachesis_sim::{self as sim, Fault, SimHandle, Store, Topology};
+use prometheus_client::registry::Registry;
 
-use super::super::{MetadataSource, Named, OpenStackSource, SyncError};
+use super::super::{MetadataSource, Named, OpenStackSource, ReconcileMetrics, SyncError};
 
 fn topology() -> Topology {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
@@ -122,4 +123,31 @@ async fn timings_are_those_of_the_last_successful_sync() {
         Some(first),
         "a failed sync leaves the last successful one's timings"
     );
+}
+
+#[tokio::test]
+async fn each_successful_sync_observes_its_fetch_and_plan_steps() {
+    let (sim, source) = source().await;
+    let mut registry = Registry::default();
+    let metrics = ReconcileMetrics::register(&mut registry);
+    let source = source.with_step_metrics(metrics.plan().clone());
+    let count = |step: &str| {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let series = format!("lachesis_plan_step_duration_seconds_count{{step=\"{step}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series}in\n{text}"))
+            .to_owned()
+    };
+    source.sync(None, PlanOptions::default()).await.unwrap();
+    assert_eq!((count("fetch"), count("plan")), ("1".into(), "1".into()));
+    sim.with_store(|s| s.add_fault(fault("ports")));
+    source.sync(None, PlanOptions::default()).await.unwrap_err();
+    assert_eq!(
+        (count("fetch"), count("plan")),
+        ("1".into(), "1".into()),
+        "a failed sync observes nothing"
+    );
+    assert_eq!(count("diff"), "0", "a sync does not diff; a pass does");
 }
