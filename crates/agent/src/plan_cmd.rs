@@ -55,10 +55,15 @@ pub struct PlanArgs {
     pub format: Format,
     /// Router hops a static route may take before it falls back to external
     /// [default: the configuration's `tunables.route_hop_limit` with
-    /// `--config`, else 16].
-    #[arg(long, value_name = "N")]
+    /// `--config`, else 16]; 1 to 255, as the configuration key.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=HOP_LIMIT_MAX))]
     pub hop_limit: Option<u32>,
 }
+
+/// `--hop-limit`'s ceiling: the configuration key's, so a plan checked
+/// here is one the agent would accept.
+const HOP_LIMIT_MAX: i64 = 255;
+const _: () = assert!(HOP_LIMIT_MAX.unsigned_abs() == lachesis_agent::config::ROUTE_HOP_LIMIT_MAX);
 
 /// What `--config` contributes: the agent's cloud and hop limit.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -73,28 +73,106 @@ fn a_source_is_required() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--from-dir"));
 }
 
-#[test]
-fn hop_limit_flag_reaches_the_resolver() {
-    let dir = fixtures().join("two-tenants");
-    let out = lachesis(&[
-        "plan",
-        "--from-dir",
-        dir.to_str().unwrap(),
-        "--hop-limit",
-        "0",
-    ]);
-    assert!(out.status.success());
+/// The fixture with tenant-b's subnet 10.2.0.0/24 moved behind a third
+/// router (`router-c`, on the transit net at 100.64.0.3) that router-b
+/// reaches by a static route: tenant-a's route to it now takes two hops
+/// (router-b, then router-c).
+fn two_hop_fixture() -> tempfile::TempDir {
+    const ROUTER_C: &str = "00001017-0017-4017-8017-000000000017";
+    let edit = |d: &std::path::Path, file: &str, f: &dyn Fn(&mut serde_json::Value)| {
+        let path = d.join(file);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    };
+    fixture_copy(|d| {
+        edit(d, "routers.json", &|v| {
+            let routers = v["routers"].as_array_mut().unwrap();
+            let b = &mut routers[1];
+            assert_eq!(b["name"], "router-b");
+            b["routes"] =
+                serde_json::json!([{"destination": "10.2.0.0/24", "nexthop": "100.64.0.3"}]);
+            let mut c = b.clone();
+            c["id"] = ROUTER_C.into();
+            c["name"] = "router-c".into();
+            c["routes"] = serde_json::json!([]);
+            c["external_gateway_info"] = serde_json::Value::Null;
+            routers.push(c);
+        });
+        edit(d, "ports.json", &|v| {
+            let ports = v["ports"].as_array_mut().unwrap();
+            // router-b's interface on 10.2.0.0/24 becomes router-c's.
+            let on_subnet = ports
+                .iter_mut()
+                .find(|p| p["fixed_ips"][0]["ip_address"] == "10.2.0.1")
+                .unwrap();
+            on_subnet["device_id"] = ROUTER_C.into();
+            let mut transit = ports
+                .iter()
+                .find(|p| p["fixed_ips"][0]["ip_address"] == "100.64.0.2")
+                .unwrap()
+                .clone();
+            transit["id"] = "00001075-0075-4075-8075-000000000075".into();
+            transit["device_id"] = ROUTER_C.into();
+            transit["mac_address"] = "fa:16:3e:c0:00:03".into();
+            transit["fixed_ips"][0]["ip_address"] = "100.64.0.3".into();
+            ports.push(transit);
+        });
+    })
+}
+
+/// tenant-a's row for tenant-b's subnet in the plan `args` print.
+fn route_row_zone(args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let out = lachesis(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    // tenant-a's route to tenant-b's subnet needs one router hop.
-    assert_eq!(plan["route_fallbacks"]["max_hops"], 1);
-    assert_eq!(plan["anomalies"][0]["class"], "max_hops");
     let row = plan["trie"]
         .as_array()
         .unwrap()
         .iter()
         .find(|r| r["tenant"] == "3f2a9c1e5b7d4e08a1c6f0b2d4e6a8c0" && r["prefix"] == "10.2.0.0/24")
-        .expect("the route's row");
-    assert_eq!(row["zone"], "external");
+        .expect("the route's row")
+        .clone();
+    (
+        row["zone"].clone(),
+        plan["route_fallbacks"]["max_hops"].clone(),
+    )
+}
+
+#[test]
+fn hop_limit_flag_reaches_the_resolver() {
+    let dir = two_hop_fixture();
+    let dir = dir.path().to_str().unwrap();
+    // Two hops are within a limit of 2 (and the default, 16)...
+    for limit in [&["--hop-limit", "2"][..], &[]] {
+        let args = [&["plan", "--from-dir", dir][..], limit].concat();
+        assert_eq!(
+            route_row_zone(&args),
+            ("other_tenant".into(), 0.into()),
+            "{limit:?}"
+        );
+    }
+    // ...and past a limit of 1: the route falls back to external.
+    let args = ["plan", "--from-dir", dir, "--hop-limit", "1"];
+    assert_eq!(route_row_zone(&args), ("external".into(), 1.into()));
+}
+
+#[test]
+fn hop_limit_outside_the_configured_range_is_a_usage_error() {
+    let dir = fixtures().join("two-tenants");
+    for bad in ["0", "256", "-1", "many"] {
+        let flag = format!("--hop-limit={bad}");
+        let out = lachesis(&["plan", "--from-dir", dir.to_str().unwrap(), &flag]);
+        assert_eq!(out.status.code(), Some(2), "--hop-limit {bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--hop-limit"), "{stderr}");
+        assert_eq!(out.stdout, b"", "--hop-limit {bad}");
+    }
 }
 
 #[test]

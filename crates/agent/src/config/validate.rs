@@ -205,8 +205,30 @@ fn datapath(c: &mut Check, raw: &RawDatapath) -> Option<DatapathSettings> {
         raw.flows_memory_budget.as_ref(),
         values::size,
     );
-    if budget == Some(0) {
-        c.error("datapath.flows_memory_budget", "must be above 0");
+    if let Some(b) = budget {
+        let (min, max) = (
+            values::show_size(FLOWS_BUDGET_MIN),
+            values::show_size(FLOWS_BUDGET_MAX),
+        );
+        if b < FLOWS_BUDGET_MIN {
+            c.error(
+                "datapath.flows_memory_budget",
+                format!(
+                    "{} is below {min} (every smaller budget gives the flows map's floor of 8 192 entries); \
+                     expected {min} to {max}",
+                    values::show_size(b)
+                ),
+            );
+        } else if b > FLOWS_BUDGET_MAX {
+            c.error(
+                "datapath.flows_memory_budget",
+                format!(
+                    "{} is above {max} (the flows map's ceiling of 262 144 entries needs less at any CPU count); \
+                     expected {min} to {max}",
+                    values::show_size(b)
+                ),
+            );
+        }
     }
     let attach_mode = c.req("datapath.attach_mode", raw.attach_mode.as_ref(), |v| {
         pick(v, ATTACH_MODES, &ATTACH_MODES_ALL)
@@ -393,37 +415,152 @@ fn kafka_sasl(c: &mut Check, raw: &RawKafkaSasl) -> Option<KafkaSasl> {
     })
 }
 
+/// The values a duration tunable accepts, and why its ends are where they
+/// are: an error names both ends and the reason for the one crossed.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    /// The shortest value accepted.
+    pub min: Duration,
+    /// Why nothing shorter.
+    pub below: &'static str,
+    /// The longest value accepted.
+    pub max: Duration,
+    /// Why nothing longer.
+    pub above: &'static str,
+}
+
+impl Span {
+    /// `Err` with the message for a value outside the span; `written` is
+    /// the value as the operator wrote it.
+    pub fn check(&self, d: Duration, written: &str) -> Result<Duration, String> {
+        let show = values::show_duration;
+        let range = format!("expected {} to {}", show(self.min), show(self.max));
+        if d < self.min {
+            let (min, why) = (show(self.min), self.below);
+            Err(format!("{written} is below {min} ({why}); {range}"))
+        } else if d > self.max {
+            let (max, why) = (show(self.max), self.above);
+            Err(format!("{written} is above {max} ({why}); {range}"))
+        } else {
+            Ok(d)
+        }
+    }
+}
+
+/// The span of each bounded duration tunable (docs/configuration.md
+/// "Bounds" lists the same).
+pub const SPANS: &[(&str, Span)] = &[
+    (
+        "scrape_interval",
+        Span {
+            min: Duration::from_millis(100),
+            below: "a drain of a full flows map takes tens of milliseconds: a shorter interval spends a CPU on draining",
+            max: Duration::from_mins(10),
+            above: "the billing series lag the kernel by up to one interval, and a stalled drain shows on /healthz only after three",
+        },
+    ),
+    (
+        "reconcile_interval",
+        Span {
+            min: Duration::from_secs(1),
+            below: "every pass is a full OpenStack sync",
+            max: Duration::from_hours(24),
+            above: "with the notification bus down, a change in OpenStack reaches the kernel only at the next pass",
+        },
+    ),
+    (
+        "kick_debounce",
+        Span {
+            min: Duration::ZERO,
+            below: "",
+            max: KICK_DEBOUNCE_CAP,
+            above: "the reconciler caps the debounce there",
+        },
+    ),
+    (
+        "ghost_grace",
+        Span {
+            min: Duration::from_secs(1),
+            below: "a deleted port's last packets are read after its deletion, and a MAC moved between ports in two steps must not lose its binding in between",
+            max: Duration::from_hours(7 * 24),
+            above: "every ghost keeps its binding in the 16 384-entry endpoints map and its rows in the ledger until swept",
+        },
+    ),
+    (
+        "ghost_sweep_interval",
+        Span {
+            min: Duration::from_millis(100),
+            below: "each sweep takes the ledger's order: drain, flush, settle, flush",
+            max: Duration::from_hours(1),
+            above: "a ghost past its grace outlives it by up to one interval",
+        },
+    ),
+    (
+        "state_flush_interval",
+        Span {
+            min: Duration::from_millis(100),
+            below: "each flush writes and fsyncs the whole state file",
+            max: Duration::from_hours(1),
+            above: "a host reboot loses up to one interval of counted bytes, and the billing series lag by as much",
+        },
+    ),
+    (
+        "unresolved_ttl",
+        Span {
+            min: Duration::from_secs(1),
+            below: "a row of a MAC not yet learned must be able to wait for the reconcile pass its notification kicks",
+            max: Duration::from_hours(1),
+            above: "bytes of an unknown MAC stay out of every series (even tenant \"unknown\") that long",
+        },
+    ),
+    (
+        "port_series_retention",
+        Span {
+            min: Duration::ZERO,
+            below: "",
+            max: PORT_SERIES_RETENTION_MAX,
+            above: "a retained series is exported all along",
+        },
+    ),
+];
+
+/// The span of `tunables.<name>`.
+fn span(name: &str) -> &'static Span {
+    &SPANS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no span for tunables.{name}"))
+        .1
+}
+
+/// The smallest `datapath.flows_memory_budget`: below it every budget gives
+/// the map's floor of 8 192 entries anyway.
+pub const FLOWS_BUDGET_MIN: u64 = 1 << 20;
+/// The largest: the map's ceiling of 262 144 entries needs under 9 GiB
+/// even at 1 024 possible CPUs.
+pub const FLOWS_BUDGET_MAX: u64 = 16 << 30;
+
+/// Below this, `tunables.reconcile_interval` is accepted with a warning:
+/// every pass is a full sync of the cloud, from every node.
+pub const RECONCILE_INTERVAL_WARN: Duration = Duration::from_mins(1);
+
 fn tunables(c: &mut Check, raw: &RawTunables) -> Option<Tunables> {
     const P: &str = "tunables";
-    /// A period: zero would spin.
-    fn period(c: &mut Check, name: &str, v: Option<&Scalar>) -> Option<Duration> {
-        let d = c.req(&format!("{P}.{name}"), v, values::duration)?;
-        if d.is_zero() {
-            c.error(format!("{P}.{name}"), "must be above 0s");
-        }
-        Some(d)
+    fn bounded(c: &mut Check, name: &str, v: Option<&Scalar>) -> Option<Duration> {
+        let span = span(name);
+        c.req(&format!("{P}.{name}"), v, |v| {
+            span.check(values::duration(v)?, v.text().trim())
+        })
     }
-    let scrape_interval = period(c, "scrape_interval", raw.scrape_interval.as_ref());
-    let reconcile_interval = period(c, "reconcile_interval", raw.reconcile_interval.as_ref());
-    let ghost_sweep_interval = period(c, "ghost_sweep_interval", raw.ghost_sweep_interval.as_ref());
-    let state_flush_interval = period(c, "state_flush_interval", raw.state_flush_interval.as_ref());
-    let unresolved_ttl = period(c, "unresolved_ttl", raw.unresolved_ttl.as_ref());
-    let kick_debounce = c.req(
-        "tunables.kick_debounce",
-        raw.kick_debounce.as_ref(),
-        values::duration,
-    );
-    if kick_debounce.is_some_and(|d| d > KICK_DEBOUNCE_CAP) {
-        c.error(
-            "tunables.kick_debounce",
-            "must be at most 5s (the reconciler caps the debounce there)",
-        );
-    }
-    let ghost_grace = c.req(
-        "tunables.ghost_grace",
-        raw.ghost_grace.as_ref(),
-        values::duration,
-    );
+    let scrape_interval = bounded(c, "scrape_interval", raw.scrape_interval.as_ref());
+    let reconcile_interval = bounded(c, "reconcile_interval", raw.reconcile_interval.as_ref());
+    let ghost_sweep_interval =
+        bounded(c, "ghost_sweep_interval", raw.ghost_sweep_interval.as_ref());
+    let state_flush_interval =
+        bounded(c, "state_flush_interval", raw.state_flush_interval.as_ref());
+    let unresolved_ttl = bounded(c, "unresolved_ttl", raw.unresolved_ttl.as_ref());
+    let kick_debounce = bounded(c, "kick_debounce", raw.kick_debounce.as_ref());
+    let ghost_grace = bounded(c, "ghost_grace", raw.ghost_grace.as_ref());
     let high = c.req(
         "tunables.pressure_high_watermark",
         raw.pressure_high_watermark.as_ref(),
@@ -447,17 +584,11 @@ fn tunables(c: &mut Check, raw: &RawTunables) -> Option<Tunables> {
         raw.unresolved_cap.as_ref(),
         |v| values::count(v, UNRESOLVED_CAP_MAX),
     );
-    let port_series_retention = c.req(
-        "tunables.port_series_retention",
+    let port_series_retention = bounded(
+        c,
+        "port_series_retention",
         raw.port_series_retention.as_ref(),
-        values::duration,
     );
-    if port_series_retention.is_some_and(|d| d > PORT_SERIES_RETENTION_MAX) {
-        c.error(
-            "tunables.port_series_retention",
-            "must be at most 30d (a retained series is exported all along)",
-        );
-    }
     let hop_limit = c.req(
         "tunables.route_hop_limit",
         raw.route_hop_limit.as_ref(),
@@ -508,6 +639,17 @@ pub(crate) fn warnings(config: &Config) -> Vec<Issue> {
                 "{} is not a loopback address: the debug endpoints (configuration, plan, flows) \
                  are reachable from the network",
                 config.listen.debug
+            ),
+        ));
+    }
+    if config.tunables.reconcile_interval < RECONCILE_INTERVAL_WARN {
+        out.push(Issue::new(
+            "tunables.reconcile_interval",
+            format!(
+                "{} is under {}: every pass lists every port, network, router and server \
+                 of the cloud, from every node; notifications already kick a pass within seconds of a change",
+                values::show_duration(config.tunables.reconcile_interval),
+                values::show_duration(RECONCILE_INTERVAL_WARN)
             ),
         ));
     }

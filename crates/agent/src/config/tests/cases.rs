@@ -99,8 +99,9 @@ pub(super) const CASES: &[Case] = &[
     Case {
         path: "datapath.flows_memory_budget",
         valid: &[
-            ("512KiB", "512KiB"),
+            ("1MiB", "1MiB"),
             ("1GiB", "1GiB"),
+            ("16GiB", "16GiB"),
             ("1048576", "1MiB"),
             ("100MB", "100000000B"),
         ],
@@ -109,7 +110,14 @@ pub(super) const CASES: &[Case] = &[
                 "64M",
                 &["datapath.flows_memory_budget: \"64M\" is not a size; expected bytes or e.g. 512KiB, 64MiB, 1GiB"],
             ),
-            ("0", &["datapath.flows_memory_budget: must be above 0"]),
+            (
+                "1",
+                &["datapath.flows_memory_budget: 1B is below 1MiB (every smaller budget gives the flows map's floor of 8 192 entries); expected 1MiB to 16GiB"],
+            ),
+            (
+                "17GiB",
+                &["datapath.flows_memory_budget: 17GiB is above 16GiB (the flows map's ceiling of 262 144 entries needs less at any CPU count); expected 1MiB to 16GiB"],
+            ),
             (
                 "-1",
                 &["datapath.flows_memory_budget: -1 is not a size; expected bytes or e.g. 512KiB, 64MiB, 1GiB"],
@@ -277,46 +285,90 @@ pub(super) const CASES: &[Case] = &[
     },
     Case {
         path: "tunables.scrape_interval",
-        valid: &[("200ms", "200ms"), ("5m", "5m"), ("1h", "1h"), ("90s", "1m 30s")],
+        valid: &[("100ms", "100ms"), ("5m", "5m"), ("10m", "10m"), ("90s", "1m 30s")],
         invalid: &[
             (
                 "10 parsecs",
                 &["tunables.scrape_interval: \"10 parsecs\" is not a duration; expected e.g. 200ms, 10s, 5m"],
             ),
             ("10", &["tunables.scrape_interval: 10 has no unit; expected e.g. 200ms, 10s, 5m"]),
-            ("0s", &["tunables.scrape_interval: must be above 0s"]),
+            (
+                "1ms",
+                &["tunables.scrape_interval: 1ms is below 100ms (a drain of a full flows map takes tens of milliseconds: a shorter interval spends a CPU on draining); expected 100ms to 10m"],
+            ),
+            (
+                "11m",
+                &["tunables.scrape_interval: 11m is above 10m (the billing series lag the kernel by up to one interval, and a stalled drain shows on /healthz only after three); expected 100ms to 10m"],
+            ),
         ],
     },
     Case {
         path: "tunables.reconcile_interval",
-        valid: &[("1m", "1m")],
-        invalid: &[("0ms", &["tunables.reconcile_interval: must be above 0s"])],
+        valid: &[("1m", "1m"), ("1s", "1s"), ("24h", "1day")],
+        invalid: &[
+            (
+                "100ms",
+                &["tunables.reconcile_interval: 100ms is below 1s (every pass is a full OpenStack sync); expected 1s to 1day"],
+            ),
+            (
+                "25h",
+                &["tunables.reconcile_interval: 25h is above 1day (with the notification bus down, a change in OpenStack reaches the kernel only at the next pass); expected 1s to 1day"],
+            ),
+        ],
     },
     Case {
         path: "tunables.kick_debounce",
         valid: &[("0s", "0s"), ("5s", "5s")],
         invalid: &[(
             "6s",
-            &["tunables.kick_debounce: must be at most 5s (the reconciler caps the debounce there)"],
+            &["tunables.kick_debounce: 6s is above 5s (the reconciler caps the debounce there); expected 0s to 5s"],
         )],
     },
     Case {
         path: "tunables.ghost_grace",
-        valid: &[("0s", "0s"), ("2m", "2m")],
-        invalid: &[(
-            "soon",
-            &["tunables.ghost_grace: \"soon\" is not a duration; expected e.g. 200ms, 10s, 5m"],
-        )],
+        valid: &[("1s", "1s"), ("2m", "2m"), ("7d", "7days")],
+        invalid: &[
+            (
+                "soon",
+                &["tunables.ghost_grace: \"soon\" is not a duration; expected e.g. 200ms, 10s, 5m"],
+            ),
+            (
+                "0s",
+                &["tunables.ghost_grace: 0s is below 1s (a deleted port's last packets are read after its deletion, and a MAC moved between ports in two steps must not lose its binding in between); expected 1s to 7days"],
+            ),
+            (
+                "8d",
+                &["tunables.ghost_grace: 8d is above 7days (every ghost keeps its binding in the 16 384-entry endpoints map and its rows in the ledger until swept); expected 1s to 7days"],
+            ),
+        ],
     },
     Case {
         path: "tunables.ghost_sweep_interval",
-        valid: &[("30s", "30s")],
-        invalid: &[("0s", &["tunables.ghost_sweep_interval: must be above 0s"])],
+        valid: &[("30s", "30s"), ("100ms", "100ms"), ("1h", "1h")],
+        invalid: &[
+            (
+                "0s",
+                &["tunables.ghost_sweep_interval: 0s is below 100ms (each sweep takes the ledger's order: drain, flush, settle, flush); expected 100ms to 1h"],
+            ),
+            (
+                "2h",
+                &["tunables.ghost_sweep_interval: 2h is above 1h (a ghost past its grace outlives it by up to one interval); expected 100ms to 1h"],
+            ),
+        ],
     },
     Case {
         path: "tunables.state_flush_interval",
-        valid: &[("2m", "2m")],
-        invalid: &[("0s", &["tunables.state_flush_interval: must be above 0s"])],
+        valid: &[("2m", "2m"), ("100ms", "100ms"), ("1h", "1h")],
+        invalid: &[
+            (
+                "0s",
+                &["tunables.state_flush_interval: 0s is below 100ms (each flush writes and fsyncs the whole state file); expected 100ms to 1h"],
+            ),
+            (
+                "61m",
+                &["tunables.state_flush_interval: 61m is above 1h (a host reboot loses up to one interval of counted bytes, and the billing series lag by as much); expected 100ms to 1h"],
+            ),
+        ],
     },
     Case {
         path: "tunables.pressure_high_watermark",
@@ -360,8 +412,17 @@ pub(super) const CASES: &[Case] = &[
     },
     Case {
         path: "tunables.unresolved_ttl",
-        valid: &[("2m", "2m")],
-        invalid: &[("0s", &["tunables.unresolved_ttl: must be above 0s"])],
+        valid: &[("2m", "2m"), ("1s", "1s"), ("1h", "1h")],
+        invalid: &[
+            (
+                "0s",
+                &["tunables.unresolved_ttl: 0s is below 1s (a row of a MAC not yet learned must be able to wait for the reconcile pass its notification kicks); expected 1s to 1h"],
+            ),
+            (
+                "2h",
+                &["tunables.unresolved_ttl: 2h is above 1h (bytes of an unknown MAC stay out of every series (even tenant \"unknown\") that long); expected 1s to 1h"],
+            ),
+        ],
     },
     Case {
         path: "tunables.route_hop_limit",
@@ -369,6 +430,7 @@ pub(super) const CASES: &[Case] = &[
         invalid: &[
             ("256", &["tunables.route_hop_limit: 256 is out of range; expected 1 to 255"]),
             ("-1", &["tunables.route_hop_limit: -1 is out of range; expected 1 to 255"]),
+            ("0", &["tunables.route_hop_limit: 0 is out of range; expected 1 to 255"]),
         ],
     },
     Case {
@@ -376,7 +438,7 @@ pub(super) const CASES: &[Case] = &[
         valid: &[("0s", "0s"), ("30d", "30days")],
         invalid: &[(
             "31d",
-            &["tunables.port_series_retention: must be at most 30d (a retained series is exported all along)"],
+            &["tunables.port_series_retention: 31d is above 30days (a retained series is exported all along); expected 0s to 30days"],
         )],
     },
     Case {
@@ -499,8 +561,45 @@ fn several_errors_are_all_reported_once() {
         got,
         [
             "tunables.scrape_interval: \"10 parsecs\" is not a duration; expected e.g. 200ms, 10s, 5m",
-            "tunables.unresolved_ttl: must be above 0s",
+            "tunables.unresolved_ttl: 0s is below 1s (a row of a MAC not yet learned must be able to wait for the reconcile pass its notification kicks); expected 1s to 1h",
             "log.level: \"loud\" is not one of error, warn, info, debug, trace",
         ]
     );
+}
+
+#[test]
+fn the_reference_states_every_bound_the_check_enforces() {
+    use crate::config::validate::{FLOWS_BUDGET_MAX, FLOWS_BUDGET_MIN, SPANS};
+    use crate::config::values::{show_duration, show_size};
+    let mut rows: Vec<String> = SPANS
+        .iter()
+        .map(|(name, span)| {
+            format!(
+                "| tunables.{name} | {} | {} | ",
+                show_duration(span.min),
+                show_duration(span.max)
+            )
+        })
+        .collect();
+    rows.push(format!(
+        "| datapath.flows_memory_budget | {} | {} | ",
+        show_size(FLOWS_BUDGET_MIN),
+        show_size(FLOWS_BUDGET_MAX)
+    ));
+    for row in rows {
+        assert!(
+            REFERENCE.lines().any(|l| l.starts_with(&row)),
+            "docs/configuration.md \"Bounds\" has no row starting {row:?}"
+        );
+    }
+    // Each end is accepted, and the error's range is the documented one.
+    for (name, span) in SPANS {
+        for end in [span.min, span.max] {
+            let text = example_with(&format!("tunables.{name}"), &show_duration(end));
+            assert!(
+                Config::from_yaml(&text).is_ok(),
+                "tunables.{name} = {end:?}"
+            );
+        }
+    }
 }

@@ -105,8 +105,8 @@ fn layer_errors_name_the_variable_or_flag_and_are_all_reported() {
              unresolved_cap, unresolved_ttl, route_hop_limit, \
                  port_series_retention)",
             "--set nonsense: expected KEY=VALUE, e.g. --set tunables.scrape_interval=5s",
-            "tunables.kick_debounce: must be at most 5s (the reconciler caps the debounce there) \
-             (set by LACHESIS_TUNABLES__KICK_DEBOUNCE)",
+            "tunables.kick_debounce: 9s is above 5s (the reconciler caps the debounce there); \
+             expected 0s to 5s (set by LACHESIS_TUNABLES__KICK_DEBOUNCE)",
             "tunables.ghost_grace: \"later\" is not a duration; expected e.g. 200ms, 10s, 5m",
             "tunables.unresolved_cap: 0 is out of range; expected 1 to 10000000 (set by --set)",
             "log.level: \"chatty\" is not one of error, warn, info, debug, trace (set by --log-level)",
