@@ -6,8 +6,10 @@
 pub mod boot;
 pub mod config;
 pub mod daemon;
+pub mod exit;
 pub mod http;
 pub mod instance_lock;
 pub mod links;
 pub mod order;
+pub mod preflight;
 pub mod reconcile;

@@ -1,7 +1,8 @@
 //! `lachesis`: the per-node metering agent and its operator commands (DESIGN §14).
 //!
-//! Exit status, the same for every subcommand (README "Exit status"):
-//! 0 success, 1 failure, 2 usage error, 3 `plan` printed a partial plan.
+//! Exit status, the same for every subcommand (README "Exit status";
+//! `lachesis_agent::exit`): 0 success, 1 failure, 2 usage or configuration
+//! error, 3 `plan` printed a partial plan.
 
 use std::process::ExitCode;
 
@@ -13,12 +14,9 @@ mod plan_cmd;
 mod plan_table;
 mod sim_cmd;
 
-/// Something went wrong (a sync, a file, the configuration).
-pub const EXIT_FAILURE: u8 = 1;
-/// The command line cannot be acted on (clap's own code for usage errors).
-pub const EXIT_USAGE: u8 = 2;
-/// `plan` printed a plan, but a best-effort list (Nova, Octavia) failed.
-pub const EXIT_PARTIAL: u8 = 3;
+use lachesis_agent::config::ConfigError;
+pub use lachesis_agent::exit::PARTIAL as EXIT_PARTIAL;
+use lachesis_agent::exit::{CONFIG as EXIT_USAGE, FAILURE as EXIT_FAILURE};
 
 /// What `--version` prints after the name: `0.1.0 (revision 412acf8b19ea)`.
 const VERSION: &str = concat!(
@@ -75,6 +73,14 @@ fn main() -> ExitCode {
                 let _ = usage.print();
                 return ExitCode::from(EXIT_USAGE);
             }
+            // A configuration error prints as `--check-config` prints it:
+            // one line per problem, each naming its key.
+            if let Some(config) = err.downcast_ref::<ConfigError>() {
+                for issue in &config.issues {
+                    eprintln!("lachesis: config error: {issue}");
+                }
+                return ExitCode::from(EXIT_USAGE);
+            }
             // `{:#}` prints the context chain; each error of the chain
             // carries its cause's text exactly once.
             eprintln!("lachesis: error: {err:#}");
@@ -102,7 +108,7 @@ fn run(
         Command::Agent(ref args) => {
             let mut args = args.clone();
             args.log_level = cli.log.log_level.map(|l| l.as_str().to_owned());
-            let loaded = args.load().context("loading the configuration")?;
+            let loaded = args.load()?;
             let configured = logging::configured_level(
                 cli.log.log_level,
                 std::env::var("RUST_LOG").ok(),

@@ -80,6 +80,7 @@ impl FromConfig {
         let args = lachesis_agent::config::AgentArgs {
             config: Some(file.to_owned()),
             check_config: false,
+            check_openstack: false,
             log_level: None,
             set: Vec::new(),
         };

@@ -28,6 +28,37 @@ fn is_bpffs(path: &Path) -> Result<bool> {
     Ok(st.f_type as i64 == BPF_FS_MAGIC)
 }
 
+/// Whether [`ensure_dir`] would succeed for `dir`, changing nothing: `dir`
+/// (or its nearest existing ancestor) is on a bpffs, or it lies below
+/// `/sys/fs/bpf` where nothing is mounted yet (`ensure_dir` mounts bpffs
+/// there). What `lachesis agent --check-config` and the agent's start check
+/// before anything touches the kernel.
+pub(crate) fn check_dir(dir: &Path) -> Result<()> {
+    let mut existing = dir;
+    while !existing.exists() {
+        match existing.parent() {
+            Some(parent) => existing = parent,
+            None => break,
+        }
+    }
+    if !existing.is_dir() {
+        return Err(Error::Invalid {
+            what: "bpffs dir",
+            detail: format!("{} is not a directory", existing.display()),
+        });
+    }
+    if is_bpffs(existing)? {
+        return Ok(());
+    }
+    let mount = Path::new(DEFAULT_MOUNT);
+    if dir.starts_with(mount) && mount.is_dir() && !is_bpffs(mount)? {
+        return Ok(());
+    }
+    Err(Error::NotBpffs {
+        path: dir.to_path_buf(),
+    })
+}
+
 /// Ensures `dir` exists on a bpffs, mounting bpffs at `/sys/fs/bpf` when the
 /// directory is below it and nothing is mounted there yet (DESIGN §4.4).
 pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
@@ -58,4 +89,22 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_off_bpffs_is_refused_and_nothing_is_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("lachesis");
+        let e = check_dir(&dir).unwrap_err();
+        assert!(matches!(e, Error::NotBpffs { .. }), "{e}");
+        assert!(!dir.exists(), "the check created {}", dir.display());
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let e = check_dir(&file.join("below")).unwrap_err();
+        assert!(e.to_string().contains("is not a directory"), "{e}");
+    }
 }

@@ -88,6 +88,13 @@ pub fn ensure_bpffs_dir(dir: &Path) -> Result<()> {
     bpffs::ensure_dir(dir)
 }
 
+/// Checks, changing nothing, that [`ensure_bpffs_dir`] would succeed for
+/// `dir`: it is on a bpffs (or its nearest existing ancestor is), or it is
+/// below `/sys/fs/bpf` with nothing mounted there yet.
+pub fn check_bpffs_dir(dir: &Path) -> Result<()> {
+    bpffs::check_dir(dir)
+}
+
 /// The kernel id of a map.
 fn map_id(map: &MapHandle) -> Result<u32> {
     Ok(map.info().map_err(Error::bpf("read a map's info"))?.info.id)

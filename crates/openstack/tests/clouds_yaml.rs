@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use lachesis_openstack::config::{
-    resolve, AppCredRef, ConfigError, Credentials, DomainRef, ProjectRef, SearchPaths, Selection,
-    TlsVerify, UserRef,
+    origin, resolve, AppCredRef, ConfigError, Credentials, DomainRef, ProjectRef, SearchPaths,
+    Selection, TlsVerify, UserRef,
 };
 
 const TWO_CLOUDS: &str = r"
@@ -333,4 +333,43 @@ fn debug_output_never_shows_secrets() {
         project: ProjectRef::Id("p".into()),
     };
     assert!(!format!("{creds:?}").contains("hunter2"));
+}
+
+#[test]
+fn origin_names_the_file_and_entry_resolve_reads() {
+    let d = dirs();
+    let user_file = d.user_dir().join("clouds.yaml");
+    std::fs::write(&user_file, TWO_CLOUDS).unwrap();
+    // The first existing candidate, as resolve reads it.
+    assert_eq!(
+        origin(&pick("prod"), &d.paths(), &env_of(&[])),
+        format!("cloud \"prod\" in {}", user_file.display())
+    );
+    let cwd_file = d.cwd.join("clouds.yaml");
+    std::fs::write(&cwd_file, TWO_CLOUDS).unwrap();
+    assert_eq!(
+        origin(
+            &Selection::default(),
+            &d.paths(),
+            &env_of(&[("OS_CLOUD", "lab")])
+        ),
+        format!("cloud \"lab\" in {}", cwd_file.display())
+    );
+    // An explicit file wins over the search, whether it exists or not.
+    let explicit = Selection {
+        cloud: Some("prod".into()),
+        clouds_file: Some(d.home.join("absent.yaml")),
+    };
+    assert_eq!(
+        origin(&explicit, &d.paths(), &env_of(&[])),
+        "cloud \"prod\" (no clouds.yaml found)"
+    );
+    assert_eq!(
+        origin(
+            &Selection::default(),
+            &d.paths(),
+            &env_of(&[("OS_AUTH_URL", "http://k:5000/v3")])
+        ),
+        "the OS_* environment variables (OS_AUTH_URL http://k:5000/v3)"
+    );
 }

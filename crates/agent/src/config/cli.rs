@@ -14,11 +14,18 @@ pub struct AgentArgs {
     /// absent, all defaults]. A file named here must exist.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Check the configuration (file, LACHESIS_* environment, flags), print
-    /// the effective configuration with secrets redacted, and exit: 0 if
-    /// valid, 1 if not.
+    /// Check the configuration (file, LACHESIS_* environment, flags) and
+    /// what it refers to (the cloud entry and its clouds file, TLS files,
+    /// the bpffs dir), print the effective configuration with secrets
+    /// redacted, and exit: 0 if valid, 2 if not.
     #[arg(long)]
     pub check_config: bool,
+    /// With --check-config: also authenticate once against the cloud's
+    /// Keystone and find the endpoints the agent uses in the token's
+    /// catalog (exit 2 if the credentials are refused, 1 if Keystone
+    /// cannot be reached).
+    #[arg(long, requires = "check_config")]
+    pub check_openstack: bool,
     /// The global `--log-level` (every subcommand takes it, so the binary
     /// fills this in); it wins over `log.level`.
     #[arg(skip)]
@@ -51,7 +58,7 @@ pub struct CheckReport {
     pub stdout: String,
     /// Warnings (valid) or every error, each once (invalid).
     pub stderr: String,
-    /// 0 valid, 1 invalid.
+    /// 0 valid, [`crate::exit::CONFIG`] invalid.
     pub code: u8,
 }
 
@@ -96,17 +103,112 @@ pub fn check_report(result: &Result<Loaded, ConfigError>) -> CheckReport {
             CheckReport {
                 stdout: String::new(),
                 stderr,
-                code: 1,
+                code: crate::exit::CONFIG,
             }
         }
     }
 }
 
-/// `lachesis agent --check-config`: prints the report, returns its code.
+/// `lachesis agent --check-config`: the configuration, then what it refers
+/// to (`crate::preflight`), then with `--check-openstack` one
+/// authentication; prints the report, returns its code.
 #[must_use]
 pub fn check_config(args: &AgentArgs) -> ExitCode {
-    let report = check_report(&args.load());
+    let checked = args.load().and_then(|loaded| {
+        let resolved = crate::preflight::resolve(&loaded.config)?;
+        Ok((loaded, resolved))
+    });
+    let mut report = check_report(
+        &checked
+            .as_ref()
+            .map(|(l, _)| l.clone())
+            .map_err(Clone::clone),
+    );
+    if let Ok((_, resolved)) = &checked {
+        // The cloud entry, under the header line.
+        let at = report.stdout.find('\n').map_or(0, |i| i + 1);
+        report
+            .stdout
+            .insert_str(at, &format!("# openstack: {}\n", resolved.origin));
+        if args.check_openstack {
+            let (lines, code) = check_openstack(resolved);
+            report.stderr.push_str(&lines);
+            report.code = code;
+        }
+    }
     print!("{}", report.stdout);
     eprint!("{}", report.stderr);
     ExitCode::from(report.code)
+}
+
+/// One token from the cloud's Keystone and the endpoints a sync uses from
+/// its catalog: what each looked like, and the exit code (2: the cloud's
+/// configuration is wrong — credentials refused, an endpoint the agent
+/// needs missing for the configured interface and region; 1: Keystone
+/// could not be asked).
+fn check_openstack(resolved: &crate::preflight::Resolved) -> (String, u8) {
+    use lachesis_openstack::{client::Session, ApiMetrics};
+    let mut out = String::new();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                format!("lachesis: error: starting the async runtime: {e}\n"),
+                crate::exit::FAILURE,
+            )
+        }
+    };
+    let origin = &resolved.origin;
+    let code = runtime.block_on(async {
+        let session = match Session::new(resolved.cloud.clone(), ApiMetrics::default()) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = writeln!(out, "lachesis: config error: openstack.cloud: {origin}: {e}");
+                return crate::exit::CONFIG;
+            }
+        };
+        if let Err(e) = session.token().await {
+            return if matches!(e.status(), Some(401 | 403)) {
+                let _ = writeln!(
+                    out,
+                    "lachesis: config error: openstack.cloud: Keystone refused the credentials of {origin}: {e}"
+                );
+                crate::exit::CONFIG
+            } else {
+                let _ = writeln!(out, "lachesis: error: authenticating with {origin}: {e}");
+                crate::exit::FAILURE
+            };
+        }
+        let _ = writeln!(out, "lachesis: openstack: authenticated with {origin}");
+        let mut code = 0;
+        // Neutron and Keystone are all-or-nothing in a sync; Nova and
+        // Octavia best-effort (DESIGN §5).
+        for (service, needed) in [
+            ("identity", true),
+            ("network", true),
+            ("compute", false),
+            ("load-balancer", false),
+        ] {
+            match session.endpoint(service).await {
+                Ok(url) => {
+                    let _ = writeln!(out, "lachesis: openstack: {service} endpoint {url}");
+                }
+                Err(e) if needed => {
+                    let _ = writeln!(out, "lachesis: config error: openstack.cloud: {origin}: {e}");
+                    code = crate::exit::CONFIG;
+                }
+                Err(e) => {
+                    let _ = writeln!(
+                        out,
+                        "lachesis: warning: openstack: {e} (a best-effort list: the agent runs without it)"
+                    );
+                }
+            }
+        }
+        code
+    });
+    (out, code)
 }

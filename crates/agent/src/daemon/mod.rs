@@ -12,10 +12,11 @@ mod debug;
 mod health;
 mod metrics;
 mod notify;
+mod systemd;
 mod writes;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, Context as _};
@@ -35,6 +36,7 @@ use tracing::{error, info, warn};
 
 pub use debug::{bindings, listing, DebugState, LiveConfig};
 pub use metrics::DaemonMetrics;
+pub use notify::check_notifications;
 pub use writes::{backoff, cold_writes};
 
 use crate::boot::{BootGate, Phase};
@@ -44,6 +46,7 @@ use crate::links::{self, LinkMetrics, Matcher, TapPorts, Watcher};
 use crate::order::{
     run_flusher, run_scraper, run_sweeper, LedgerOwner, OrderMetrics, PlannedAttribution,
 };
+use crate::preflight::Resolved;
 use crate::reconcile::{
     committed, AttributionSnapshot, Committed, Ghost, Initial, KernelWriter as _, LedgerOrder as _,
     MetadataSource as _, Named, OpenStackSource, ReconcileMetrics, Reconciler, Seams,
@@ -140,14 +143,28 @@ struct Booted {
 /// Boot failed (the gate is failed with the reason), or a task ended on
 /// its own, or the final flush failed.
 pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Result<()> {
+    // What the configuration refers to (the cloud entry, TLS files, the
+    // bpffs dir), resolved before anything touches the kernel: a reference
+    // that does not resolve is a configuration error (crate::exit::CONFIG,
+    // which the unit does not restart), not a boot failure after the
+    // program was loaded.
+    let resolved = crate::preflight::resolve(&loaded.config)?;
+    for warning in loaded.config.warnings() {
+        warn!(key = warning.key, "{}", warning.message);
+    }
+    info!(openstack = resolved.origin, "configuration resolved");
     // One agent per bpffs dir and state file, held until the process ends,
     // before anything touches the kernel (crate::instance_lock).
     let _instance = crate::instance_lock::InstanceLock::acquire(&loaded.config)?;
-    Box::pin(supervise(loaded, log)).await
+    Box::pin(supervise(loaded, resolved, log)).await
 }
 
 /// [`run`], once the instance lock is held.
-async fn supervise(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Result<()> {
+async fn supervise(
+    loaded: Loaded,
+    resolved: Resolved,
+    log: Arc<dyn LogLevelControl>,
+) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     let gate = Arc::new(BootGate::new());
     let cancel = CancellationToken::new();
@@ -155,6 +172,8 @@ async fn supervise(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Res
     let (families, notifications) = Families::register(&loaded.config);
     let daemon = families.daemon.clone();
     let tunables = Arc::new(SharedTunables::new(loaded.config.tunables));
+    let notifier = Notifier::new(&gate, &families, &tunables);
+    let mut notify_tick = tokio::time::interval(notifier.period());
     let config = loaded.config.clone();
     let live: LiveConfig = Arc::new(RwLock::new(Arc::new(config.clone())));
     let handles = Handles {
@@ -173,69 +192,54 @@ async fn supervise(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Res
             tunables: &tunables,
             cancel: &cancel,
             stopping: &stopping,
+            notifier: &notifier,
         };
-        let boot = boot(&config, families, handles, lifecycle, &mut tasks);
+        let boot = boot(&config, &resolved, families, handles, lifecycle, &mut tasks);
         tokio::pin!(boot);
         loop {
             tokio::select! {
                 booted = &mut boot => break booted,
                 name = stop_signal(&mut signals), if stop_requested.is_none() => {
                     info!(signal = name, "stop requested during boot: finishing the current step");
+                    notifier.stopping();
                     stop_requested = Some(name);
                     stopping.cancel();
                 }
+                _ = notify_tick.tick(), if notifier.active() => notifier.tick(),
             }
         }
     };
     let booted = match booted {
         Ok(b) => b,
-        Err(e) if e.is::<StoppedDuringBoot>() => {
-            gate.fail(e.to_string());
-            cancel.cancel();
-            while tasks.join_next().await.is_some() {}
-            info!("stopped before the first sync: nothing attached, state file untouched");
-            return Ok(());
-        }
-        Err(e) => {
-            let reason = format!("{e:#}");
-            error!(reason, "boot failed");
-            gate.fail(reason);
-            cancel.cancel();
-            while tasks.join_next().await.is_some() {}
-            return Err(e.context("boot failed"));
-        }
+        Err(e) => return boot_ended(e, &gate, &notifier, &cancel, &mut tasks).await,
     };
     advance(&gate, &daemon, Phase::Running)?;
+    notifier.tick();
 
-    let mut current = config;
-    let ended = loop {
-        if let Some(name) = stop_requested.take() {
+    let ended = match stop_requested.take() {
+        Some(name) => {
             info!(
                 signal = name,
                 "stopping: final drain and flush; programs stay attached"
             );
-            break None;
+            None
         }
-        tokio::select! {
-            sig = signals.next() => match sig {
-                Received::Stop(name) => {
-                    info!(signal = name, "stopping: final drain and flush; programs stay attached");
-                    break None;
-                }
-                Received::Hangup => {
-                    current = reload(&loaded.file, current, &tunables, &daemon, log.as_ref());
-                    *live.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(current.clone());
-                }
-            },
-            Some(done) = tasks.join_next() => {
-                let what = match done {
-                    Ok((name, Ok(()))) => format!("task {name} ended"),
-                    Ok((name, Err(e))) => format!("task {name} failed: {e}"),
-                    Err(e) => format!("a task panicked: {e}"),
-                };
-                error!(reason = what, "stopping");
-                break Some(what);
-            }
+        None => {
+            until_stopped(
+                config,
+                RunLoop {
+                    signals: &mut signals,
+                    tasks: &mut tasks,
+                    file: &loaded.file,
+                    tunables: &tunables,
+                    daemon: &daemon,
+                    log: log.as_ref(),
+                    live: &live,
+                    notifier: &notifier,
+                    tick: &mut notify_tick,
+                },
+            )
+            .await
         }
     };
     cancel.cancel();
@@ -249,6 +253,80 @@ async fn supervise(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Res
     match ended {
         None => Ok(()),
         Some(what) => Err(anyhow!(what)),
+    }
+}
+
+/// Boot ended without reaching `running`: a stop requested while cold
+/// start waited (a clean exit), or a failure (the gate says why).
+async fn boot_ended(
+    e: anyhow::Error,
+    gate: &BootGate,
+    notifier: &Notifier,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) -> anyhow::Result<()> {
+    let stopped = e.is::<StoppedDuringBoot>();
+    if stopped {
+        notifier.stopping();
+        gate.fail(e.to_string());
+    } else {
+        let reason = format!("{e:#}");
+        error!(reason, "boot failed");
+        gate.fail(reason);
+        notifier.tick();
+    }
+    cancel.cancel();
+    while tasks.join_next().await.is_some() {}
+    if stopped {
+        info!("stopped before the first sync: nothing attached, state file untouched");
+        Ok(())
+    } else {
+        Err(e.context("boot failed"))
+    }
+}
+
+/// What the running agent's loop reacts to and keeps current.
+struct RunLoop<'a> {
+    signals: &'a mut Signals,
+    tasks: &'a mut Tasks,
+    file: &'a ConfigFile,
+    tunables: &'a SharedTunables,
+    daemon: &'a DaemonMetrics,
+    log: &'a dyn LogLevelControl,
+    live: &'a LiveConfig,
+    notifier: &'a Notifier,
+    tick: &'a mut tokio::time::Interval,
+}
+
+/// The running agent: a stop signal, a reload, a task that ended, the
+/// status tick, until one of the first or third. Why it stopped: `None`
+/// for a signal, else the task's end.
+async fn until_stopped(mut current: Config, r: RunLoop<'_>) -> Option<String> {
+    loop {
+        tokio::select! {
+            sig = r.signals.next() => match sig {
+                Received::Stop(name) => {
+                    info!(signal = name, "stopping: final drain and flush; programs stay attached");
+                    r.notifier.stopping();
+                    return None;
+                }
+                Received::Hangup => {
+                    current = reload(r.file, current, r.tunables, r.daemon, r.log);
+                    *r.live.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(current.clone());
+                }
+            },
+            Some(done) = r.tasks.join_next() => {
+                let what = match done {
+                    Ok((name, Ok(()))) => format!("task {name} ended"),
+                    Ok((name, Err(e))) => format!("task {name} failed: {e}"),
+                    Err(e) => format!("a task panicked: {e}"),
+                };
+                error!(reason = what, "stopping");
+                r.notifier.stopping();
+                return Some(what);
+            }
+            _ = r.tick.tick(), if r.notifier.active() => r.notifier.tick(),
+        }
     }
 }
 
@@ -313,6 +391,92 @@ fn advance(gate: &BootGate, metrics: &DaemonMetrics, phase: Phase) -> anyhow::Re
     Ok(())
 }
 
+/// What systemd is told (systemd.rs), from the daemon's own state; does
+/// nothing when the process was not started by systemd as `Type=notify`.
+struct Notifier {
+    systemd: Option<systemd::Systemd>,
+    gate: Arc<BootGate>,
+    daemon: DaemonMetrics,
+    reconcile: ReconcileMetrics,
+    health: health::Health,
+    /// Cold start's last failure while it waits for OpenStack.
+    waiting: Mutex<Option<String>>,
+}
+
+impl Notifier {
+    fn new(gate: &Arc<BootGate>, families: &Families, tunables: &Arc<SharedTunables>) -> Self {
+        Notifier {
+            systemd: systemd::Systemd::from_env(),
+            gate: gate.clone(),
+            daemon: families.daemon.clone(),
+            reconcile: families.reconcile.clone(),
+            health: health::Health {
+                gate: gate.clone(),
+                order: families.order.clone(),
+                tunables: tunables.clone(),
+                running_since: std::sync::OnceLock::new(),
+            },
+            waiting: Mutex::new(None),
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.systemd.is_some()
+    }
+
+    /// How often [`Notifier::tick`] runs (an hour when inactive: the
+    /// branch is off then anyway).
+    fn period(&self) -> Duration {
+        self.systemd
+            .as_ref()
+            .map_or(Duration::from_hours(1), systemd::Systemd::period)
+    }
+
+    fn ready(&self) {
+        if let Some(s) = &self.systemd {
+            s.send(&format!("READY=1\nSTATUS={}", self.status().0));
+        }
+    }
+
+    fn stopping(&self) {
+        if let Some(s) = &self.systemd {
+            s.send("STOPPING=1\nSTATUS=stopping: final drain and flush; programs stay attached");
+        }
+    }
+
+    fn waiting(&self, error: Option<String>) {
+        *self.waiting.lock().unwrap_or_else(PoisonError::into_inner) = error;
+        self.tick();
+    }
+
+    /// The status line and whether the agent is alive.
+    fn status(&self) -> (String, bool) {
+        let alive = crate::http::Readiness::alive(&self.health);
+        let input = systemd::StatusInput {
+            state: Some(self.gate.state()),
+            degraded: self.daemon.is_degraded(),
+            waiting: self
+                .waiting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            last_pass: self.reconcile.last_pass().map(|p| (p.result, p.error)),
+            stalled: alive.clone().err(),
+        };
+        (systemd::status_line(&input), alive.is_ok())
+    }
+
+    /// The status, with a watchdog ping while alive. Called from the
+    /// supervisor's own loop, so a loop that stopped turning stops the
+    /// pings too.
+    fn tick(&self) {
+        if let Some(s) = &self.systemd {
+            let (line, alive) = self.status();
+            s.tick(&line, alive);
+        }
+    }
+}
+
 /// When the state file boot loaded was last written: the file records no
 /// sync time, so degraded boot counts its plan's sync age from here (a
 /// lower bound: the plan is at least that old). Now if unknown.
@@ -347,9 +511,9 @@ struct Metadata {
 async fn cold_start(
     source: &OpenStackSource,
     previous: Option<(&Plan, SystemTime)>,
-    tunables: &SharedTunables,
-    stopping: &CancellationToken,
+    lifecycle: Lifecycle<'_>,
 ) -> Result<Metadata, StoppedDuringBoot> {
+    let (tunables, stopping) = (lifecycle.tunables, lifecycle.stopping);
     let stopped = || StoppedDuringBoot("a signal");
     let mut failures = 0;
     loop {
@@ -361,6 +525,7 @@ async fn cold_start(
         };
         match synced {
             Ok(s) => {
+                lifecycle.notifier.waiting(None);
                 return Ok(Metadata {
                     plan: s.plan,
                     projects: s.projects,
@@ -368,10 +533,16 @@ async fn cold_start(
                     synced_at: SystemTime::now(),
                     degraded: false,
                     topology: Some(s.topology),
-                })
+                });
             }
             Err(e) => {
                 let cause = crate::reconcile::chain(&e);
+                // A refusal is logged as an error every time: it lasts
+                // until an operator changes the credentials.
+                if e.is_refusal() {
+                    error!(error = cause, "cold start sync refused");
+                }
+                lifecycle.notifier.waiting(Some(cause.clone()));
                 if let Some((plan, written)) = previous {
                     warn!(
                         error = cause,
@@ -400,19 +571,15 @@ async fn cold_start(
 }
 
 fn openstack_source(
-    config: &Config,
+    resolved: &Resolved,
     api: lachesis_openstack::ApiMetrics,
     reconcile: &ReconcileMetrics,
 ) -> anyhow::Result<OpenStackSource> {
-    let selection = lachesis_openstack::config::Selection {
-        cloud: config.openstack.cloud.clone(),
-        clouds_file: config.openstack.clouds_file.clone(),
-    };
-    let cloud = lachesis_openstack::config::resolve_for_process(&selection)
-        .context("resolving the OpenStack cloud (openstack.cloud, clouds.yaml, OS_*)")?;
-    let client =
-        lachesis_openstack::Client::new(cloud, api).context("building the OpenStack client")?;
-    Ok(OpenStackSource::new(client).with_step_metrics(reconcile.plan().clone()))
+    let client = lachesis_openstack::Client::new(resolved.cloud.clone(), api)
+        .context("building the OpenStack client")?;
+    Ok(OpenStackSource::new(client)
+        .with_origin(resolved.origin.clone())
+        .with_step_metrics(reconcile.plan().clone()))
 }
 
 /// Boot, DESIGN §12, up to `state_restored` with every task started.
@@ -438,10 +605,12 @@ struct Lifecycle<'a> {
     tunables: &'a Arc<SharedTunables>,
     cancel: &'a CancellationToken,
     stopping: &'a CancellationToken,
+    notifier: &'a Notifier,
 }
 
 async fn boot(
     config: &Config,
+    resolved: &Resolved,
     families: Families,
     handles: Handles,
     lifecycle: Lifecycle<'_>,
@@ -506,20 +675,17 @@ async fn boot(
         .context("restoring the tenant interner")?;
 
     start_metrics_listener(config, &owner, registry, gate, tunables, cancel, tasks).await?;
+    // Observable from here on: systemd's start job ends (systemd.rs says
+    // why not at `running`).
+    lifecycle.notifier.ready();
     let debug_listener = TcpListener::bind(config.listen.debug)
         .await
         .with_context(|| format!("binding the debug listener {}", config.listen.debug))?;
 
     // 2. Cold start: sync and plan, then every trie row, binding and
     // amphora address, before any new tap is attached.
-    let source = openstack_source(config, api, &reconcile)?;
-    let meta = cold_start(
-        &source,
-        previous.as_ref().map(|p| (p, written)),
-        tunables,
-        lifecycle.stopping,
-    )
-    .await?;
+    let source = openstack_source(resolved, api, &reconcile)?;
+    let meta = cold_start(&source, previous.as_ref().map(|p| (p, written)), lifecycle).await?;
     daemon.degraded(meta.degraded);
     write_metadata(&dp, &owner, &meta)?;
     advance(gate, &daemon, Phase::MetadataReady)?;

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::{named, Tasks};
 use crate::boot::{BootWaiter, Phase};
 use crate::config::{
-    KafkaSasl, KafkaSettings, NotificationSettings, RabbitMqSettings, SaslMechanism,
+    Issue, KafkaSasl, KafkaSettings, NotificationSettings, RabbitMqSettings, SaslMechanism,
 };
 use crate::reconcile::Kicker;
 
@@ -93,6 +93,38 @@ impl Notifications {
             }));
         }
     }
+}
+
+/// Builds each configured consumer, reading its TLS files, and drops it:
+/// the problems `--check-config` and the agent's start report before
+/// anything touches the kernel (`crate::preflight`), each under the key that
+/// names the files.
+#[must_use]
+pub fn check_notifications(settings: &NotificationSettings) -> Vec<Issue> {
+    let mut registry = Registry::default();
+    let n = Notifications::register(&mut registry, settings);
+    let mut issues = Vec::new();
+    if let Some(config) = n.rabbitmq {
+        let key = if config.ca_file.is_some() {
+            "notifications.rabbitmq.ca_file"
+        } else {
+            "notifications.rabbitmq"
+        };
+        if let Err(e) = RabbitMqConsumer::new(config, n.metrics.transport(Transport::RabbitMq)) {
+            issues.push(Issue::new(key, e.to_string()));
+        }
+    }
+    if let Some(config) = n.kafka {
+        let key = if config.tls.is_some() {
+            "notifications.kafka.tls"
+        } else {
+            "notifications.kafka"
+        };
+        if let Err(e) = KafkaConsumer::new(config, n.metrics.transport(Transport::Kafka)) {
+            issues.push(Issue::new(key, e.to_string()));
+        }
+    }
+    issues
 }
 
 /// Kicks the reconciler for what the consumers report.

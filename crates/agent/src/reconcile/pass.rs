@@ -9,7 +9,7 @@ use lachesis_abi::{EndpointValue, ENDPOINT_FLAG_AMPHORA};
 use lachesis_ledger::{InternerFull, GLOBAL_TENANT_ID};
 use lachesis_planner::{diff, PlanDelta, Scope};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::kernel::{KernelWriter, Write, WriteError};
 use super::metrics::{LastPass, PassResult, Trigger};
@@ -101,7 +101,13 @@ where
         let (result, error) = match synced {
             Err(e) => {
                 let cause = chain(&e);
-                warn!(error = %cause, trigger = trigger.label(), "reconcile sync failed; nothing applied");
+                if e.is_refusal() {
+                    // Not a passing failure: every pass fails the same way
+                    // until an operator changes the credentials.
+                    error!(error = %cause, trigger = trigger.label(), "reconcile sync refused; nothing applied");
+                } else {
+                    warn!(error = %cause, trigger = trigger.label(), "reconcile sync failed; nothing applied");
+                }
                 (PassResult::SyncError, Some(cause))
             }
             Ok(synced) => match self.apply(&synced, synced_at).await {

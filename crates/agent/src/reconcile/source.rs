@@ -63,12 +63,35 @@ pub enum SyncError {
     /// Neutron or Keystone did not answer completely.
     #[error("fetching the OpenStack lists")]
     Fetch(#[source] lachesis_openstack::SyncError),
+    /// Keystone or Neutron refused this agent's credentials: a token
+    /// request answered 401 or 403, or a list still answered 401 after a
+    /// fresh token, or 403. No retry fixes it: the clouds file's entry (or
+    /// the role the cloud gives its user) must change, so it is logged as
+    /// an error naming both, not as a passing warning.
+    #[error("OpenStack refused the credentials of {origin} (HTTP {status}); correct that entry, or the user's role (docs/openstack-access.md)")]
+    Refused {
+        /// Where the credentials came from (`cloud "prod" in /etc/openstack/clouds.yaml`).
+        origin: String,
+        /// 401 or 403.
+        status: u16,
+        /// The refused call.
+        #[source]
+        source: Box<lachesis_openstack::SyncError>,
+    },
     /// A list body was not the list response it should be.
     #[error("parsing the OpenStack lists")]
     Parse(#[source] ParseError),
     /// The planning task stopped without a plan (it panicked).
     #[error("planning the snapshot: {0}")]
     Plan(String),
+}
+
+impl SyncError {
+    /// Whether OpenStack refused the credentials ([`SyncError::Refused`]).
+    #[must_use]
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, SyncError::Refused { .. })
+    }
 }
 
 /// Where a pass gets the desired state from. Consumer-owned: the real one is
@@ -108,6 +131,8 @@ pub struct SyncTimings {
 #[derive(Debug)]
 pub struct OpenStackSource {
     client: lachesis_openstack::Client,
+    /// Where the client's credentials come from, for a refusal's message.
+    origin: String,
     last: Mutex<Option<SyncTimings>>,
     steps: PlanMetrics,
 }
@@ -118,9 +143,18 @@ impl OpenStackSource {
     pub fn new(client: lachesis_openstack::Client) -> Self {
         OpenStackSource {
             client,
+            origin: "the configured cloud".to_owned(),
             last: Mutex::new(None),
             steps: PlanMetrics::default(),
         }
+    }
+
+    /// Names where the credentials come from in a refusal's message
+    /// (`crate::preflight::Resolved::origin`).
+    #[must_use]
+    pub fn with_origin(mut self, origin: String) -> Self {
+        self.origin = origin;
+        self
     }
 
     /// Observes each successful sync's `fetch` and `plan` steps in
@@ -138,6 +172,15 @@ impl OpenStackSource {
     #[must_use]
     pub fn last_timings(&self) -> Option<SyncTimings> {
         *self.last.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The status of a refused call: 401 (after one fresh token, the session's
+/// rule) or 403 from any service a sync cannot do without.
+fn refused(e: &lachesis_openstack::SyncError) -> Option<u16> {
+    match e {
+        lachesis_openstack::SyncError::Api(api) => api.status().filter(|s| matches!(s, 401 | 403)),
+        lachesis_openstack::SyncError::Url { .. } => None,
     }
 }
 
@@ -162,7 +205,14 @@ impl MetadataSource for OpenStackSource {
         options: PlanOptions,
     ) -> Result<Synced, SyncError> {
         let started = Instant::now();
-        let fetched = self.client.sync().await.map_err(SyncError::Fetch)?;
+        let fetched = self.client.sync().await.map_err(|e| match refused(&e) {
+            Some(status) => SyncError::Refused {
+                origin: self.origin.clone(),
+                status,
+                source: Box::new(e),
+            },
+            None => SyncError::Fetch(e),
+        })?;
         let fetch = started.elapsed();
         // Parsing and planning a large cloud takes a CPU for a while: off the
         // async workers, which serve the scraper and HTTP meanwhile.

@@ -158,7 +158,16 @@ impl Agent {
         Agent::spawn(&setup.config, setup.log(n), wrapper)
     }
 
+    /// [`Agent::start`] with `env` added to its environment.
+    pub fn start_with_env(setup: &Setup, n: usize, env: &[(&str, &str)]) -> Agent {
+        Agent::spawn_env(&setup.config, setup.log(n), &[], env)
+    }
+
     fn spawn(config: &Path, log: PathBuf, wrapper: &[&str]) -> Agent {
+        Agent::spawn_env(config, log, wrapper, &[])
+    }
+
+    fn spawn_env(config: &Path, log: PathBuf, wrapper: &[&str], env: &[(&str, &str)]) -> Agent {
         let binary = env!("CARGO_BIN_EXE_lachesis");
         let mut cmd = match wrapper.split_first() {
             None => Command::new(binary),
@@ -169,11 +178,19 @@ impl Agent {
             }
         };
         for (key, _) in std::env::vars() {
-            if key.starts_with("OS_") || key.starts_with("LACHESIS_") || key == "RUST_LOG" {
+            // Nor systemd's notification socket, were the tests run under
+            // systemd: the agent would report to the test runner's unit.
+            if key.starts_with("OS_")
+                || key.starts_with("LACHESIS_")
+                || key == "RUST_LOG"
+                || key == "NOTIFY_SOCKET"
+                || key.starts_with("WATCHDOG_")
+            {
                 cmd.env_remove(key);
             }
         }
         let child = cmd
+            .envs(env.iter().copied())
             .args(["agent", "--config", config.to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

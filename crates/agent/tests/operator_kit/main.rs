@@ -262,6 +262,79 @@ fn check_package_fields(deb: &str, dir: &Path) {
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
 }
 
+/// The installed binary and conffile work together: the conffile's
+/// optional section (notifications, whose example hosts and files exist
+/// nowhere) is commented out, so the one thing left for the operator is
+/// the cloud; `scratch` takes a clouds.yaml.
+fn check_conffile(installed: &Path, conffile: &Path, scratch: &Path) {
+    let text = std::fs::read_to_string(conffile).unwrap();
+    assert!(
+        text.lines().any(|l| l == "# notifications:")
+            && !text.lines().any(|l| l.starts_with("notifications:")),
+        "{text}"
+    );
+    let check = |extra: &[&str]| {
+        let mut cmd = Command::new(installed);
+        for (key, _) in std::env::vars() {
+            if key.starts_with("OS_") || key.starts_with("LACHESIS_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.args(["agent", "--check-config", "--config"])
+            .arg(conffile)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let unconfigured = check(&[]);
+    let stderr = String::from_utf8_lossy(&unconfigured.stderr);
+    assert_eq!(
+        unconfigured.status.code(),
+        Some(i32::from(lachesis_agent::exit::CONFIG)),
+        "{stderr}"
+    );
+    let errors: Vec<&str> = stderr.lines().collect();
+    assert!(
+        errors.len() == 1 && errors[0].starts_with("lachesis: config error: openstack."),
+        "the conffile's only problem is the cloud, unconfigured:\n{stderr}"
+    );
+    let clouds = scratch.join("clouds.yaml");
+    std::fs::write(
+        &clouds,
+        "clouds:\n  mycloud:\n    auth:\n      auth_url: https://keystone.example.org:5000/v3\n      \
+         application_credential_id: id\n      application_credential_secret: secret\n    \
+         auth_type: v3applicationcredential\n",
+    )
+    .unwrap();
+    let configured = check(&[
+        "--set",
+        &format!("openstack.clouds_file={}", clouds.display()),
+    ]);
+    assert!(configured.status.success(), "{configured:?}");
+}
+
+/// What the unit promises about restarts and systemd's notifications.
+fn check_unit_contract() {
+    // A configuration error exits with the code the unit does not restart
+    // on (issue 19 item 7); anything else restarts, within a start limit.
+    assert_eq!(
+        unit_values("RestartPreventExitStatus"),
+        [lachesis_agent::exit::CONFIG.to_string()]
+    );
+    assert_eq!(unit_values("StartLimitBurst"), ["5"]);
+    assert_eq!(unit_values("StartLimitIntervalSec"), ["10min"]);
+    // READY, STATUS and the watchdog come from the agent itself (the
+    // startup test hears them on a socket of its own).
+    assert_eq!(unit_values("Type"), ["notify"]);
+    assert_eq!(unit_values("NotifyAccess"), ["main"]);
+    assert_eq!(unit_values("WatchdogSec"), ["90s"]);
+    assert_eq!(unit_values("WatchdogSignal"), ["SIGTERM"]);
+    // The agent checks its configuration itself, before the kernel, and a
+    // conffile the package always ships is no condition.
+    assert!(unit_values("ExecStartPre").is_empty());
+    assert!(unit_values("ConditionPathExists").is_empty());
+}
+
 #[test]
 fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
     let out = tempfile::tempdir().unwrap();
@@ -322,14 +395,12 @@ fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
         r.join("var/lib/lachesis").is_dir(),
         "postinst made no state dir"
     );
-    // The installed binary and example configuration work together.
     let installed = r.join("usr/bin/lachesis");
-    let check = Command::new(&installed)
-        .args(["agent", "--check-config", "--config"])
-        .arg(r.join("etc/lachesis/lachesis.yaml"))
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{check:?}");
+    check_conffile(
+        &installed,
+        &r.join("etc/lachesis/lachesis.yaml"),
+        out.path(),
+    );
 
     // The installed unit, with its binary path pointing into the root.
     let text = std::fs::read_to_string(r.join("lib/systemd/system/lachesis.service")).unwrap();
@@ -350,6 +421,7 @@ fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
     assert_eq!(unit_values("StateDirectory"), ["lachesis"]);
     assert_eq!(unit_values("ReadWritePaths"), ["/sys/fs/bpf"]);
     assert_eq!(unit_values("Restart"), ["on-failure"]);
+    check_unit_contract();
 
     // Purge removes what postinst made.
     run_tool(

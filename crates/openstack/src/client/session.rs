@@ -302,7 +302,7 @@ impl Session {
     }
 
     /// The endpoint URL of `service_type` from the current token's catalog.
-    pub(crate) async fn endpoint(&self, service_type: &str) -> Result<String, ApiError> {
+    pub async fn endpoint(&self, service_type: &str) -> Result<String, ApiError> {
         let token = self.token().await?;
         Ok(catalog::select(
             &token.catalog,

@@ -51,6 +51,15 @@ impl SearchPaths {
         }
     }
 
+    /// The `clouds.yaml` that is read: the first candidate that exists.
+    #[must_use]
+    pub fn first_clouds_file(&self) -> Option<&Path> {
+        self.clouds
+            .iter()
+            .find(|p| p.is_file())
+            .map(PathBuf::as_path)
+    }
+
     /// One explicit file; its sibling `secure.yaml` is merged if present.
     #[must_use]
     pub fn explicit(file: PathBuf) -> Self {
@@ -65,7 +74,7 @@ impl SearchPaths {
 /// Reads the first existing clouds.yaml, merges the first existing
 /// secure.yaml over it, and builds the named entry.
 pub fn load_clouds_entry(paths: &SearchPaths, cloud: &str) -> Result<CloudConfig, ConfigError> {
-    let Some(clouds_path) = paths.clouds.iter().find(|p| p.is_file()) else {
+    let Some(clouds_path) = paths.first_clouds_file() else {
         return Err(ConfigError::NoCloudsFile {
             cloud: cloud.to_owned(),
             searched: paths.clouds.clone(),
@@ -75,7 +84,7 @@ pub fn load_clouds_entry(paths: &SearchPaths, cloud: &str) -> Result<CloudConfig
     // An empty file (or only comments) is YAML null.
     if doc.is_null() {
         return Err(ConfigError::EmptyFile {
-            path: clouds_path.clone(),
+            path: clouds_path.to_path_buf(),
         });
     }
     let mut source_name = clouds_path.display().to_string();
@@ -98,7 +107,7 @@ pub fn load_clouds_entry(paths: &SearchPaths, cloud: &str) -> Result<CloudConfig
         })?;
     let Some(entry) = clouds.get(cloud) else {
         return Err(ConfigError::UnknownCloud {
-            path: clouds_path.clone(),
+            path: clouds_path.to_path_buf(),
             cloud: cloud.to_owned(),
             known: clouds.keys().cloned().collect(),
         });

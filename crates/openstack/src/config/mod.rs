@@ -268,6 +268,53 @@ pub fn resolve_for_process(selection: &Selection) -> Result<CloudConfig, ConfigE
     })
 }
 
+/// [`origin`] for this process.
+#[must_use]
+pub fn origin_for_process(selection: &Selection) -> String {
+    origin(selection, &SearchPaths::for_process(), &|k| {
+        std::env::var(k).ok()
+    })
+}
+
+/// Where [`resolve`] takes the cloud from, in the words an operator needs
+/// to find what to fix: `cloud "prod" in /etc/openstack/clouds.yaml`, or
+/// `the OS_* environment variables (OS_AUTH_URL …)`.
+#[must_use]
+pub fn origin(
+    selection: &Selection,
+    paths: &SearchPaths,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    if let Some((name, paths)) = named_cloud(selection, paths, env) {
+        return match paths.first_clouds_file() {
+            Some(file) => format!("cloud {name:?} in {}", file.display()),
+            None => format!("cloud {name:?} (no clouds.yaml found)"),
+        };
+    }
+    match env("OS_AUTH_URL") {
+        Some(url) => format!("the OS_* environment variables (OS_AUTH_URL {url})"),
+        None => "no cloud (openstack.cloud, OS_CLOUD and OS_AUTH_URL are all unset)".to_owned(),
+    }
+}
+
+/// The cloud named by the selection or `OS_CLOUD`, and the clouds.yaml
+/// candidates to read it from; `None` when no cloud is named.
+fn named_cloud(
+    selection: &Selection,
+    paths: &SearchPaths,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<(String, SearchPaths)> {
+    let name = selection
+        .cloud
+        .clone()
+        .or_else(|| env("OS_CLOUD").filter(|s| !s.is_empty()))?;
+    let paths = match &selection.clouds_file {
+        Some(file) => SearchPaths::explicit(file.clone()),
+        None => paths.clone(),
+    };
+    Some((name, paths))
+}
+
 /// Resolves a cloud the way operators expect: an explicit or `OS_CLOUD` name
 /// reads clouds.yaml; otherwise `OS_AUTH_URL` and friends are used.
 pub fn resolve(
@@ -275,15 +322,7 @@ pub fn resolve(
     paths: &SearchPaths,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<CloudConfig, ConfigError> {
-    let name = selection
-        .cloud
-        .clone()
-        .or_else(|| env("OS_CLOUD").filter(|s| !s.is_empty()));
-    if let Some(name) = name {
-        let paths = match &selection.clouds_file {
-            Some(file) => SearchPaths::explicit(file.clone()),
-            None => paths.clone(),
-        };
+    if let Some((name, paths)) = named_cloud(selection, paths, env) {
         return load_clouds_entry(&paths, &name);
     }
     if env("OS_AUTH_URL").is_some() {

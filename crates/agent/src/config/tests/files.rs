@@ -335,7 +335,7 @@ fn check_report_prints_the_config_or_each_error_once() {
             file_found: false,
         }),
     );
-    assert_eq!(bad.code, 1);
+    assert_eq!(bad.code, crate::exit::CONFIG);
     assert_eq!(bad.stdout, "");
     assert_eq!(
         bad.stderr,
