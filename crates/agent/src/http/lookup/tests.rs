@@ -435,43 +435,96 @@ fn parses_every_parameter() {
     assert_eq!(q, query(VM_A, "8.8.8.8"));
 }
 
+/// `(name, problem, a piece of the expected form)` of every problem
+/// `Query::parse` finds in `text`.
+fn parse_problems(text: Option<&str>) -> Vec<(String, String, String)> {
+    Query::parse(text).map_or_else(
+        |bad| {
+            bad.each()
+                .iter()
+                .map(|b| (b.name.clone(), b.problem.clone(), b.expected.clone()))
+                .collect()
+        },
+        |q| panic!("{text:?} parsed as {q:?}"),
+    )
+}
+
 #[test]
 fn bad_input_names_the_parameter_and_the_expected_form() {
+    const GOOD: &str = "mac=02:00:00:00:00:0a&ip=8.8.8.8";
     for (text, name, form) in [
-        (None, "mac", "MAC address"),
-        (Some("ip=8.8.8.8"), "mac", "MAC address"),
-        (Some("mac=02:00:00:00:00"), "mac", "six hex octets"),
-        (Some("mac=02:00:00:00:00:0a"), "ip", "IPv4 or IPv6"),
+        (Some("ip=8.8.8.8".to_owned()), "mac", "MAC address"),
         (
-            Some("mac=02:00:00:00:00:0a&ip=10.0.0.0/8"),
+            Some("mac=02:00:00:00:00&ip=8.8.8.8".to_owned()),
+            "mac",
+            "six hex octets",
+        ),
+        (
+            Some("mac=02:00:00:00:00:0a".to_owned()),
             "ip",
             "IPv4 or IPv6",
         ),
         (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&peer=x"),
-            "peer",
-            "MAC address",
-        ),
-        (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&local=x"),
-            "local",
+            Some("mac=02:00:00:00:00:0a&ip=10.0.0.0/8".to_owned()),
+            "ip",
             "IPv4 or IPv6",
         ),
-        (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&direction=in"),
-            "direction",
-            "tx",
-        ),
-        (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&zone=x"),
-            "zone",
-            "mac, ip, peer",
-        ),
+        (Some(format!("{GOOD}&peer=x")), "peer", "MAC address"),
+        (Some(format!("{GOOD}&local=x")), "local", "IPv4 or IPv6"),
+        (Some(format!("{GOOD}&direction=in")), "direction", "tx"),
+        (Some(format!("{GOOD}&zone=x")), "zone", "mac, ip, peer"),
+        (Some(format!("{GOOD}&ip=1.1.1.1")), "ip", "at most once"),
     ] {
-        let err = Query::parse(text).unwrap_err();
-        assert_eq!(err.name, name, "{text:?}");
-        assert!(err.expected.contains(form), "{text:?}: {err}");
+        let bad = parse_problems(text.as_deref());
+        assert_eq!(bad.len(), 1, "{text:?}: {bad:?}");
+        assert_eq!(bad[0].0, name, "{text:?}");
+        assert!(bad[0].2.contains(form), "{text:?}: {bad:?}");
     }
+}
+
+#[test]
+fn every_bad_parameter_is_reported_at_once() {
+    let names = |text: Option<&str>| -> Vec<String> {
+        parse_problems(text).into_iter().map(|(n, ..)| n).collect()
+    };
+    // Both required ones missing.
+    assert_eq!(names(None), ["mac", "ip"]);
+    assert_eq!(names(Some("")), ["mac", "ip"]);
+    // Unknown, given twice, invalid and missing, all in one answer:
+    // the query's own problems first, then each value in reading order.
+    let bad = parse_problems(Some(
+        "zone=x&peer=02:00:00:00:00:fe&peer=02:00:00:00:00:fd&mac=zz&local=x&direction=up",
+    ));
+    let problems: Vec<(&str, &str)> = bad
+        .iter()
+        .map(|(n, p, _)| (n.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            ("zone", "unknown parameter"),
+            ("peer", "given twice"),
+            ("mac", "\"zz\" is not valid"),
+            ("ip", "missing"),
+            ("local", "\"x\" is not valid"),
+            ("direction", "\"up\" is not valid"),
+        ]
+    );
+    for (name, _, expected) in &bad {
+        assert!(!expected.is_empty(), "{name} has no expected form");
+    }
+    // Every optional one invalid beside good required ones.
+    assert_eq!(
+        names(Some(
+            "mac=02:00:00:00:00:0a&ip=8.8.8.8&peer=1&local=2&direction=3"
+        )),
+        ["peer", "local", "direction"]
+    );
+    // Each invalid required one with its own form.
+    let bad = parse_problems(Some("mac=1&ip=2"));
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert!(bad[0].2.contains("MAC address"), "{bad:?}");
+    assert!(bad[1].2.contains("IPv4 or IPv6"), "{bad:?}");
 }
 
 #[test]

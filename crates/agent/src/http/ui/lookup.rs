@@ -41,7 +41,7 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     }
     let query = match Query::parse(filled.as_deref()) {
         Ok(q) => q,
-        Err(e) => return bad_request(source, TITLE, PATH, &e.to_string(), h),
+        Err(e) => return bad_request(source, TITLE, PATH, &e, h),
     };
     let Some(plan) = plan else {
         return no_plan(source, TITLE, PATH);
