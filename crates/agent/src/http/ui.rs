@@ -12,8 +12,13 @@ mod html;
 mod lookup;
 mod node;
 mod plan;
+#[cfg(test)]
+pub(crate) mod prose;
 mod topology;
 mod units;
+
+#[cfg(test)]
+pub(crate) use lookup::answer_text as lookup_answer_text;
 
 use bytes::Bytes;
 use hyper::header::{HeaderValue, CACHE_CONTROL, LOCATION};

@@ -374,7 +374,10 @@ fn get_with(routes: &DebugRoutes, uri: &str) -> (StatusCode, String) {
             "{uri}"
         );
     }
-    (status, body_text(r))
+    let body = body_text(r);
+    // Every page a test renders: no two sentences joined without a space.
+    prose::assert_sentences_apart(uri, &prose::visible_text(&body));
+    (status, body)
 }
 
 /// The page at `uri`, which must answer 200.
