@@ -45,7 +45,9 @@ fn spawn(args: &[&str], stderr: Stdio) -> Child {
 }
 
 /// What a run with pid `pid` may have left: its namespaces, run folder,
-/// pin folder, and any process started with its agent configuration.
+/// pin folder, any process started with its agent configuration, and the
+/// root of run folders left empty (another demo running keeps it, with
+/// its own folder in it).
 fn leftovers(pid: u32) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir("/run/netns")
         .map(|d| {
@@ -61,6 +63,9 @@ fn leftovers(pid: u32) -> Vec<String> {
         if Path::new(&path).exists() {
             out.push(path);
         }
+    }
+    if std::fs::read_dir("/run/lachesis-demo").is_ok_and(|mut d| d.next().is_none()) {
+        out.push("/run/lachesis-demo, empty".to_owned());
     }
     let config = format!("/run/lachesis-demo/{pid}/lachesis.yaml");
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {

@@ -441,8 +441,7 @@ pub fn run(args: &DemoArgs, exe: &Path) -> anyhow::Result<ExitCode> {
         run: run.clone(),
         demo: None,
     };
-    std::fs::create_dir_all(run.dir())
-        .with_context(|| format!("creating {}", run.dir().display()))?;
+    cleanup::create_run_dir(&run).with_context(|| format!("creating {}", run.dir().display()))?;
     let tui = !args.check && !args.plain && std::io::stdout().is_terminal();
     let demo = start(args, exe, &rt, &stop, started, tui, &mut guard)?;
     if !tui {
