@@ -199,6 +199,11 @@ fn demo_check_after_a_crashed_demo_removes_its_leftovers_and_every_series_equals
     let said = text(&out);
     assert!(status.success(), "{said}");
     assert!(said.contains("lachesis demo --check: OK"), "{said}");
+    // A report for a log: nothing for a person at the keys, no rates.
+    let report = String::from_utf8_lossy(&out.stdout);
+    for hint in ["keys", "q quit", "http://", "watch", "RATE", "B/s"] {
+        assert!(!report.contains(hint), "{hint:?} in the report:\n{report}");
+    }
     assert!(
         said.contains(&format!("did not clean up (pid {crashed_pid})")),
         "the crashed run's leftovers were not reported removed:\n{said}"
