@@ -687,7 +687,9 @@ fn catalogue_differences(metrics: SocketAddr, waiting: &[(&str, &str)]) -> Vec<S
     };
     let on_metrics = catalogue::parse(&body, "");
     let documented = catalogue::documented();
-    let mut out = Vec::new();
+    // Every series, not only each family's first: its labels in the
+    // documented order, a bucket's `le` last.
+    let mut out = catalogue::series_off_catalogue(&body);
     for (name, condition) in waiting {
         if !catalogue::meaning(name).is_some_and(|m| m.contains(condition)) {
             out.push(format!(

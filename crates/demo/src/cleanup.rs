@@ -141,7 +141,40 @@ pub fn remove_run(run: &Run) -> Vec<String> {
             }
         }
     }
+    said.extend(remove_if_empty(Path::new(RUN_ROOT)));
     said
+}
+
+/// Removes `dir` if nothing is left in it: the root of the run folders
+/// once the last run's is gone (`rmdir` refuses while another demo's
+/// folder is there, so a running demo keeps it). Says only a failure: an
+/// empty root is nothing the user made.
+fn remove_if_empty(dir: &Path) -> Option<String> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => None,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty
+            ) =>
+        {
+            None
+        }
+        Err(e) => Some(format!("could not remove {}: {e}", dir.display())),
+    }
+}
+
+/// Creates `run`'s folder (and the root of run folders). A demo ending at
+/// the same moment may remove the root, empty for an instant, between the
+/// two `mkdir`s: the root is then made again.
+pub fn create_run_dir(run: &Run) -> std::io::Result<()> {
+    let mut attempts = 0;
+    loop {
+        match std::fs::create_dir_all(run.dir()) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempts < 3 => attempts += 1,
+            done => return done,
+        }
+    }
 }
 
 /// [`remove_run`]'s lines in one: counts, and every failure in full.
@@ -222,6 +255,28 @@ mod tests {
             "2 namespaces, removed pin folder /sys/fs/bpf/lachesis-demo-1, \
              could not delete namespace ldemo-1-b: busy"
         );
+    }
+
+    /// Issue 19 item 22: `/run/lachesis-demo` stayed behind, empty, after
+    /// every run.
+    #[test]
+    fn the_root_of_run_folders_goes_with_the_last_run_only() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().join("lachesis-demo");
+        std::fs::create_dir_all(root.join("4242")).unwrap();
+        // Another run's folder is still there: kept.
+        assert_eq!(remove_if_empty(&root), None);
+        assert!(root.join("4242").is_dir());
+        std::fs::remove_dir(root.join("4242")).unwrap();
+        assert_eq!(remove_if_empty(&root), None);
+        assert!(!root.exists(), "the empty root stayed");
+        // Already gone: nothing to do, nothing to say.
+        assert_eq!(remove_if_empty(&root), None);
+        // A file where the root should be is not ours to remove.
+        std::fs::write(&root, "").unwrap();
+        let said = remove_if_empty(&root).unwrap();
+        assert!(said.starts_with("could not remove "), "{said}");
+        assert!(root.is_file());
     }
 
     #[test]

@@ -441,23 +441,25 @@ pub fn run(args: &DemoArgs, exe: &Path) -> anyhow::Result<ExitCode> {
         run: run.clone(),
         demo: None,
     };
-    std::fs::create_dir_all(run.dir())
-        .with_context(|| format!("creating {}", run.dir().display()))?;
+    cleanup::create_run_dir(&run).with_context(|| format!("creating {}", run.dir().display()))?;
     let tui = !args.check && !args.plain && std::io::stdout().is_terminal();
     let demo = start(args, exe, &rt, &stop, started, tui, &mut guard)?;
-    if !tui {
+    if args.check {
+        println!("{}", view::check_banner(CHECK_STEP_EVERY));
+    } else if !tui {
         println!("{}", view::banner(&demo));
     }
     let (hosts, taps) = {
         let w = demo.world();
         (w.hosts.len(), w.taps().count())
     };
-    demo.say(format!(
-        "ready in {:.1} s: {hosts} hosts, {taps} taps, {} flows; the agent counts in the kernel \
-         and the table reads its /metrics every {:.1} s",
-        started.elapsed().as_secs_f64(),
-        traffic::FLOWS.len(),
-        demo.pace.view.as_secs_f64(),
+    let reader = if args.check { "the check" } else { "the table" };
+    demo.say(view::ready_line(
+        started.elapsed(),
+        hosts,
+        taps,
+        reader,
+        demo.pace.view,
     ));
     let code = if args.check {
         check(&demo)
@@ -466,7 +468,7 @@ pub fn run(args: &DemoArgs, exe: &Path) -> anyhow::Result<ExitCode> {
     };
     if let Some(t) = demo.observed().first_row {
         eprintln!(
-            "lachesis demo: the first counted bytes reached the view {:.1} s after start",
+            "lachesis demo: the first counted bytes showed on /metrics {:.1} s after start",
             t.as_secs_f64()
         );
     }
@@ -646,13 +648,16 @@ const EXPECTED_ROWS: &[(&str, &str)] = &[
     ("unknown", "miss"),
 ];
 
+/// The pause before each scenario step of `--check`.
+const CHECK_STEP_EVERY: Duration = Duration::from_secs(2);
+
 /// `--check`: the script at a fast pace, then every tenant and port series
 /// against the taps' counters.
 fn check(demo: &Demo) -> ExitCode {
     let deadline = Instant::now() + Duration::from_secs(150);
     let mut failures = Vec::new();
     for step in scenario::SCRIPT {
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(CHECK_STEP_EVERY);
         if demo.stop.load(Ordering::SeqCst) {
             failures.push("interrupted".to_owned());
             break;
@@ -706,7 +711,7 @@ fn check(demo: &Demo) -> ExitCode {
                 failures.push(format!("no bytes for {tenant} in zone {zone}"));
             }
         }
-        println!("{}", view::table(&rows));
+        println!("{}", view::totals_table(&rows));
     }
     failures.extend(demo.traffic.problems(&lock(&demo.gone)));
     if failures.is_empty() {

@@ -186,7 +186,9 @@ impl Demo {
         self.wait_flushes(2);
         let before = self.external_bytes(GLOBEX, "public");
         self.traffic.resume_flow(FLOW);
-        self.say("  new SNAT through public-2; watch globex's `external (public-2)` row grow");
+        self.say(
+            "  new SNAT through public-2: globex's new external bytes go to `external (public-2)`",
+        );
         let until = Instant::now() + Duration::from_secs(20);
         while self.external_bytes(GLOBEX, "public-2") == 0 {
             if Instant::now() > until {

@@ -45,6 +45,45 @@ pub fn banner_text(
     )
 }
 
+/// What `--check` prints first: a report's heading for a log. No keys
+/// (nothing reads them) and no URLs (the agent and its listeners are gone
+/// by the time a log is read; a failure prints the end of the agent's log
+/// instead).
+#[must_use]
+pub fn check_banner(step_every: Duration) -> String {
+    let steps: Vec<&str> = SCRIPT.iter().map(|s| s.label()).collect();
+    format!(
+        "lachesis demo --check: a simulated cloud on this machine, the agent counting its taps in the kernel\n\
+         \x20 steps  every {} s: {}\n\
+         \x20 then   every tenant and port series against the taps' own counters; no series may go down",
+        step_every.as_secs_f64(),
+        steps.join("; ")
+    )
+}
+
+/// The line saying the demo is up: what was built, and how often `reader`
+/// (the live table, or the check) reads the agent's `/metrics`.
+#[must_use]
+pub fn ready_line(
+    took: Duration,
+    hosts: usize,
+    taps: usize,
+    reader: &str,
+    every: Duration,
+) -> String {
+    let every = if every < Duration::from_secs(1) {
+        format!("{} ms", every.as_millis())
+    } else {
+        format!("{:.1} s", every.as_secs_f64())
+    };
+    format!(
+        "ready in {:.1} s: {hosts} hosts, {taps} taps, {} flows; the agent counts in the kernel \
+         and {reader} reads its /metrics every {every}",
+        took.as_secs_f64(),
+        crate::traffic::FLOWS.len(),
+    )
+}
+
 /// The scenario keys, used ones marked done.
 #[must_use]
 pub fn keys_line(done: &std::collections::BTreeSet<char>) -> String {
@@ -101,26 +140,42 @@ pub fn leak_line(h: &Health) -> String {
     )
 }
 
-/// The table as text.
+/// The live table as text: totals and rates.
 #[must_use]
 pub fn table(rows: &[Row]) -> String {
-    let mut out = format!(
-        "{:<10} {:<22} {:>11} {:>13} {:>11} {:>13}\n",
-        "TENANT", "ZONE", "TX", "TX RATE", "RX", "RX RATE"
-    );
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "{:<10} {:<22} {:>11} {:>13} {:>11} {:>13}",
-            r.tenant,
-            r.zone,
+    table_of(rows, true)
+}
+
+/// The table of `--check`'s report: totals only. A report is read after
+/// the run, when a rate says nothing.
+#[must_use]
+pub fn totals_table(rows: &[Row]) -> String {
+    table_of(rows, false)
+}
+
+fn table_of(rows: &[Row], rates: bool) -> String {
+    let head = ["TENANT", "ZONE", "TX", "TX RATE", "RX", "RX RATE"].map(str::to_owned);
+    let lines = rows.iter().map(|r| {
+        [
+            r.tenant.clone(),
+            r.zone.clone(),
             human_bytes(crate::metrics::approx(r.tx)),
             human_rate(r.tx_rate),
             human_bytes(crate::metrics::approx(r.rx)),
-            human_rate(r.rx_rate)
-        );
-    }
-    out.trim_end().to_owned()
+            human_rate(r.rx_rate),
+        ]
+    });
+    std::iter::once(head)
+        .chain(lines)
+        .map(|[tenant, zone, tx, tx_rate, rx, rx_rate]| {
+            if rates {
+                format!("{tenant:<10} {zone:<22} {tx:>11} {tx_rate:>13} {rx:>11} {rx_rate:>13}")
+            } else {
+                format!("{tenant:<10} {zone:<22} {tx:>11} {rx:>11}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Where to start showing `events` so the newest ones fit in `height`
@@ -265,6 +320,71 @@ mod tests {
             unknown_key('x'),
             "key 'x' does nothing: the steps are dgmk, q quits"
         );
+    }
+
+    fn row(tenant: &str, zone: &str, tx: u64, rx: u64, rate: Option<f64>) -> Row {
+        Row {
+            tenant: tenant.to_owned(),
+            zone: zone.to_owned(),
+            tx,
+            rx,
+            tx_rate: rate,
+            rx_rate: rate,
+        }
+    }
+
+    /// Issue 19 item 22: `--check` printed the live view's banner (keys,
+    /// "q quit", URLs to open) and a table with rate columns of `—`.
+    #[test]
+    fn the_check_report_has_no_hint_for_a_person_at_the_keys_and_no_rate() {
+        let rows = [
+            row("acme", "external (public)", 1_468_006, 878_490, None),
+            row("unknown", "miss", 147_251, 0, None),
+        ];
+        let report = [
+            check_banner(Duration::from_secs(2)),
+            ready_line(
+                Duration::from_millis(2900),
+                13,
+                11,
+                "the check",
+                Duration::from_millis(250),
+            ),
+            totals_table(&rows),
+        ]
+        .join("\n");
+        for hint in [
+            "key", "quit", "press", "http://", "/debug", "watch", "RATE", "/s", "—",
+        ] {
+            assert!(!report.contains(hint), "{hint:?} in:\n{report}");
+        }
+        // The heading and the table are the report's own lines (the
+        // ready line is an event, as long as the live view's).
+        for line in check_banner(Duration::from_secs(2))
+            .lines()
+            .chain(totals_table(&rows).lines())
+        {
+            assert!(line.chars().count() <= 120, "{line}");
+        }
+        assert_eq!(
+            totals_table(&rows),
+            "TENANT     ZONE                            TX          RX\n\
+             acme       external (public)          1.4 MiB   857.9 KiB\n\
+             unknown    miss                     143.8 KiB         0 B"
+        );
+        assert!(report.contains(
+            "steps  every 2 s: delete VM b-worker; re-gateway globex-router; move a-batch to globex; \
+             kill -9 the agent, restart it"
+        ));
+        assert!(report.contains("the check reads its /metrics every 250 ms"));
+        // The live view keeps its rates (`—` until a second scrape).
+        let live = table(&[row("acme", "shared", 2048, 1024, Some(512.0))]);
+        assert!(live.starts_with("TENANT     ZONE                            TX       TX RATE"));
+        assert!(
+            live.ends_with("2.0 KiB       512 B/s     1.0 KiB       512 B/s"),
+            "{live}"
+        );
+        assert!(table(&rows).contains('—'));
     }
 
     #[test]

@@ -104,19 +104,14 @@ pub fn parse(text: &str, owner: &str) -> Rendering {
             out.empty.insert(name);
             continue;
         };
-        let mut labels: Vec<String> = sample
-            .split_once('{')
-            .map_or("", |(_, rest)| rest.split_once('}').map_or("", |(l, _)| l))
-            .split(',')
-            .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_owned()))
-            .filter(|k| k != "le")
-            .collect();
-        labels.dedup();
         out.families.insert(
             name,
             Family {
                 kind: kind.to_owned(),
-                labels,
+                labels: label_names(sample)
+                    .into_iter()
+                    .filter(|l| l != "le")
+                    .collect(),
                 owner: owner.to_owned(),
             },
         );
@@ -144,5 +139,113 @@ pub fn assert_documented(rendered: &BTreeMap<String, Family>) {
             .get(name)
             .unwrap_or_else(|| panic!("{name} is registered but missing from docs/metrics.md"));
         assert_eq!(doc, family, "{name}: documented type, labels and owner");
+    }
+}
+
+/// The label names of one sample line in the order written (a histogram
+/// bucket's `le` among them). Values are skipped as the format quotes them, so a
+/// `,`, `=` or `}` inside a name from the cloud does not end a label.
+#[must_use]
+pub fn label_names(sample: &str) -> Vec<String> {
+    // The metric name ends at its labels' `{` or at the space before the value.
+    match sample.find([' ', '{']) {
+        Some(i) if sample[i..].starts_with('{') => label_names_in(&sample[i + 1..]),
+        _ => Vec::new(),
+    }
+}
+
+/// [`label_names`] of the text after a sample's `{`.
+fn label_names_in(mut rest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    while let Some((name, after)) = rest.split_once("=\"") {
+        let name = name.trim_start_matches(',');
+        if name.starts_with('}') {
+            break;
+        }
+        names.push(name.to_owned());
+        // The value ends at the first quote no backslash escapes.
+        let mut escaped = false;
+        let end = after.char_indices().find_map(|(i, c)| {
+            let closes = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            closes.then_some(i)
+        });
+        let Some(end) = end else { break };
+        rest = &after[end + 1..];
+        if rest.starts_with('}') {
+            break;
+        }
+    }
+    names
+}
+
+/// The sample lines of an OpenMetrics or Prometheus text rendering whose
+/// label names are not their family's in the catalogue, in the catalogue's
+/// order, then a bucket's `le` (a family the catalogue lacks counts too):
+/// the first line of each family and wrong order found, with what was
+/// found and what is documented.
+#[must_use]
+pub fn series_off_catalogue(text: &str) -> Vec<String> {
+    let docs = documented();
+    let mut family: Option<(&str, Option<&Family>)> = None;
+    let mut off = Vec::new();
+    let mut seen = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(decl) = line.strip_prefix("# TYPE ") {
+            let name = decl.split_once(' ').map_or(decl, |(n, _)| n);
+            // OpenMetrics declares a counter and an info family without
+            // the suffix their samples carry.
+            let documented = [
+                name.to_owned(),
+                format!("{name}_total"),
+                format!("{name}_info"),
+            ]
+            .into_iter()
+            .find_map(|n| docs.get(&n));
+            family = Some((name, documented));
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let found = label_names(line);
+        let bucket = line
+            .split(['{', ' '])
+            .next()
+            .is_some_and(|name| name.ends_with("_bucket"));
+        match family {
+            Some((_, Some(doc)))
+                if found.iter().map(String::as_str).eq(doc
+                    .labels
+                    .iter()
+                    .map(String::as_str)
+                    .chain(bucket.then_some("le"))) => {}
+            Some((name, _)) if !seen.insert((name, found.clone())) => {}
+            Some((name, doc)) => off.push(format!(
+                "{line}\n  labels {found:?}, the catalogue's {name}: {:?}",
+                doc.map(|d| &d.labels)
+            )),
+            None => off.push(format!("{line}\n  a sample before any # TYPE")),
+        }
+    }
+    off
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_names_skip_quoted_values_whatever_they_hold() {
+        assert_eq!(label_names("a_total 1"), Vec::<String>::new());
+        assert_eq!(label_names("a_total{} 1"), Vec::<String>::new());
+        assert_eq!(
+            label_names(r#"i_info{server_id="s",name="a,b=\"c}\" d",tenant_id="t"} 1"#),
+            ["server_id", "name", "tenant_id"]
+        );
+        assert_eq!(
+            label_names(r#"h_bucket{le="0.5",phase="copy"} 3"#),
+            ["le", "phase"]
+        );
     }
 }

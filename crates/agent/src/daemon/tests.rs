@@ -1,12 +1,13 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lachesis_abi::{EndpointValue, Mac, Prefix, Zone, ENDPOINT_FLAG_AMPHORA};
 use lachesis_ledger::{InternerFull, GLOBAL_TENANT_ID};
 use lachesis_planner::{AmphoraIp, Binding, Plan, Scope, TrieRow};
 
-use super::{backoff, cold_writes};
+use super::{backoff, cold_writes, Config, Exporter, Families, MetricsRoutes, Phase};
 use crate::reconcile::Write;
 
 fn binding(mac: u8, tenant: &str, amphora: bool) -> Binding {
@@ -145,4 +146,92 @@ fn debug_flows_list_the_largest_entries_first_attributed_by_their_vm_mac() {
         .collect();
     // Rx to A is A's; Tx from the unbound peer is nobody's.
     assert_eq!(shown, [(500, Some("t-a")), (70, None)]);
+}
+
+/// `/metrics` of a fresh agent with both notification transports (so
+/// their families have two series each), its boot at `running` and every
+/// metadata map's fill shown: the ledger's families (empty) and every one
+/// the daemon registers, many of them with several series.
+fn fresh_metrics() -> String {
+    use lachesis_ledger::memory::{MemoryAttribution, SwapSource};
+    use lachesis_ledger::state::{StateFile, StatePaths};
+    use lachesis_ledger::{Format, Ledger, UnresolvedLimits};
+
+    let config = Config::from_yaml(
+        "notifications:
+  rabbitmq: {url: \"amqp://u:pw@rabbit:5672/\", exchanges: [neutron]}
+  kafka: {brokers: [\"k1:9092\"], topic: os.notifications}
+",
+    )
+    .unwrap();
+    let (families, _) = Families::register(&config);
+    families.daemon.phase(Phase::Running);
+    families.order.metadata_fill(&[
+        lachesis_datapath::MapFill {
+            name: "zones_v6",
+            entries: 3,
+            capacity: 64,
+        },
+        lachesis_datapath::MapFill {
+            name: "endpoints",
+            entries: 9,
+            capacity: 128,
+        },
+        lachesis_datapath::MapFill {
+            name: "amphora_ips",
+            entries: 1,
+            capacity: 32,
+        },
+    ]);
+    let source = Arc::new(SwapSource::new(MemoryAttribution::default()));
+    let ledger = Arc::new(Ledger::new(UnresolvedLimits::default(), source));
+    let state = Arc::new(StateFile::new(StatePaths::new("/nonexistent/state.json")));
+    let routes = MetricsRoutes::new(
+        Arc::new(Exporter::new(ledger, state)),
+        families.registry,
+        Arc::new(|| Ok(())),
+    );
+    routes.render(Format::OpenMetrics).unwrap()
+}
+
+/// Issue 19 item 22: the agent's families came out in another series
+/// order on every start (each family a `HashMap` with its own random
+/// seed), so two agents in the same state, or one agent before and after
+/// a restart, rendered different text.
+#[test]
+fn every_series_has_its_documented_labels_in_order_and_one_place_in_its_family() {
+    let text = fresh_metrics();
+    assert_eq!(
+        lachesis_lab::catalogue::series_off_catalogue(&text),
+        Vec::<String>::new()
+    );
+    // Built again from scratch (other seeds, other insertion history):
+    // the same bytes.
+    assert_eq!(fresh_metrics(), text);
+    // And the order is the labels' own: within each family, series by
+    // their label text (a histogram's bucket bound aside).
+    let agent = &text[text.find("# HELP lachesis_boot_phase ").unwrap()..];
+    let mut families = 0;
+    for block in agent.split("# HELP ").skip(1) {
+        let series: Vec<String> = block
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.contains('{'))
+            .map(|l| {
+                let labels = &l[l.find('{').unwrap() + 1..l.rfind('}').unwrap()];
+                labels
+                    .split(',')
+                    .filter(|p| !p.starts_with("le="))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        let mut sorted = series.clone();
+        sorted.sort();
+        assert_eq!(series, sorted, "# HELP {block}");
+        families += usize::from(sorted.windows(2).any(|w| w[0] != w[1]));
+    }
+    assert!(
+        families >= 20,
+        "only {families} families with several series"
+    );
 }

@@ -9,7 +9,7 @@ use hyper::{Request, StatusCode};
 use serde::Serialize;
 
 use super::lookup::{explain, Query};
-use super::params::{BadParam, Params};
+use super::params::{BadParams, Params};
 use super::reply::{json, not_found, reply, text, Reply, Verb};
 use super::server::{Page, Routes};
 use super::source::{DebugSource, FlowEntry, LogFilter, LogLevelControl};
@@ -180,16 +180,17 @@ struct FlowsPage {
 
 /// `?limit=` of `/debug/flows`: 0 to [`FLOWS_MAX_LIMIT`], default
 /// [`FLOWS_DEFAULT_LIMIT`].
-pub(crate) fn flows_limit(query: Option<&str>) -> Result<usize, BadParam> {
-    let p = Params::parse(query, &["limit"])?;
+pub(crate) fn flows_limit(query: Option<&str>) -> Result<usize, BadParams> {
+    let mut p = Params::parse(query, &["limit"]);
     let expected = format!("an integer from 0 to {FLOWS_MAX_LIMIT}");
     let limit = p.optional("limit", &expected, |t| {
         t.parse::<usize>().ok().filter(|n| *n <= FLOWS_MAX_LIMIT)
-    })?;
-    Ok(limit.unwrap_or(FLOWS_DEFAULT_LIMIT))
+    });
+    p.finish(Some(limit.unwrap_or(FLOWS_DEFAULT_LIMIT)))
 }
 
-fn bad_param(e: &BadParam) -> Reply {
+/// One line per bad parameter (one line in all for the usual single one).
+fn bad_param(e: &BadParams) -> Reply {
     text(StatusCode::BAD_REQUEST, e.to_string())
 }
 

@@ -24,7 +24,7 @@ use lachesis_ledger::BindingLabels;
 use lachesis_planner::{AmphoraIp, RouterMac, Scope, TrieRow};
 use serde::Serialize;
 
-use super::params::{BadParam, Params};
+use super::params::{BadParams, Params};
 use super::source::{display, LiveBinding};
 
 /// The parameters `/debug/lookup` accepts.
@@ -56,21 +56,27 @@ pub struct Query {
 }
 
 impl Query {
-    /// Reads `?mac=&ip=[&peer=][&local=][&direction=]`; a bad value is a
-    /// [`BadParam`] naming the parameter and its form.
-    pub fn parse(query: Option<&str>) -> Result<Query, BadParam> {
-        let p = Params::parse(query, PARAMS)?;
+    /// Reads `?mac=&ip=[&peer=][&local=][&direction=]`; every bad
+    /// parameter is in the [`BadParams`], each with its form.
+    pub fn parse(query: Option<&str>) -> Result<Query, BadParams> {
+        let mut p = Params::parse(query, PARAMS);
         let mac = |t: &str| t.parse::<Mac>().ok();
         let ip = |t: &str| t.parse::<IpAddr>().ok();
-        Ok(Query {
-            vm_mac: p.required("mac", MAC_FORM, mac)?,
-            remote: p.required("ip", IP_FORM, ip)?,
-            peer_mac: p.optional("peer", MAC_FORM, mac)?,
-            local: p.optional("local", IP_FORM, ip)?,
-            direction: p
-                .optional("direction", DIRECTION_FORM, Direction::from_label)?
-                .unwrap_or(Direction::Tx),
-        })
+        let vm_mac = p.required("mac", MAC_FORM, mac);
+        let remote = p.required("ip", IP_FORM, ip);
+        let peer_mac = p.optional("peer", MAC_FORM, mac);
+        let local = p.optional("local", IP_FORM, ip);
+        let direction = p
+            .optional("direction", DIRECTION_FORM, Direction::from_label)
+            .unwrap_or(Direction::Tx);
+        let query = vm_mac.zip(remote).map(|(vm_mac, remote)| Query {
+            vm_mac,
+            remote,
+            peer_mac,
+            local,
+            direction,
+        });
+        p.finish(query)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, VARY};
 use hyper::{Request, StatusCode};
-use lachesis_ledger::export::render_registry;
+use lachesis_ledger::export::render_registry_sorted;
 use lachesis_ledger::{Exporter, Format};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
@@ -113,7 +113,7 @@ impl MetricsRoutes {
             }
             out.truncate(out.len() - EOF.len());
         }
-        render_registry(&self.registry, format, &mut out)
+        render_registry_sorted(&self.registry, format, &mut out)
             .map_err(|fmt::Error| RenderError::Encode("agent"))?;
         Ok(out)
     }

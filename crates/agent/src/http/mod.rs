@@ -54,7 +54,7 @@ pub use debug::{DebugRoutes, FLOWS_DEFAULT_LIMIT, FLOWS_MAX_LIMIT, PATHS as DEBU
 pub use encoding::{accepts_gzip, gzip};
 pub use metrics::{MetricsRoutes, RenderError, COLLECT_DURATION, PATHS as METRICS_PATHS};
 pub use negotiate::negotiate;
-pub use params::BadParam;
+pub use params::{BadParam, BadParams};
 pub use reply::Reply;
 pub use server::{serve, Routes, MAX_BODY_BYTES};
 pub use source::{

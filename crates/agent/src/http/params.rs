@@ -27,17 +27,51 @@ impl fmt::Display for BadParam {
 
 impl std::error::Error for BadParam {}
 
+/// Every parameter a request got wrong, in the order found: a caller
+/// fixes them all from one answer instead of one per request. Never
+/// empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadParams(Vec<BadParam>);
+
+impl BadParams {
+    /// Each rejected parameter.
+    #[must_use]
+    pub fn each(&self) -> &[BadParam] {
+        &self.0
+    }
+}
+
+/// One line per parameter, so a single problem reads as it always did.
+impl fmt::Display for BadParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, bad) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{bad}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BadParams {}
+
 /// The decoded `name=value` pairs of one query string, checked against the
-/// names a page accepts.
+/// names a page accepts. Reading a value records what is wrong with it
+/// instead of stopping; [`Params::finish`] then answers with every problem.
 #[derive(Debug)]
 pub struct Params {
     pairs: Vec<(String, String)>,
+    /// Names given twice: their value is ambiguous, so it is not checked.
+    repeated: Vec<String>,
+    problems: Vec<BadParam>,
 }
 
 impl Params {
-    /// Decodes `query` (`None`: no `?`) and rejects a name outside
-    /// `accepted` or a name given twice.
-    pub fn parse(query: Option<&str>, accepted: &[&str]) -> Result<Params, BadParam> {
+    /// Decodes `query` (`None`: no `?`), noting each name outside
+    /// `accepted` and each name given more than once (once per name).
+    #[must_use]
+    pub fn parse(query: Option<&str>, accepted: &[&str]) -> Params {
         let pairs: Vec<(String, String)> = query
             .map(|q| {
                 url::form_urlencoded::parse(q.as_bytes())
@@ -45,23 +79,32 @@ impl Params {
                     .collect()
             })
             .unwrap_or_default();
+        let mut out = Params {
+            pairs: Vec::new(),
+            repeated: Vec::new(),
+            problems: Vec::new(),
+        };
         for (i, (name, _)) in pairs.iter().enumerate() {
+            let earlier = pairs[..i].iter().filter(|(n, _)| n == name).count();
             if !accepted.contains(&name.as_str()) {
-                return Err(BadParam {
-                    name: name.clone(),
-                    problem: "unknown parameter".to_owned(),
-                    expected: format!("one of: {}", accepted.join(", ")),
-                });
-            }
-            if pairs[..i].iter().any(|(n, _)| n == name) {
-                return Err(BadParam {
+                if earlier == 0 {
+                    out.problems.push(BadParam {
+                        name: name.clone(),
+                        problem: "unknown parameter".to_owned(),
+                        expected: format!("one of: {}", accepted.join(", ")),
+                    });
+                }
+            } else if earlier == 1 {
+                out.repeated.push(name.clone());
+                out.problems.push(BadParam {
                     name: name.clone(),
                     problem: "given twice".to_owned(),
                     expected: "each parameter at most once".to_owned(),
                 });
             }
         }
-        Ok(Params { pairs })
+        out.pairs = pairs;
+        out
     }
 
     /// The value of `name`, if given (an empty value counts as given).
@@ -73,37 +116,58 @@ impl Params {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The value of `name` parsed with `parse`; `None` when absent. A parse
-    /// failure names the parameter, the value and `expected`.
+    /// The value of `name` parsed with `parse`; `None` when absent, given
+    /// twice or invalid. An invalid value is recorded as a problem naming
+    /// the parameter, the value and `expected`.
     pub fn optional<T>(
-        &self,
+        &mut self,
         name: &str,
         expected: &str,
         parse: impl FnOnce(&str) -> Option<T>,
-    ) -> Result<Option<T>, BadParam> {
-        let Some(text) = self.get(name) else {
-            return Ok(None);
-        };
-        parse(text).map(Some).ok_or_else(|| BadParam {
-            name: name.to_owned(),
-            problem: format!("{text:?} is not valid"),
-            expected: expected.to_owned(),
-        })
+    ) -> Option<T> {
+        if self.repeated.iter().any(|n| n == name) {
+            return None;
+        }
+        let text = self.get(name)?;
+        let value = parse(text);
+        if value.is_none() {
+            let problem = format!("{text:?} is not valid");
+            self.problems.push(BadParam {
+                name: name.to_owned(),
+                problem,
+                expected: expected.to_owned(),
+            });
+        }
+        value
     }
 
-    /// [`Params::optional`] for a parameter that must be given.
+    /// [`Params::optional`] for a parameter that must be given: its
+    /// absence is recorded too.
     pub fn required<T>(
-        &self,
+        &mut self,
         name: &str,
         expected: &str,
         parse: impl FnOnce(&str) -> Option<T>,
-    ) -> Result<T, BadParam> {
-        self.optional(name, expected, parse)?
-            .ok_or_else(|| BadParam {
+    ) -> Option<T> {
+        if self.get(name).is_none() {
+            self.problems.push(BadParam {
                 name: name.to_owned(),
                 problem: "missing".to_owned(),
                 expected: expected.to_owned(),
-            })
+            });
+            return None;
+        }
+        self.optional(name, expected, parse)
+    }
+
+    /// `value` (built from what was read) when no parameter had a
+    /// problem, else every problem. `value` is `None` only when a required
+    /// parameter was absent or invalid, which is a recorded problem.
+    pub fn finish<T>(self, value: Option<T>) -> Result<T, BadParams> {
+        match value {
+            Some(v) if self.problems.is_empty() => Ok(v),
+            _ => Err(BadParams(self.problems)),
+        }
     }
 }
 
@@ -111,28 +175,55 @@ impl Params {
 mod tests {
     use super::*;
 
+    fn int(t: &str) -> Option<u32> {
+        t.parse().ok()
+    }
+
+    /// What `finish` reports for `query` read as a page with a required
+    /// `mac` and an optional `limit` would read it.
+    fn problems(query: &str) -> Vec<(String, String)> {
+        let mut p = Params::parse(Some(query), &["mac", "limit"]);
+        let mac = p.required("mac", "a word", |t| (!t.is_empty()).then(|| t.to_owned()));
+        let limit = p.optional("limit", "an integer", int);
+        match p.finish(mac.map(|m| (m, limit))) {
+            Ok(_) => Vec::new(),
+            Err(bad) => bad
+                .each()
+                .iter()
+                .map(|b| (b.name.clone(), b.problem.clone()))
+                .collect(),
+        }
+    }
+
+    fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+        expected
+            .iter()
+            .map(|(n, p)| ((*n).to_owned(), (*p).to_owned()))
+            .collect()
+    }
+
     #[test]
     fn decodes_percent_escapes_and_plus() {
-        let p = Params::parse(Some("ip=fe80%3A%3A1&peer=a+b"), &["ip", "peer"]).unwrap();
+        let p = Params::parse(Some("ip=fe80%3A%3A1&peer=a+b"), &["ip", "peer"]);
         assert_eq!(p.get("ip"), Some("fe80::1"));
         assert_eq!(p.get("peer"), Some("a b"));
         assert_eq!(p.get("absent"), None);
+        assert_eq!(p.finish(Some(())), Ok(()));
     }
 
     #[test]
     fn no_query_is_no_parameter() {
-        let p = Params::parse(None, &["limit"]).unwrap();
+        let mut p = Params::parse(None, &["limit"]);
         assert_eq!(p.get("limit"), None);
-        assert_eq!(
-            p.optional("limit", "n", |t| t.parse::<u32>().ok()),
-            Ok(None)
-        );
+        assert_eq!(p.optional("limit", "n", int), None);
+        assert_eq!(p.finish(Some(())), Ok(()));
     }
 
     #[test]
     fn unknown_names_the_parameter_and_the_accepted_ones() {
-        let err = Params::parse(Some("mca=1"), &["mac", "ip"]).unwrap_err();
-        assert_eq!(err.name, "mca");
+        let err = Params::parse(Some("mca=1"), &["mac", "ip"])
+            .finish(Some(()))
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "parameter `mca`: unknown parameter; expected one of: mac, ip"
@@ -140,30 +231,68 @@ mod tests {
     }
 
     #[test]
-    fn a_parameter_given_twice_is_refused() {
-        let err = Params::parse(Some("ip=1.1.1.1&ip=2.2.2.2"), &["ip"]).unwrap_err();
+    fn each_kind_of_problem_alone() {
+        assert_eq!(problems("mac=a&limit=3"), []);
+        assert_eq!(problems("mac=a"), [], "an optional one may be absent");
+        assert_eq!(problems("limit=3"), pairs(&[("mac", "missing")]));
+        assert_eq!(problems("mac="), pairs(&[("mac", "\"\" is not valid")]));
         assert_eq!(
-            (err.name.as_str(), err.problem.as_str()),
-            ("ip", "given twice")
+            problems("mac=a&limit=ten"),
+            pairs(&[("limit", "\"ten\" is not valid")])
+        );
+        assert_eq!(
+            problems("mac=a&limit=1&limit=2&limit=3"),
+            pairs(&[("limit", "given twice")]),
+            "once per name, however many times"
+        );
+        assert_eq!(
+            problems("mac=a&top=1&top=2"),
+            pairs(&[("top", "unknown parameter")]),
+            "an unknown name given twice is one problem"
         );
     }
 
     #[test]
-    fn required_and_optional_name_the_value_and_the_form() {
-        let p = Params::parse(Some("limit=ten"), &["limit", "other"]).unwrap();
-        let err = p
-            .required("limit", "an integer", |t| t.parse::<u32>().ok())
-            .unwrap_err();
+    fn every_problem_is_reported_together_in_the_order_found() {
         assert_eq!(
-            err.to_string(),
-            "parameter `limit`: \"ten\" is not valid; expected an integer"
+            problems("top=1&limit=ten"),
+            pairs(&[
+                ("top", "unknown parameter"),
+                ("mac", "missing"),
+                ("limit", "\"ten\" is not valid"),
+            ])
         );
-        let err = p
-            .required("other", "a word", |t| Some(t.to_owned()))
-            .unwrap_err();
+        assert_eq!(
+            problems("mac=a&mac=b&zone=x&limit=x"),
+            pairs(&[
+                ("mac", "given twice"),
+                ("zone", "unknown parameter"),
+                ("limit", "\"x\" is not valid"),
+            ]),
+            "a repeated required one is not also missing or invalid"
+        );
+        assert_eq!(
+            problems("mac=&limit=-1&x=1&y=2"),
+            pairs(&[
+                ("x", "unknown parameter"),
+                ("y", "unknown parameter"),
+                ("mac", "\"\" is not valid"),
+                ("limit", "\"-1\" is not valid"),
+            ])
+        );
+    }
+
+    #[test]
+    fn the_answer_names_each_parameter_problem_and_form_on_its_own_line() {
+        let mut p = Params::parse(Some("limit=ten&other=1&limit=9"), &["mac", "limit"]);
+        let mac = p.required("mac", "a MAC address", |t| Some(t.to_owned()));
+        let _ = p.optional("limit", "an integer", int);
+        let err = p.finish(mac).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "parameter `other`: missing; expected a word"
+            "parameter `other`: unknown parameter; expected one of: mac, limit\n\
+             parameter `limit`: given twice; expected each parameter at most once\n\
+             parameter `mac`: missing; expected a MAC address"
         );
     }
 }

@@ -12,8 +12,13 @@ mod html;
 mod lookup;
 mod node;
 mod plan;
+#[cfg(test)]
+pub(crate) mod prose;
 mod topology;
 mod units;
+
+#[cfg(test)]
+pub(crate) use lookup::answer_text as lookup_answer_text;
 
 use bytes::Bytes;
 use hyper::header::{HeaderValue, CACHE_CONTROL, LOCATION};
@@ -21,6 +26,7 @@ use hyper::{Request, StatusCode};
 use lachesis_abi::Zone;
 use lachesis_planner::{Plan, Topology};
 
+use super::params::BadParams;
 use super::reply::{reply, text, Reply};
 use super::source::DebugSource;
 use html::{Html, CODE_TD, P, TD, TH};
@@ -154,19 +160,21 @@ fn no_plan(source: &dyn DebugSource, title: &'static str, current: &str) -> Repl
     document(source, StatusCode::SERVICE_UNAVAILABLE, title, current, h)
 }
 
-/// A page that refuses its parameters: the form is still shown.
+/// A page that refuses its parameters: every one, each with what was
+/// wrong and the form expected; the form is still shown.
 fn bad_request(
     source: &dyn DebugSource,
     title: &'static str,
     current: &str,
-    problem: &str,
+    problems: &BadParams,
     body: Html,
 ) -> Reply {
     let mut h = Html::new();
-    h.raw("<p class=\"error\">")
-        .text(problem)
-        .raw("</p>")
-        .append(body);
+    h.raw("<ul class=\"error\" id=\"bad-params\">");
+    for bad in problems.each() {
+        h.raw("<li>").text(bad).raw("</li>");
+    }
+    h.raw("</ul>").append(body);
     document(source, StatusCode::BAD_REQUEST, title, current, h)
 }
 
@@ -401,6 +409,7 @@ form.filters label{display:flex;flex-direction:column;font-size:.9em;color:var(-
 input,select{font:inherit;padding:.25em .4em;border:1px solid var(--line);border-radius:4px;min-width:14em}
 button{font:inherit;padding:.35em 1em;border:0;border-radius:4px;background:var(--accent);color:#fff}
 .error{background:#fdecea;border:1px solid #f5c2bd;padding:.6em;color:#8a1c12}
+ul.error{list-style:none;margin:0 0 1em}
 .note{background:#fff8e1;border:1px solid #f1dea0;padding:.6em}
 .zone{display:inline-block;padding:0 .45em;border-radius:3px;font:12.5px ui-monospace,monospace;color:#fff}
 .z-external{background:#b54708}.z-same_tenant{background:#067647}.z-other_tenant{background:#6941c6}

@@ -13,6 +13,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::families::{self as f, Family, Kind, ABSORBER_TIERS};
+use super::text;
 use crate::attribution::{Attribution, UNKNOWN_TENANT};
 use crate::counts::Counts;
 use crate::health::Health;
@@ -40,14 +41,32 @@ impl Format {
     }
 }
 
-/// Renders a registry in `format` into `out` (appending).
+/// Renders a registry in `format` into `out` (appending), each histogram
+/// bucket's `le` after the series' own labels in both formats.
 pub fn render_registry(registry: &Registry, format: Format, out: &mut String) -> fmt::Result {
+    let from = out.len();
     match format {
-        Format::OpenMetrics => prometheus_client::encoding::text::encode(out, registry),
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(out, registry)?,
         Format::PrometheusText => {
-            prometheus_client::encoding::prometheus_text::encode(out, registry)
+            prometheus_client::encoding::prometheus_text::encode(out, registry)?;
         }
     }
+    text::le_last(out, from);
+    Ok(())
+}
+
+/// [`render_registry`] for a registry of `prometheus-client` families,
+/// whose series come out in hash order: each family's series sorted by
+/// their labels, the same order on every start and every scrape.
+pub fn render_registry_sorted(
+    registry: &Registry,
+    format: Format,
+    out: &mut String,
+) -> fmt::Result {
+    let mut own = String::new();
+    render_registry(registry, format, &mut own)?;
+    out.push_str(&text::sort_series(&own));
+    Ok(())
 }
 
 /// Registers with a `prometheus-client` registry; see [`crate::Exporter`] for

@@ -3,6 +3,7 @@
 mod collector;
 pub mod families;
 mod ports;
+mod text;
 
-pub use collector::{render_registry, Exporter, Format, LedgerCollector};
+pub use collector::{render_registry, render_registry_sorted, Exporter, Format, LedgerCollector};
 pub use ports::PortTotals;

@@ -247,6 +247,44 @@ fn a_bad_flows_limit_is_400_naming_the_range() {
 }
 
 #[test]
+fn every_bad_parameter_is_one_line_of_the_400() {
+    for (uri, lines) in [
+        (
+            "/debug/lookup?zone=x&mac=nope&direction=up",
+            &[
+                "parameter `zone`: unknown parameter; expected one of: mac, ip, peer, local, direction",
+                "parameter `mac`: \"nope\" is not valid; expected a MAC address",
+                "parameter `ip`: missing; expected an IPv4 or IPv6 address",
+                "parameter `direction`: \"up\" is not valid; expected tx",
+            ][..],
+        ),
+        (
+            "/debug/lookup?mac=02:00:00:00:00:01&mac=02:00:00:00:00:02&ip=1.1.1.1&local=x",
+            &[
+                "parameter `mac`: given twice; expected each parameter at most once",
+                "parameter `local`: \"x\" is not valid; expected an IPv4 or IPv6 address",
+            ][..],
+        ),
+        (
+            "/debug/flows?limit=many&top=5",
+            &[
+                "parameter `top`: unknown parameter; expected one of: limit",
+                "parameter `limit`: \"many\" is not valid; expected an integer from 0 to 10000",
+            ][..],
+        ),
+    ] {
+        let r = get(uri);
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{uri}");
+        let body = body_text(r);
+        let got: Vec<&str> = body.lines().collect();
+        assert_eq!(got.len(), lines.len(), "{uri}: {body}");
+        for (line, start) in got.iter().zip(lines) {
+            assert!(line.starts_with(start), "{uri}: {line:?} is not {start:?}…");
+        }
+    }
+}
+
+#[test]
 fn lookup_explains_from_the_plan_rows_and_the_bindings() {
     let v = get_json(&routes(), &format!("/debug/lookup?mac={VM}&ip=10.0.0.9"));
     assert_eq!(v["zone"], "same_tenant");

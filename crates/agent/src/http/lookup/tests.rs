@@ -1,4 +1,5 @@
 use super::*;
+use crate::http::ui::{lookup_answer_text, prose};
 
 pub(crate) fn mac(text: &str) -> Mac {
     text.parse().unwrap()
@@ -74,8 +75,27 @@ fn query(vm: &str, remote: &str) -> Query {
     }
 }
 
+/// [`explain`], holding every sentence it produces — the JSON's reason
+/// and caveats, the lookup page's answer — to sentences a space apart, so
+/// each branch a test here takes is checked as it is taken.
+fn explained(
+    q: &Query,
+    trie: &[TrieRow],
+    bindings: &[LiveBinding],
+    amphora_ips: &[AmphoraIp],
+) -> Explanation {
+    let e = explain(q, trie, bindings, amphora_ips);
+    let what = format!("{q:?}");
+    prose::assert_sentences_apart(&what, &e.reason);
+    for caveat in &e.caveats {
+        prose::assert_sentences_apart(&what, caveat);
+    }
+    prose::assert_sentences_apart(&what, &lookup_answer_text(&e, &routers()));
+    e
+}
+
 fn run(q: &Query) -> Explanation {
-    explain(q, &trie(), &bindings(), &[])
+    explained(q, &trie(), &bindings(), &[])
 }
 
 /// The `matched` prefixes of the trie steps, in order (`-` for no match).
@@ -261,7 +281,7 @@ fn another_tenants_rows_are_never_consulted() {
 #[test]
 fn rows_of_the_other_family_are_not_consulted() {
     let v4_only = vec![row("*", "0.0.0.0/0", Zone::External)];
-    let e = explain(&query(VM_A, "2001:db8::1"), &v4_only, &bindings(), &[]);
+    let e = explained(&query(VM_A, "2001:db8::1"), &v4_only, &bindings(), &[]);
     assert_eq!(e.zone, Zone::Miss);
     assert!(e.reason.contains("catch-all"), "{}", e.reason);
     let Step::Trie {
@@ -277,7 +297,7 @@ fn rows_of_the_other_family_are_not_consulted() {
 
 #[test]
 fn no_row_at_all_is_a_miss() {
-    let e = explain(&query(VM_A, "8.8.8.8"), &[], &bindings(), &[]);
+    let e = explained(&query(VM_A, "8.8.8.8"), &[], &bindings(), &[]);
     assert_eq!(e.zone, Zone::Miss);
     assert_eq!(trie_path(&e), ["project-a:-", "*:-"]);
 }
@@ -328,7 +348,7 @@ fn an_amphora_vm_talking_from_its_listed_address_is_infra() {
             local: Some(ip(local)),
             direction: Direction::Tx,
         };
-        let e = explain(&q, &trie(), &b, &ips);
+        let e = explained(&q, &trie(), &b, &ips);
         assert_eq!(e.zone, Zone::Infra, "{local} → {remote}");
         assert!(
             matches!(
@@ -356,7 +376,7 @@ fn an_amphora_vm_on_another_address_keeps_its_zone() {
         local: Some(ip("10.0.5.100")),
         direction: Direction::Tx,
     };
-    let e = explain(&q, &trie(), &b, &ips);
+    let e = explained(&q, &trie(), &b, &ips);
     assert_eq!(e.zone, Zone::External);
     assert!(matches!(
         e.steps.last(),
@@ -366,7 +386,7 @@ fn an_amphora_vm_on_another_address_keeps_its_zone() {
         })
     ));
     // Without `local` the check cannot run, and the answer says so.
-    let e = explain(&Query { local: None, ..q }, &trie(), &b, &ips);
+    let e = explained(&Query { local: None, ..q }, &trie(), &b, &ips);
     assert_eq!(e.zone, Zone::External);
     assert!(matches!(
         e.steps.last(),
@@ -392,7 +412,7 @@ fn an_amphora_peer_is_checked_under_the_peers_tenant_with_the_remote_address() {
         local: None,
         direction: Direction::Rx,
     };
-    let e = explain(&q, &trie(), &b, &ips);
+    let e = explained(&q, &trie(), &b, &ips);
     assert_eq!(e.zone, Zone::Infra);
     assert!(matches!(
         e.steps.last(),
@@ -402,7 +422,7 @@ fn an_amphora_peer_is_checked_under_the_peers_tenant_with_the_remote_address() {
     for a in &mut ips {
         "project-b".clone_into(&mut a.tenant);
     }
-    let e = explain(&q, &trie(), &b, &ips);
+    let e = explained(&q, &trie(), &b, &ips);
     assert_eq!(e.zone, Zone::OtherTenant);
 }
 
@@ -410,7 +430,7 @@ fn an_amphora_peer_is_checked_under_the_peers_tenant_with_the_remote_address() {
 fn a_ghost_binding_still_classifies_and_is_shown_as_one() {
     let mut b = bindings();
     b[0].ghost = true;
-    let e = explain(&query(VM_A, "10.0.9.9"), &trie(), &b, &[]);
+    let e = explained(&query(VM_A, "10.0.9.9"), &trie(), &b, &[]);
     assert_eq!(e.zone, Zone::SameTenant);
     assert!(matches!(&e.steps[1], Step::VmBinding { binding: Some(l), .. } if l.ghost));
 }
@@ -435,43 +455,96 @@ fn parses_every_parameter() {
     assert_eq!(q, query(VM_A, "8.8.8.8"));
 }
 
+/// `(name, problem, a piece of the expected form)` of every problem
+/// `Query::parse` finds in `text`.
+fn parse_problems(text: Option<&str>) -> Vec<(String, String, String)> {
+    Query::parse(text).map_or_else(
+        |bad| {
+            bad.each()
+                .iter()
+                .map(|b| (b.name.clone(), b.problem.clone(), b.expected.clone()))
+                .collect()
+        },
+        |q| panic!("{text:?} parsed as {q:?}"),
+    )
+}
+
 #[test]
 fn bad_input_names_the_parameter_and_the_expected_form() {
+    const GOOD: &str = "mac=02:00:00:00:00:0a&ip=8.8.8.8";
     for (text, name, form) in [
-        (None, "mac", "MAC address"),
-        (Some("ip=8.8.8.8"), "mac", "MAC address"),
-        (Some("mac=02:00:00:00:00"), "mac", "six hex octets"),
-        (Some("mac=02:00:00:00:00:0a"), "ip", "IPv4 or IPv6"),
+        (Some("ip=8.8.8.8".to_owned()), "mac", "MAC address"),
         (
-            Some("mac=02:00:00:00:00:0a&ip=10.0.0.0/8"),
+            Some("mac=02:00:00:00:00&ip=8.8.8.8".to_owned()),
+            "mac",
+            "six hex octets",
+        ),
+        (
+            Some("mac=02:00:00:00:00:0a".to_owned()),
             "ip",
             "IPv4 or IPv6",
         ),
         (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&peer=x"),
-            "peer",
-            "MAC address",
-        ),
-        (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&local=x"),
-            "local",
+            Some("mac=02:00:00:00:00:0a&ip=10.0.0.0/8".to_owned()),
+            "ip",
             "IPv4 or IPv6",
         ),
-        (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&direction=in"),
-            "direction",
-            "tx",
-        ),
-        (
-            Some("mac=02:00:00:00:00:0a&ip=8.8.8.8&zone=x"),
-            "zone",
-            "mac, ip, peer",
-        ),
+        (Some(format!("{GOOD}&peer=x")), "peer", "MAC address"),
+        (Some(format!("{GOOD}&local=x")), "local", "IPv4 or IPv6"),
+        (Some(format!("{GOOD}&direction=in")), "direction", "tx"),
+        (Some(format!("{GOOD}&zone=x")), "zone", "mac, ip, peer"),
+        (Some(format!("{GOOD}&ip=1.1.1.1")), "ip", "at most once"),
     ] {
-        let err = Query::parse(text).unwrap_err();
-        assert_eq!(err.name, name, "{text:?}");
-        assert!(err.expected.contains(form), "{text:?}: {err}");
+        let bad = parse_problems(text.as_deref());
+        assert_eq!(bad.len(), 1, "{text:?}: {bad:?}");
+        assert_eq!(bad[0].0, name, "{text:?}");
+        assert!(bad[0].2.contains(form), "{text:?}: {bad:?}");
     }
+}
+
+#[test]
+fn every_bad_parameter_is_reported_at_once() {
+    let names = |text: Option<&str>| -> Vec<String> {
+        parse_problems(text).into_iter().map(|(n, ..)| n).collect()
+    };
+    // Both required ones missing.
+    assert_eq!(names(None), ["mac", "ip"]);
+    assert_eq!(names(Some("")), ["mac", "ip"]);
+    // Unknown, given twice, invalid and missing, all in one answer:
+    // the query's own problems first, then each value in reading order.
+    let bad = parse_problems(Some(
+        "zone=x&peer=02:00:00:00:00:fe&peer=02:00:00:00:00:fd&mac=zz&local=x&direction=up",
+    ));
+    let problems: Vec<(&str, &str)> = bad
+        .iter()
+        .map(|(n, p, _)| (n.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            ("zone", "unknown parameter"),
+            ("peer", "given twice"),
+            ("mac", "\"zz\" is not valid"),
+            ("ip", "missing"),
+            ("local", "\"x\" is not valid"),
+            ("direction", "\"up\" is not valid"),
+        ]
+    );
+    for (name, _, expected) in &bad {
+        assert!(!expected.is_empty(), "{name} has no expected form");
+    }
+    // Every optional one invalid beside good required ones.
+    assert_eq!(
+        names(Some(
+            "mac=02:00:00:00:00:0a&ip=8.8.8.8&peer=1&local=2&direction=3"
+        )),
+        ["peer", "local", "direction"]
+    );
+    // Each invalid required one with its own form.
+    let bad = parse_problems(Some("mac=1&ip=2"));
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert!(bad[0].2.contains("MAC address"), "{bad:?}");
+    assert!(bad[1].2.contains("IPv4 or IPv6"), "{bad:?}");
 }
 
 #[test]
@@ -524,7 +597,7 @@ fn routers() -> Vec<RouterMac> {
 fn the_external_network_follows_the_ledgers_rules_in_order() {
     let mut b = bindings();
     b[0].binding.external_network = Some("fip-net".to_owned());
-    let label = |q: &Query| external_network(&explain(q, &trie(), &b, &[]), &routers());
+    let label = |q: &Query| external_network(&explained(q, &trie(), &b, &[]), &routers());
     // Rule 1: the router MAC with a gateway beats the VM's fallback.
     let via = |peer: &str| Query {
         peer_mac: Some(mac(peer)),
@@ -559,7 +632,7 @@ fn the_external_network_follows_the_ledgers_rules_in_order() {
         }
     );
     // Only zone external carries a label, whatever the router.
-    let e = explain(&via(ROUTER), &trie(), &b, &[]);
+    let e = explained(&via(ROUTER), &trie(), &b, &[]);
     assert_eq!(e.zone, Zone::External);
     let internal = Query {
         remote: ip("10.0.9.9"),

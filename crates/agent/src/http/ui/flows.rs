@@ -23,7 +23,7 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     limit_form(&mut h, &form);
     let limit = match flows_limit(form.filled().as_deref()) {
         Ok(limit) => limit,
-        Err(e) => return bad_request(source, TITLE, PATH, &e.to_string(), h),
+        Err(e) => return bad_request(source, TITLE, PATH, &e, h),
     };
     let mut listing = source.flows(limit);
     listing.flows.truncate(limit);

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use hyper::{Request, StatusCode};
-use lachesis_planner::{Topology, TrieRow};
+use lachesis_planner::{RouterMac, Topology, TrieRow};
 
 use super::html::{Html, CODE, CODE_TD, P};
 use super::{bad_request, document, no_plan, tenant_cell, zone_badge, Form};
@@ -41,22 +41,13 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     }
     let query = match Query::parse(filled.as_deref()) {
         Ok(q) => q,
-        Err(e) => return bad_request(source, TITLE, PATH, &e.to_string(), h),
+        Err(e) => return bad_request(source, TITLE, PATH, &e, h),
     };
     let Some(plan) = plan else {
         return no_plan(source, TITLE, PATH);
     };
     let e = explain(&query, &plan.trie, &bindings, &plan.amphora_ips);
-    let external = external_network(&e, &plan.router_macs);
-    verdict(&mut h, &e, &external.label, &external.rule, topology);
-    steps(&mut h, &e, topology);
-    if !e.caveats.is_empty() {
-        h.raw("<h2>Assumed</h2><ul>");
-        for c in &e.caveats {
-            h.raw("<li>").text(c).raw("</li>");
-        }
-        h.raw("</ul>");
-    }
+    answer(&mut h, &e, &plan.router_macs, topology);
     h.raw("<p class=\"muted\">The same answer as JSON: ")
         .link(
             format_args!("/debug/lookup?{}", filled.unwrap_or_default()),
@@ -66,11 +57,34 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     document(source, StatusCode::OK, TITLE, PATH, h)
 }
 
+/// The answer's part of the page: the verdict with its external network
+/// (from the plan's `router_macs`), the steps, what was assumed.
+fn answer(h: &mut Html, e: &Explanation, router_macs: &[RouterMac], topology: Option<&Topology>) {
+    let external = external_network(e, router_macs);
+    verdict(h, e, &external.label, &external.rule, topology);
+    steps(h, e, topology);
+    if !e.caveats.is_empty() {
+        h.raw("<h2>Assumed</h2><ul>");
+        for c in &e.caveats {
+            h.raw("<li>").text(c).raw("</li>");
+        }
+        h.raw("</ul>");
+    }
+}
+
+/// What a browser shows of [`answer`] without a topology (ids for names).
+#[cfg(test)]
+pub(crate) fn answer_text(e: &Explanation, router_macs: &[RouterMac]) -> String {
+    let mut h = Html::new();
+    answer(&mut h, e, router_macs, None);
+    super::prose::visible_text(&h.into_string())
+}
+
 fn lookup_form(
     h: &mut Html,
     form: &Form,
     bindings: &[LiveBinding],
-    routers: &[lachesis_planner::RouterMac],
+    routers: &[RouterMac],
     topology: Option<&Topology>,
 ) {
     // Suggestions, no script: the browser offers them as the user types.
@@ -354,11 +368,12 @@ fn trie_step(
             zone_badge(h, r.zone);
             h.raw(".");
         }
+        // After the count's sentence, with no table between: a space.
         None if tenant == "*" => {
-            h.text("No row: miss (the global catch-all is missing).");
+            h.text(" No row: miss (the global catch-all is missing).");
         }
         None => {
-            h.text("No row: the global rows are consulted next.");
+            h.text(" No row: the global rows are consulted next.");
         }
     }
 }

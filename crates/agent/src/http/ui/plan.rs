@@ -13,7 +13,7 @@ use lachesis_planner::{AmphoraIp, Plan, RouterMac, Topology, TrieRow};
 
 use super::html::{Html, CODE_TD, P, TD};
 use super::{bad_request, document, named_cell, no_plan, tenant_cell, zone_badge, Form};
-use crate::http::params::{BadParam, Params};
+use crate::http::params::{BadParams, Params};
 use crate::http::reply::Reply;
 use crate::http::source::{DebugSource, LiveBinding};
 
@@ -38,13 +38,16 @@ pub(super) struct Filter {
 }
 
 impl Filter {
-    pub(super) fn parse(form: &Form) -> Result<Filter, BadParam> {
-        let p = Params::parse(form.filled().as_deref(), &["tenant", "mac", "address"])?;
-        Ok(Filter {
-            tenant: p.get("tenant").map(str::to_owned),
-            mac: p.optional("mac", MAC_FORM, |t| t.parse().ok())?,
-            address: p.optional("address", ADDRESS_FORM, |t| t.parse().ok())?,
-        })
+    pub(super) fn parse(form: &Form) -> Result<Filter, BadParams> {
+        let mut p = Params::parse(form.filled().as_deref(), &["tenant", "mac", "address"]);
+        let tenant = p.get("tenant").map(str::to_owned);
+        let mac = p.optional("mac", MAC_FORM, |t| t.parse().ok());
+        let address = p.optional("address", ADDRESS_FORM, |t| t.parse().ok());
+        p.finish(Some(Filter {
+            tenant,
+            mac,
+            address,
+        }))
     }
 
     /// Trie rows: the tenant's (or `*`'s); for a MAC the rows the kernel
@@ -129,7 +132,7 @@ pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
         Err(e) => {
             let mut h = Html::new();
             filter_form(&mut h, &plan, &bindings, topology, &form);
-            return bad_request(source, TITLE, PATH, &e.to_string(), h);
+            return bad_request(source, TITLE, PATH, &e, h);
         }
     };
     let mut h = Html::new();

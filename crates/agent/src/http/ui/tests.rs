@@ -374,7 +374,10 @@ fn get_with(routes: &DebugRoutes, uri: &str) -> (StatusCode, String) {
             "{uri}"
         );
     }
-    (status, body_text(r))
+    let body = body_text(r);
+    // Every page a test renders: no two sentences joined without a space.
+    prose::assert_sentences_apart(uri, &prose::visible_text(&body));
+    (status, body)
 }
 
 /// The page at `uri`, which must answer 200.
@@ -753,6 +756,70 @@ fn the_lookup_form_alone_and_with_bad_input() {
         assert!(body.contains(says), "{query}: {body}");
         assert!(body.contains("name=\"mac\""), "the form stays");
     }
+}
+
+/// The text of each item of a 400 page's list of bad parameters.
+fn bad_params(page: &str) -> Vec<String> {
+    element(page, "bad-params", "ul")
+        .split("<li>")
+        .skip(1)
+        .map(|item| item.split("</li>").next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_page_lists_every_bad_parameter_with_the_form_refilled() {
+    for (uri, problems) in [
+        (
+            format!("/debug/ui/lookup?mac=zz&direction=up&zone=1&peer={VM_B}&peer={VM_A}"),
+            &[
+                "parameter `zone`: unknown parameter",
+                "parameter `peer`: given twice",
+                "parameter `mac`: &quot;zz&quot; is not valid; expected a MAC address",
+                "parameter `ip`: missing; expected an IPv4 or IPv6 address",
+                "parameter `direction`: &quot;up&quot; is not valid",
+            ][..],
+        ),
+        (
+            "/debug/ui/plan?mac=nope&address=10.0.0.300&tennant=pa".to_owned(),
+            &[
+                "parameter `tennant`: unknown parameter",
+                "parameter `mac`: &quot;nope&quot; is not valid",
+                "parameter `address`: &quot;10.0.0.300&quot; is not valid",
+            ][..],
+        ),
+        (
+            "/debug/ui/topology?tenant=pa&tenant=pb&project=pa".to_owned(),
+            &[
+                "parameter `tenant`: given twice",
+                "parameter `project`: unknown parameter",
+            ][..],
+        ),
+        (
+            "/debug/ui/flows?limit=many&top=1".to_owned(),
+            &[
+                "parameter `top`: unknown parameter",
+                "parameter `limit`: &quot;many&quot; is not valid; expected an integer from 0 to 10000",
+            ][..],
+        ),
+    ] {
+        let (status, page) = get_with(&routes(), &uri);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}");
+        let listed = bad_params(&page);
+        assert_eq!(listed.len(), problems.len(), "{uri}: {listed:?}");
+        for (item, start) in listed.iter().zip(problems) {
+            assert!(item.starts_with(start), "{uri}: {item:?} is not {start:?}…");
+            assert!(item.contains("; expected "), "{uri}: {item:?}");
+        }
+    }
+    // The lookup form keeps what was typed, the bad values included.
+    let (_, page) = get_with(&routes(), "/debug/ui/lookup?mac=zz&ip=&direction=up");
+    assert!(
+        page.contains(
+            "name=\"mac\" list=\"vm-macs\" required placeholder=\"fa:16:3e:…\" value=\"zz\""
+        ),
+        "{page}"
+    );
 }
 
 #[test]

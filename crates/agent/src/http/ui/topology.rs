@@ -50,14 +50,15 @@ enum Choice {
 
 pub(super) fn page(source: &dyn DebugSource, req: &Request<Bytes>) -> Reply {
     let form = Form::new(req.uri().query());
-    let choice = match Params::parse(form.filled().as_deref(), &["tenant"]) {
-        Ok(p) => match p.get("tenant") {
-            None => Choice::ThisNode,
-            Some("*") => Choice::Every,
-            Some(t) => Choice::Tenant(t.to_owned()),
-        },
-        Err(e) => return bad_request(source, TITLE, PATH, &e.to_string(), Html::new()),
+    let p = Params::parse(form.filled().as_deref(), &["tenant"]);
+    let choice = match p.get("tenant") {
+        None => Choice::ThisNode,
+        Some("*") => Choice::Every,
+        Some(t) => Choice::Tenant(t.to_owned()),
     };
+    if let Err(e) = p.finish(Some(())) {
+        return bad_request(source, TITLE, PATH, &e, Html::new());
+    }
     let Some(topology) = source.topology() else {
         let mut h = Html::new();
         h.element(
