@@ -337,6 +337,7 @@ pub const KEYS: &[Key] = &[
         Value("24h"),
         Hot,
     ),
+    key("tunables.resync_spread", Kind::Duration, Value("30s"), Hot),
     key("log.level", Kind::Choice(LOG_LEVELS), Value("info"), Hot),
     key(
         "log.format",

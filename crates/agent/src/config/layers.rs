@@ -353,7 +353,7 @@ mod tests {
                  kick_debounce, ghost_grace, ghost_sweep_interval, state_flush_interval, \
                  pressure_high_watermark, pressure_low_watermark, pressure_max_evictions, \
                  unresolved_cap, unresolved_ttl, route_hop_limit, \
-                 port_series_retention)",
+                 port_series_retention, resync_spread)",
             ]
         );
     }

@@ -231,6 +231,9 @@ pub struct Tunables {
     /// port bound again continues it (docs/ledger.md, "Returning port
     /// series"); 0 ends it at the sweep.
     pub port_series_retention: Duration,
+    /// A notification gap's pass waits a random time up to this
+    /// (DESIGN §17): a broker restart must not make a fleet sync at once.
+    pub resync_spread: Duration,
 }
 
 impl Tunables {

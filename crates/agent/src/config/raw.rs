@@ -288,6 +288,9 @@ pub(crate) struct RawTunables {
     /// How long a swept port's series stays, flat, for the port to return.
     #[serde(default)]
     pub port_series_retention: Option<Scalar>,
+    /// The window a notification gap's pass is spread over.
+    #[serde(default)]
+    pub resync_spread: Option<Scalar>,
 }
 
 /// `log`.

@@ -122,6 +122,7 @@ impl Config {
                 unresolved_ttl: dur(t.unresolved_ttl),
                 route_hop_limit: int(t.route_hop_limit.into()),
                 port_series_retention: dur(t.port_series_retention),
+                resync_spread: dur(t.resync_spread),
             }),
             log: Some(RawLog {
                 level: s(self.log.level.as_str()),

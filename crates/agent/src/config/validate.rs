@@ -514,6 +514,15 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
+        "resync_spread",
+        Span {
+            min: Duration::ZERO,
+            below: "",
+            max: Duration::from_mins(10),
+            above: "a gap's pass waits up to this long, and changes missed in the gap reach the kernel only then",
+        },
+    ),
+    (
         "port_series_retention",
         Span {
             min: Duration::ZERO,
@@ -589,6 +598,7 @@ fn tunables(c: &mut Check, raw: &RawTunables) -> Option<Tunables> {
         "port_series_retention",
         raw.port_series_retention.as_ref(),
     );
+    let resync_spread = bounded(c, "resync_spread", raw.resync_spread.as_ref());
     let hop_limit = c.req(
         "tunables.route_hop_limit",
         raw.route_hop_limit.as_ref(),
@@ -609,6 +619,7 @@ fn tunables(c: &mut Check, raw: &RawTunables) -> Option<Tunables> {
         unresolved_ttl: unresolved_ttl?,
         route_hop_limit: hop_limit? as u32,
         port_series_retention: port_series_retention?,
+        resync_spread: resync_spread?,
     })
 }
 

@@ -817,6 +817,7 @@ fn start_tasks(
     let degraded = meta.degraded;
     let tap_ports = TapPorts::from_plan(&meta.plan);
     let reconcile_view = reconcile.clone();
+    // This agent's ticks at a phase of their own (DESIGN §17).
     let reconciler = Reconciler::new(
         Seams {
             source,
@@ -835,12 +836,13 @@ fn start_tasks(
         tunables.clone(),
         gate.waiter(),
         reconcile,
-    );
+    )
+    .with_tick_phase(fastrand::f64());
     follow_commits(&reconciler, degraded, daemon, cancel, tasks);
     let kicker = reconciler.kicker();
     handles
         .notifications
-        .spawn(&kicker, &gate.waiter(), cancel, tasks);
+        .spawn(&kicker, tunables, &gate.waiter(), cancel, tasks);
     reconciler
         .bindings()
         .try_lock()

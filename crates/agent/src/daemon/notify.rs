@@ -17,6 +17,7 @@ use super::{named, Tasks};
 use crate::boot::{BootWaiter, Phase};
 use crate::config::{
     Issue, KafkaSasl, KafkaSettings, NotificationSettings, RabbitMqSettings, SaslMechanism,
+    SharedTunables,
 };
 use crate::reconcile::Kicker;
 
@@ -56,11 +57,15 @@ impl Notifications {
     pub(super) fn spawn(
         self,
         kicker: &Kicker,
+        tunables: &Arc<SharedTunables>,
         waiter: &BootWaiter,
         cancel: &CancellationToken,
         tasks: &mut Tasks,
     ) {
-        let sink = Arc::new(KickSink(kicker.clone()));
+        let sink = Arc::new(KickSink {
+            kicker: kicker.clone(),
+            tunables: tunables.clone(),
+        });
         let m = &self.metrics;
         let consumers = [
             (
@@ -128,17 +133,24 @@ pub fn check_notifications(settings: &NotificationSettings) -> Vec<Issue> {
 }
 
 /// Kicks the reconciler for what the consumers report.
-struct KickSink(Kicker);
+struct KickSink {
+    kicker: Kicker,
+    tunables: Arc<SharedTunables>,
+}
 
 impl Sink for KickSink {
     fn decided(&self, _: Transport, decision: &Decision) {
         if decision.is_kick() {
-            self.0.kick();
+            self.kicker.kick();
         }
     }
 
+    /// Every agent of a fleet sees a broker come back at the same moment:
+    /// each covers the gap after its own random share of
+    /// `tunables.resync_spread` (DESIGN §17), not all in the same second.
     fn gap(&self, _: Transport, _: Gap) {
-        self.0.kick();
+        let spread = self.tunables.get().resync_spread;
+        self.kicker.kick_after(spread.mul_f64(fastrand::f64()));
     }
 }
 
@@ -182,6 +194,38 @@ fn sasl(s: &KafkaSasl) -> Sasl {
 mod tests {
     use super::*;
     use crate::config::Config;
+
+    #[test]
+    fn a_gap_is_covered_within_the_spread_and_at_once_without_one() {
+        let kicker = Kicker::new(crate::reconcile::ReconcileMetrics::default());
+        let mut tunables = Config::default().tunables;
+        tunables.resync_spread = std::time::Duration::from_secs(30);
+        let shared = Arc::new(SharedTunables::new(tunables));
+        let sink = KickSink {
+            kicker: kicker.clone(),
+            tunables: shared.clone(),
+        };
+        let mut delays = Vec::new();
+        for _ in 0..200 {
+            let before = tokio::time::Instant::now();
+            sink.gap(Transport::RabbitMq, Gap::Reconnected);
+            let due = kicker.deferred().expect("deferred");
+            delays.push(due - before);
+            kicker.take();
+        }
+        assert!(delays
+            .iter()
+            .all(|d| *d <= std::time::Duration::from_secs(30)));
+        // Spread, not one fixed delay: 200 draws fall on both halves.
+        let half = std::time::Duration::from_secs(15);
+        assert!(delays.iter().any(|d| *d < half) && delays.iter().any(|d| *d > half));
+        assert!(kicker.pending().is_none(), "a gap is no immediate kick");
+        tunables.resync_spread = std::time::Duration::ZERO;
+        shared.set(tunables);
+        let before = tokio::time::Instant::now();
+        sink.gap(Transport::Kafka, Gap::OffsetReset);
+        assert!(kicker.deferred().unwrap() - before < std::time::Duration::from_millis(100));
+    }
 
     fn parsed(yaml: &str) -> Config {
         Config::from_yaml(yaml).unwrap()

@@ -102,6 +102,8 @@ pub struct Reconciler<S, K, L> {
     kicker: Kicker,
     table: SharedTable,
     committed: watch::Sender<Arc<Committed>>,
+    /// Where this agent's ticks fall within an interval (schedule.rs).
+    tick_phase: f64,
 }
 
 impl<S, K, L> Reconciler<S, K, L>
@@ -133,7 +135,18 @@ where
             metrics,
             table: Arc::new(tokio::sync::Mutex::new(table)),
             committed: watch::Sender::new(Arc::new(initial.committed)),
+            tick_phase: 0.0,
         }
+    }
+
+    /// Puts this agent's ticks at `phase` (in [0, 1)) of each interval:
+    /// the daemon draws it at random, so a fleet's agents do not tick
+    /// together (DESIGN §17). 0 (the default) ticks one interval after
+    /// `state_restored`.
+    #[must_use]
+    pub fn with_tick_phase(mut self, phase: f64) -> Self {
+        self.tick_phase = phase;
+        self
     }
 
     /// Requests a pass (see [`Kicker::kick`]).
@@ -167,7 +180,8 @@ where
             () = cancel.cancelled() => return Ok(()),
             reached = self.boot.reached(Phase::StateRestored) => reached?,
         }
-        let mut next_tick = self.next_tick();
+        let origin = tokio::time::Instant::now();
+        let mut next_tick = self.next_tick(origin);
         loop {
             let kick_due = self
                 .kicker
@@ -178,6 +192,11 @@ where
                 () = cancel.cancelled() => return Ok(()),
                 () = tokio::time::sleep_until(next_tick) => Trigger::Tick,
                 () = sleep_until_some(kick_due) => Trigger::Kick,
+                // A deferred kick's time came: it waits like any kick.
+                () = sleep_until_some(self.kicker.deferred()) => {
+                    self.kicker.promote_deferred();
+                    continue;
+                }
                 // A new kick moves the quiet window: recompute.
                 () = self.kicker.kicked() => continue,
             };
@@ -186,13 +205,19 @@ where
             if self.pass_until(trigger, &cancel).await.is_none() {
                 return Ok(());
             }
-            next_tick = self.next_tick();
+            next_tick = self.next_tick(origin);
         }
     }
 
-    /// One `reconcile_interval` from now, read at each scheduling.
-    fn next_tick(&self) -> tokio::time::Instant {
-        tokio::time::Instant::now() + self.tunables.get().reconcile_interval
+    /// The tick after a pass ending now, on this agent's grid from
+    /// `origin`; the interval is read at each scheduling.
+    fn next_tick(&self, origin: tokio::time::Instant) -> tokio::time::Instant {
+        schedule::next_tick(
+            origin,
+            self.tick_phase,
+            self.tunables.get().reconcile_interval,
+            tokio::time::Instant::now(),
+        )
     }
 
     /// Runs one pass now (boot's first sync after a degraded start, tests,

@@ -442,6 +442,14 @@ pub(super) const CASES: &[Case] = &[
         )],
     },
     Case {
+        path: "tunables.resync_spread",
+        valid: &[("0s", "0s"), ("30s", "30s"), ("10m", "10m")],
+        invalid: &[(
+            "11m",
+            &["tunables.resync_spread: 11m is above 10m (a gap's pass waits up to this long, and changes missed in the gap reach the kernel only then); expected 0s to 10m"],
+        )],
+    },
+    Case {
         path: "log.level",
         valid: &[("debug", "debug"), ("error", "error")],
         invalid: &[(
@@ -522,7 +530,7 @@ fn unknown_keys_are_refused_at_every_depth() {
           reconcile_interval, kick_debounce, ghost_grace, ghost_sweep_interval, \
           state_flush_interval, pressure_high_watermark, pressure_low_watermark, \
           pressure_max_evictions, unresolved_cap, unresolved_ttl, route_hop_limit, \
-          port_series_retention"
+          port_series_retention, resync_spread"
         ]
     );
 }

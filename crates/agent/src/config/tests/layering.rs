@@ -103,7 +103,7 @@ fn layer_errors_name_the_variable_or_flag_and_are_all_reported() {
              kick_debounce, ghost_grace, ghost_sweep_interval, state_flush_interval, \
              pressure_high_watermark, pressure_low_watermark, pressure_max_evictions, \
              unresolved_cap, unresolved_ttl, route_hop_limit, \
-                 port_series_retention)",
+                 port_series_retention, resync_spread)",
             "--set nonsense: expected KEY=VALUE, e.g. --set tunables.scrape_interval=5s",
             "tunables.kick_debounce: 9s is above 5s (the reconciler caps the debounce there); \
              expected 0s to 5s (set by LACHESIS_TUNABLES__KICK_DEBOUNCE)",

@@ -257,3 +257,79 @@ async fn cancelling_stops_the_reconciler_even_during_a_sync() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_gap_kick_waits_its_share_of_the_spread_and_an_earlier_pass_covers_it() {
+    let mut r = started();
+    // A gap 30 s out (the daemon draws it within tunables.resync_spread):
+    // due then, and debounced like any kick from there (1 s).
+    r.kicker.kick_after(Duration::from_secs(30));
+    assert_eq!(r.passes_at(30.9).await, 0, "not before its time");
+    assert_eq!(r.passes_at(31.1).await, 1);
+    assert_eq!(r.passes_at(59.0).await, 1, "nothing else waits");
+
+    // A second gap, then an ordinary kick before it is due: that kick's
+    // pass covers the gap, which adds no pass of its own.
+    r.kicker.kick_after(Duration::from_secs(20)); // due at 79 s
+    tokio::time::sleep_until(r.t0 + Duration::from_secs(65)).await;
+    r.kicker.kick();
+    assert_eq!(r.passes_at(66.1).await, 2);
+    assert_eq!(r.passes_at(85.0).await, 2, "the gap was covered at 66 s");
+    // Two gaps: the earlier stands.
+    r.kicker.kick_after(Duration::from_secs(10));
+    r.kicker.kick_after(Duration::from_secs(3));
+    assert_eq!(r.passes_at(88.9).await, 2);
+    assert_eq!(r.passes_at(89.1).await, 3, "due at 88 s, debounced to 89 s");
+    assert_eq!(r.passes_at(120.0).await, 3);
+    r.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_fall_at_the_agents_own_phase_and_not_behind_a_kick() {
+    let rig = Rig::new(&base());
+    let mut t = rig.tunables.get();
+    t.reconcile_interval = Duration::from_secs(100);
+    rig.tunables.set(t);
+    rig.restore();
+    let Rig {
+        source,
+        tunables,
+        gate,
+        registry,
+        reconciler,
+        ..
+    } = rig;
+    let reconciler = reconciler.with_tick_phase(0.7);
+    let kicker = reconciler.kicker();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(reconciler.run(cancel.clone()));
+    let mut r = Running {
+        source,
+        tunables,
+        gate,
+        registry,
+        kicker,
+        cancel,
+        task,
+        t0: Instant::now(),
+    };
+    // Ticks at 70 s past each 100 s from state_restored.
+    assert_eq!(r.passes_at(69.9).await, 0);
+    assert_eq!(r.passes_at(70.1).await, 1);
+    assert_eq!(r.passes_at(170.1).await, 2);
+    // A kick at 200 s passes at 201 s; the tick at 270 s is more than half
+    // an interval later and stays; one at 250 s would not have.
+    tokio::time::sleep_until(r.t0 + Duration::from_secs(200)).await;
+    r.kicker.kick();
+    assert_eq!(r.passes_at(201.1).await, 3);
+    assert_eq!(r.passes_at(269.9).await, 3);
+    assert_eq!(r.passes_at(270.1).await, 4);
+    // A kick at 340 s (pass at 341 s): the tick at 370 s would follow it
+    // within half an interval, so the next is 470 s.
+    tokio::time::sleep_until(r.t0 + Duration::from_secs(340)).await;
+    r.kicker.kick();
+    assert_eq!(r.passes_at(341.1).await, 5);
+    assert_eq!(r.passes_at(469.9).await, 5);
+    assert_eq!(r.passes_at(470.1).await, 6);
+    r.stop().await;
+}
