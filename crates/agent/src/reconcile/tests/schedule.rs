@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::fakes::FakeSource;
 use super::super::Kicker;
-use super::{base, Rig};
+use super::{base, Rig, TestReconciler};
 use crate::boot::{BootFailed, BootGate, Phase};
 use crate::config::SharedTunables;
 
@@ -29,6 +29,11 @@ struct Running {
 
 impl Running {
     fn start(rig: Rig) -> Running {
+        Running::start_with(rig, |r| r)
+    }
+
+    /// [`Running::start`] with `adjust` applied to the reconciler first.
+    fn start_with(rig: Rig, adjust: impl FnOnce(TestReconciler) -> TestReconciler) -> Running {
         let Rig {
             source,
             tunables,
@@ -37,6 +42,7 @@ impl Running {
             reconciler,
             ..
         } = rig;
+        let reconciler = adjust(reconciler);
         let kicker = reconciler.kicker();
         let cancel = CancellationToken::new();
         let task = tokio::spawn(reconciler.run(cancel.clone()));
@@ -291,28 +297,7 @@ async fn ticks_fall_at_the_agents_own_phase_and_not_behind_a_kick() {
     t.reconcile_interval = Duration::from_secs(100);
     rig.tunables.set(t);
     rig.restore();
-    let Rig {
-        source,
-        tunables,
-        gate,
-        registry,
-        reconciler,
-        ..
-    } = rig;
-    let reconciler = reconciler.with_tick_phase(0.7);
-    let kicker = reconciler.kicker();
-    let cancel = CancellationToken::new();
-    let task = tokio::spawn(reconciler.run(cancel.clone()));
-    let mut r = Running {
-        source,
-        tunables,
-        gate,
-        registry,
-        kicker,
-        cancel,
-        task,
-        t0: Instant::now(),
-    };
+    let mut r = Running::start_with(rig, |r| r.with_tick_phase(0.7));
     // Ticks at 70 s past each 100 s from state_restored.
     assert_eq!(r.passes_at(69.9).await, 0);
     assert_eq!(r.passes_at(70.1).await, 1);
