@@ -69,6 +69,7 @@ pub struct NotifyMetrics {
     errors: Family<Two, Counter>,
     connected: Family<One, Gauge>,
     lag: Family<Lag, Gauge>,
+    failovers: Family<One, Counter>,
 }
 
 impl NotifyMetrics {
@@ -104,6 +105,15 @@ impl NotifyMetrics {
             "1 while the consumer is connected and subscribed",
             m.connected.clone(),
         );
+        if transports.contains(&Transport::RabbitMq) {
+            registry.register(
+                "lachesis_notifications_failovers",
+                "RabbitMQ: subscriptions made on another host of the URL than the previous one (at start: than the first)",
+                m.failovers.clone(),
+            );
+            let l = label(Transport::RabbitMq);
+            let _ = m.failovers.get_or_create(&l);
+        }
         if kafka_topic.is_some() {
             registry.register(
                 "lachesis_notifications_lag_messages",
@@ -206,6 +216,11 @@ impl TransportMetrics {
             .set(i64::from(up));
     }
 
+    /// RabbitMQ: subscribed on another host than the previous subscription.
+    pub fn failover(&self) {
+        self.count(&self.families.failovers);
+    }
+
     /// Kafka: messages behind the high watermark on `topic`.
     pub fn lag(&self, topic: &str, messages: i64) {
         self.families
@@ -216,7 +231,7 @@ impl TransportMetrics {
 
     /// The current values, for tests and logs: received, decoded,
     /// ignored, kicked, gap kicks, decode errors, transport errors,
-    /// connected.
+    /// connected; RabbitMQ's failovers.
     #[must_use]
     pub fn snapshot(&self) -> Snapshot {
         let l = label(self.transport);
@@ -237,6 +252,7 @@ impl TransportMetrics {
             decode_errors: e(ErrorKind::Decode),
             transport_errors: e(ErrorKind::Transport),
             connected: f.connected.get(&l).is_some_and(|g| g.get() == 1),
+            failovers: c(&f.failovers),
         }
     }
 
@@ -269,6 +285,8 @@ pub struct Snapshot {
     pub transport_errors: u64,
     /// `lachesis_notifications_connected` is 1.
     pub connected: bool,
+    /// `lachesis_notifications_failovers_total` (RabbitMQ).
+    pub failovers: u64,
 }
 
 #[cfg(test)]
@@ -291,7 +309,7 @@ mod tests {
             Some("notifications.info"),
         );
         let rendered = catalogue::rendered(&render(&registry), "notify");
-        assert_eq!(rendered.len(), 8, "{rendered:?}");
+        assert_eq!(rendered.len(), 9, "{rendered:?}");
         catalogue::assert_documented(&rendered);
     }
 
@@ -309,6 +327,7 @@ mod tests {
             "lachesis_notifications_errors_total{transport=\"rabbitmq\",kind=\"decode\"} 0"
         ));
         assert!(!text.contains("kafka"), "{text}");
+        assert!(text.contains("lachesis_notifications_failovers_total{transport=\"rabbitmq\"} 0"));
         let r = m.transport(Transport::RabbitMq);
         r.received();
         r.decided(&Decision::Kick {
@@ -319,5 +338,8 @@ mod tests {
         let s = r.snapshot();
         assert_eq!((s.received, s.decoded, s.kicked, s.ignored), (1, 1, 1, 0));
         assert!(s.connected);
+        assert_eq!(s.failovers, 0);
+        r.failover();
+        assert_eq!(r.snapshot().failovers, 1);
     }
 }

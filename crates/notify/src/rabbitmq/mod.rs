@@ -8,11 +8,20 @@
 //! durable as configured): a declaration that differs is refused by the
 //! broker, so durability is a setting. Deliveries are acknowledged after
 //! they are handled. On any failure the connection is dropped (the broker
-//! deletes the queue) and rebuilt with backoff; as events published
-//! meanwhile are lost, every reconnection is a gap kick.
+//! deletes the queue) and rebuilt; as events published meanwhile are lost,
+//! every reconnection is a gap kick.
+//!
+//! The URL may list several nodes of a cluster ([`url`]). A round tries
+//! them in turn, from the one after the host whose connection dropped (it
+//! is the likeliest to be still down, and a black-holed host would cost a
+//! whole attempt timeout at every failover); a round in which none
+//! subscribes is followed by the backoff.
+
+pub mod url;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use lapin::options::{
@@ -28,6 +37,7 @@ use tracing::{info, warn};
 use crate::metrics::{ErrorKind, TransportMetrics};
 use crate::tls::{ca_pem_text, SetupError};
 use crate::{backoff, gap, handle, Gap, Sink};
+pub use url::{BrokerHost, RabbitUrl, UrlError, REDACTED};
 
 /// The routing key OpenStack services publish `INFO` notifications with.
 pub const ROUTING_KEY: &str = "notifications.info";
@@ -35,24 +45,29 @@ pub const ROUTING_KEY: &str = "notifications.info";
 /// Unacknowledged deliveries in flight at once.
 const PREFETCH: u16 = 64;
 
+/// How long one host has to accept the connection and the subscription.
+/// Without it a host that drops packets would hold the failover for the
+/// kernel's TCP connect timeout (minutes): lapin's own timeout applies only
+/// to its blocking connect.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `notifications.rabbitmq.*`.
 #[derive(Clone)]
 pub struct RabbitMqConfig {
-    /// `amqp://user:password@host:port/vhost` or `amqps://…`. Never shown
-    /// with its password.
-    pub url: String,
+    /// The brokers; shown without passwords.
+    pub url: RabbitUrl,
     /// Exchanges to bind to.
     pub exchanges: Vec<String>,
     /// Whether the deployment declares those exchanges durable.
     pub durable: bool,
-    /// CA bundle for `amqps://`; `None`: the system roots.
+    /// CA bundle for TLS; `None`: the system roots.
     pub ca_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for RabbitMqConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RabbitMqConfig")
-            .field("url", &redact(&self.url))
+            .field("url", &self.url)
             .field("exchanges", &self.exchanges)
             .field("durable", &self.durable)
             .field("ca_file", &self.ca_file)
@@ -60,27 +75,23 @@ impl fmt::Debug for RabbitMqConfig {
     }
 }
 
-/// The URL without its credentials, for logs.
-fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-            format!("{scheme}://{host}")
-        }
-        None => "(unparsable URL)".to_owned(),
-    }
-}
-
-/// Why one connection attempt or subscription ended.
+/// Why one connection attempt or subscription ended. Hosts are named
+/// `host:port`, never with credentials.
 #[derive(Debug, thiserror::Error)]
 pub enum RabbitError {
-    /// Connecting or opening the channel failed.
-    #[error("connecting to {url}: {source}")]
+    /// Connecting, logging in, opening the vhost or the channel failed.
+    #[error("connecting to {host}: {source}")]
     Connect {
-        /// The broker, without credentials.
-        url: String,
+        /// The broker.
+        host: String,
         /// lapin's error.
         source: lapin::Error,
+    },
+    /// The host did not connect and subscribe within [`ATTEMPT_TIMEOUT`].
+    #[error("{host} did not accept the connection and subscription within {ATTEMPT_TIMEOUT:?}")]
+    TimedOut {
+        /// The broker.
+        host: String,
     },
     /// The exchange declaration was refused: usually `PRECONDITION_FAILED`,
     /// an exchange that exists with other parameters.
@@ -128,6 +139,18 @@ pub struct Subscription {
     pub queue: String,
 }
 
+/// How a round over the hosts ended.
+enum Round {
+    /// Subscribed on `host` (an index), after `skipped` failed.
+    Subscribed {
+        host: usize,
+        sub: Box<Subscription>,
+        skipped: Vec<(usize, RabbitError)>,
+    },
+    /// Every host failed, each for its reason.
+    Failed(Vec<(usize, RabbitError)>),
+}
+
 impl RabbitMqConsumer {
     /// Reads the CA file, if any.
     ///
@@ -150,39 +173,55 @@ impl RabbitMqConsumer {
         })
     }
 
-    /// Consumes until `cancel`, reconnecting with backoff (1 s … 30 s);
-    /// every reconnection after the first connection is a gap kick.
+    /// Consumes until `cancel`. Each round tries every host once; after a
+    /// round in which none subscribed, and after a subscription that
+    /// ended, it waits the backoff (1 s … 30 s: a connection that drops as
+    /// soon as it is made cannot spin). Every subscription after the first
+    /// is a gap kick.
     pub async fn run(&self, sink: &dyn Sink, cancel: CancellationToken) {
-        let url = redact(&self.config.url);
+        let hosts = self.config.url.hosts();
+        let mut next = 0;
+        let mut previous: Option<usize> = None;
         let mut failures = 0u32;
-        let mut connected_before = false;
         loop {
-            let attempt = tokio::select! {
+            let round = tokio::select! {
                 () = cancel.cancelled() => return,
-                s = self.subscribe() => s,
+                round = self.round(next) => round,
             };
-            let ended = match attempt {
-                Ok(sub) => {
+            match round {
+                Round::Subscribed { host, sub, skipped } => {
                     self.metrics.connected(true);
-                    info!(broker = url, queue = sub.queue, exchanges = ?self.config.exchanges, "RabbitMQ consumer subscribed");
-                    if connected_before {
+                    // At start the first host is where it should be.
+                    if previous.map_or(host != 0, |p| p != host) {
+                        self.metrics.failover();
+                    }
+                    if skipped.is_empty() {
+                        info!(broker = %hosts[host], queue = sub.queue, exchanges = ?self.config.exchanges,
+                            "RabbitMQ consumer subscribed");
+                    } else {
+                        warn!(broker = %hosts[host], queue = sub.queue, failed = %self.describe(&skipped),
+                            "RabbitMQ consumer subscribed on another host: the ones before it failed");
+                    }
+                    if previous.is_some() {
                         gap(&self.metrics, sink, Gap::Reconnected);
                     }
-                    connected_before = true;
+                    previous = Some(host);
                     failures = 0;
-                    let ended = self.consume(sub, sink, &cancel).await;
+                    let ended = self.consume(*sub, sink, &cancel).await;
                     self.metrics.connected(false);
-                    match ended {
-                        None => return,
-                        Some(e) => e,
-                    }
+                    let Some(e) = ended else { return };
+                    self.metrics.error(ErrorKind::Transport);
+                    next = (host + 1) % hosts.len();
+                    warn!(broker = %hosts[host], error = %e, next = %hosts[next],
+                        "RabbitMQ consumer lost its subscription");
                 }
-                Err(e) => e,
-            };
-            self.metrics.error(ErrorKind::Transport);
+                Round::Failed(errors) => {
+                    warn!(failed = %self.describe(&errors), retry_in = ?backoff(failures),
+                        "RabbitMQ consumer could not subscribe on any host");
+                }
+            }
             let wait = backoff(failures);
             failures = failures.saturating_add(1);
-            warn!(broker = url, error = %ended, retry_in = ?wait, "RabbitMQ consumer disconnected");
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
@@ -190,20 +229,62 @@ impl RabbitMqConsumer {
         }
     }
 
-    /// Connects, declares the exchanges and our queue, binds and starts
-    /// consuming (manual acks).
+    /// Each host once, from `first`, until one subscribes. Every failed
+    /// attempt is counted as it happens.
+    async fn round(&self, first: usize) -> Round {
+        let n = self.config.url.hosts().len();
+        let mut failed = Vec::new();
+        for i in (0..n).map(|k| (first + k) % n) {
+            let host = &self.config.url.hosts()[i];
+            let attempt = tokio::time::timeout(ATTEMPT_TIMEOUT, self.subscribe(i)).await;
+            match attempt.unwrap_or_else(|_| {
+                Err(RabbitError::TimedOut {
+                    host: host.to_string(),
+                })
+            }) {
+                Ok(sub) => {
+                    return Round::Subscribed {
+                        host: i,
+                        sub: Box::new(sub),
+                        skipped: failed,
+                    }
+                }
+                Err(e) => {
+                    self.metrics.error(ErrorKind::Transport);
+                    failed.push((i, e));
+                }
+            }
+        }
+        Round::Failed(failed)
+    }
+
+    /// `host:port: error; …` for a log line.
+    fn describe(&self, errors: &[(usize, RabbitError)]) -> String {
+        let hosts = self.config.url.hosts();
+        errors
+            .iter()
+            .map(|(i, e)| format!("{}: {e}", hosts[*i]))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Connects to host `host` (an index of the URL's hosts), declares the
+    /// exchanges and our queue, binds and starts consuming (manual acks).
     ///
     /// # Errors
     /// Any step failed ([`RabbitError`] names it).
-    pub async fn subscribe(&self) -> Result<Subscription, RabbitError> {
-        let url = redact(&self.config.url);
+    ///
+    /// # Panics
+    /// `host` is not an index of the URL's hosts.
+    pub async fn subscribe(&self, host: usize) -> Result<Subscription, RabbitError> {
+        let broker = &self.config.url.hosts()[host];
         let connect = |source| RabbitError::Connect {
-            url: url.clone(),
+            host: broker.to_string(),
             source,
         };
         let connection = DefaultConnectionBuilder::new()
             .map_err(connect)?
-            .with_uri_str(self.config.url.clone())
+            .with_uri(self.config.url.amqp_uri(broker))
             .with_properties(ConnectionProperties::default())
             .with_tls_config(self.tls.clone())
             .connect()
@@ -305,31 +386,50 @@ impl RabbitMqConsumer {
 mod tests {
     use super::*;
 
-    #[test]
-    fn credentials_never_reach_a_log_line() {
-        assert_eq!(
-            redact("amqp://user:s3cret@rabbit:5672/%2f"),
-            "amqp://rabbit:5672/%2f"
-        );
-        assert_eq!(redact("amqps://h:5671/"), "amqps://h:5671/");
-        let c = RabbitMqConfig {
-            url: "amqp://u:s3cret@h/".into(),
+    fn config(url: &str) -> RabbitMqConfig {
+        RabbitMqConfig {
+            url: RabbitUrl::parse(url).unwrap(),
             exchanges: vec!["neutron".into()],
             durable: false,
             ca_file: None,
-        };
+        }
+    }
+
+    #[test]
+    fn credentials_never_reach_a_log_line() {
+        let c = config("rabbit://u:s3cret@h1:5672,u:s3cret@h2:5673/");
         assert!(!format!("{c:?}").contains("s3cret"));
+        let m = crate::NotifyMetrics::default().transport(crate::Transport::RabbitMq);
+        let consumer = RabbitMqConsumer::new(c, m).unwrap();
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let line = consumer.describe(&[
+            (
+                0,
+                RabbitError::Connect {
+                    host: "h1:5672".into(),
+                    source: refused.into(),
+                },
+            ),
+            (
+                1,
+                RabbitError::TimedOut {
+                    host: "h2:5673".into(),
+                },
+            ),
+        ]);
+        assert!(
+            line.starts_with("h1:5672: connecting to h1:5672: IO error"),
+            "{line}"
+        );
+        assert!(line.contains("; h2:5673: h2:5673 did not accept"), "{line}");
+        assert!(!line.contains("s3cret"), "{line}");
     }
 
     #[test]
     fn no_exchange_or_a_bad_ca_file_is_refused_at_start() {
         let m = crate::NotifyMetrics::default().transport(crate::Transport::RabbitMq);
-        let mut c = RabbitMqConfig {
-            url: "amqps://h/".into(),
-            exchanges: Vec::new(),
-            durable: false,
-            ca_file: None,
-        };
+        let mut c = config("amqps://h/");
+        c.exchanges = Vec::new();
         assert!(RabbitMqConsumer::new(c.clone(), m.clone()).is_err());
         c.exchanges = vec!["neutron".into()];
         c.ca_file = Some("/nonexistent/ca.pem".into());
