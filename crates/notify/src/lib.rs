@@ -23,7 +23,9 @@ use std::time::Duration;
 
 pub use decode::{classify, decide, Decision, DecodeError, Ignored, Notification, Rule};
 pub use kafka::{KafkaConfig, KafkaConsumer, KafkaError, KafkaTlsFiles, Sasl, SaslMechanism};
-pub use metrics::{ErrorKind, NotifyMetrics, Snapshot, Transport, TransportMetrics};
+pub use metrics::{
+    ErrorKind, NotifyMetrics, Snapshot, SubscribeFailure, Transport, TransportMetrics,
+};
 pub use rabbitmq::{
     BrokerHost, RabbitError, RabbitMqConfig, RabbitMqConsumer, RabbitUrl, UrlError, REDACTED,
 };

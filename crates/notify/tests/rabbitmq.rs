@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::{decisions, kinds, nothing_more, spawn, wait_until, Recorder, Seen};
 use lachesis_lab::services::{RABBITMQ2_PORT, RABBITMQ_PORT};
 use lachesis_notify::{
-    Gap, NotifyMetrics, RabbitError, RabbitMqConfig, RabbitMqConsumer, RabbitUrl, Transport,
-    TransportMetrics,
+    Gap, NotifyMetrics, RabbitError, RabbitMqConfig, RabbitMqConsumer, RabbitUrl, SubscribeFailure,
+    Transport, TransportMetrics,
 };
 use lapin::options::{BasicPublishOptions, ExchangeDeclareOptions};
 use lapin::types::FieldTable;
@@ -258,6 +258,7 @@ async fn a_durability_mismatch_is_refused_by_the_broker_and_named() {
     let wrong = RabbitMqConsumer::new(config(&[exchange.as_str()], false), m.clone()).unwrap();
     let e = wrong.subscribe(0).await.unwrap_err();
     assert!(matches!(e, RabbitError::Declare { .. }), "{e:?}");
+    assert_eq!(e.failure(), SubscribeFailure::Declare);
     let text = e.to_string();
     assert!(
         text.contains("PRECONDITION_FAILED") && text.contains("notifications.rabbitmq.durable"),
@@ -268,9 +269,14 @@ async fn a_durability_mismatch_is_refused_by_the_broker_and_named() {
     let c = cancel.clone();
     let (sink, _rx) = Recorder::new();
     let _task = spawn(async move { wrong.run(&sink, c).await });
-    wait_until("the refusal counted", Duration::from_secs(10), || {
-        m.snapshot().transport_errors >= 1
-    })
+    wait_until(
+        "the refusal counted and shown",
+        Duration::from_secs(10),
+        || {
+            let now = m.snapshot();
+            now.transport_errors >= 1 && now.failing == Some(SubscribeFailure::Declare)
+        },
+    )
     .await;
     assert!(!m.snapshot().connected);
     cancel.cancel();
@@ -316,7 +322,7 @@ async fn a_url_ending_in_a_slash_reads_the_default_vhost() {
         let got = decisions(rx, want.len(), Duration::from_secs(10)).await;
         assert_eq!(kinds(&got), want);
         let s = m.snapshot();
-        assert_eq!((s.failovers, s.transport_errors), (0, 0));
+        assert_eq!((s.failovers, s.failing, s.transport_errors), (0, None, 0));
     }
 }
 
@@ -367,6 +373,7 @@ async fn a_stopped_broker_of_the_url_does_not_stop_notifications() {
         want,
         "received through the second broker"
     );
+    assert_eq!(m.snapshot().failing, None, "one host was enough");
 
     // The first comes back; the consumer stays where it reads until that
     // host fails, then goes back.
@@ -377,7 +384,7 @@ async fn a_stopped_broker_of_the_url_does_not_stop_notifications() {
     let got = decisions(&mut rx, 1, Duration::from_secs(10)).await;
     assert_eq!(kinds(&got), want, "received through the first broker again");
     let s = m.snapshot();
-    assert_eq!(s.gap_kicks, 2);
+    assert_eq!((s.gap_kicks, s.failing), (2, None));
 }
 
 /// Waits until the consumer has failed over `n` times and is subscribed.
@@ -391,4 +398,47 @@ async fn subscribed_after_failovers(m: &TransportMetrics, n: u64, where_to: &str
         },
     )
     .await;
+}
+
+/// A consumer that cannot subscribe says why on the gauge, within seconds:
+/// a refused password, a vhost that does not exist, every host down; a
+/// round that met several reasons shows the most telling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_consumer_that_cannot_subscribe_shows_why() {
+    common::logs();
+    let _broker = lachesis_lab::Services::rabbitmq();
+    let p = RABBITMQ_PORT;
+    let cases = [
+        (
+            format!("rabbit://guest:wrong@127.0.0.1:{p}/"),
+            SubscribeFailure::Auth,
+        ),
+        (
+            format!("rabbit://guest:guest@127.0.0.1:{p}/no-such-vhost"),
+            SubscribeFailure::Vhost,
+        ),
+        // Port 1: nothing listens there.
+        (
+            "rabbit://guest:guest@127.0.0.1:1/".to_owned(),
+            SubscribeFailure::Unreachable,
+        ),
+        (
+            format!("rabbit://guest:guest@127.0.0.1:1,guest:wrong@127.0.0.1:{p}/"),
+            SubscribeFailure::Auth,
+        ),
+    ];
+    let agents: Vec<_> = cases
+        .iter()
+        .map(|(url, want)| (start(url), *want))
+        .collect();
+    for ((m, _, _, _), want) in &agents {
+        wait_until(
+            &format!("subscribe_failing{{reason={}}} at 1", want.as_str()),
+            Duration::from_secs(10),
+            || m.snapshot().failing == Some(*want),
+        )
+        .await;
+        let s = m.snapshot();
+        assert!(!s.connected && s.transport_errors >= 1, "{s:?}");
+    }
 }

@@ -15,8 +15,11 @@
 //! them in turn, from the one after the host whose connection dropped (it
 //! is the likeliest to be still down, and a black-holed host would cost a
 //! whole attempt timeout at every failover); a round in which none
-//! subscribes is followed by the backoff.
+//! subscribes is followed by the backoff. A consumer that cannot subscribe
+//! says why on `lachesis_notifications_subscribe_failing{reason}` and in
+//! one error line per change ([`outage`]).
 
+mod outage;
 pub mod url;
 
 use std::fmt;
@@ -28,15 +31,18 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicQosOptions, ExchangeDeclareOptions,
     QueueBindOptions, QueueDeclareOptions,
 };
+use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::tcp::OwnedTLSConfig;
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties, DefaultConnectionBuilder, ExchangeKind};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, error, info, warn};
 
-use crate::metrics::{ErrorKind, TransportMetrics};
+use crate::metrics::{ErrorKind, SubscribeFailure, TransportMetrics};
 use crate::tls::{ca_pem_text, SetupError};
 use crate::{backoff, gap, handle, Gap, Sink};
+use outage::{OutageLog, Said};
 pub use url::{BrokerHost, RabbitUrl, UrlError, REDACTED};
 
 /// The routing key OpenStack services publish `INFO` notifications with.
@@ -121,6 +127,38 @@ pub enum RabbitError {
     Closed,
 }
 
+impl RabbitError {
+    /// What a failed subscription tells the operator (`reason` label).
+    #[must_use]
+    pub fn failure(&self) -> SubscribeFailure {
+        let refused = |e: &lapin::Error| match e.kind() {
+            lapin::ErrorKind::ProtocolError(_) => SubscribeFailure::Declare,
+            _ => SubscribeFailure::Unreachable,
+        };
+        match self {
+            RabbitError::Connect { source, .. } => match source.kind() {
+                // RabbitMQ closes the connection with ACCESS_REFUSED (403)
+                // for a refused login (lapin asks for that with the
+                // authentication_failure_close capability) and with
+                // NOT_ALLOWED (530) for a vhost that does not exist or is
+                // not the user's.
+                lapin::ErrorKind::ProtocolError(e) => match e.kind() {
+                    AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED) => SubscribeFailure::Auth,
+                    AMQPErrorKind::Hard(AMQPHardError::NOTALLOWED) => SubscribeFailure::Vhost,
+                    _ => SubscribeFailure::Unreachable,
+                },
+                _ => SubscribeFailure::Unreachable,
+            },
+            RabbitError::Declare { source, .. } | RabbitError::Subscribe { source, .. } => {
+                refused(source)
+            }
+            RabbitError::TimedOut { .. } | RabbitError::Consume(_) | RabbitError::Closed => {
+                SubscribeFailure::Unreachable
+            }
+        }
+    }
+}
+
 /// A consumer, built once from its configuration.
 #[derive(Debug)]
 pub struct RabbitMqConsumer {
@@ -183,6 +221,7 @@ impl RabbitMqConsumer {
         let mut next = 0;
         let mut previous: Option<usize> = None;
         let mut failures = 0u32;
+        let mut outage = OutageLog::default();
         loop {
             let round = tokio::select! {
                 () = cancel.cancelled() => return,
@@ -191,6 +230,13 @@ impl RabbitMqConsumer {
             match round {
                 Round::Subscribed { host, sub, skipped } => {
                     self.metrics.connected(true);
+                    self.metrics.subscribe_failing(None);
+                    if let Some(Said::Recovered { rounds, down_for }) =
+                        outage.subscribed(Instant::now())
+                    {
+                        info!(broker = %hosts[host], failed_rounds = rounds, down_for = ?down_for,
+                            "RabbitMQ consumer can subscribe again");
+                    }
                     // At start the first host is where it should be.
                     if previous.map_or(host != 0, |p| p != host) {
                         self.metrics.failover();
@@ -216,8 +262,30 @@ impl RabbitMqConsumer {
                         "RabbitMQ consumer lost its subscription");
                 }
                 Round::Failed(errors) => {
-                    warn!(failed = %self.describe(&errors), retry_in = ?backoff(failures),
-                        "RabbitMQ consumer could not subscribe on any host");
+                    let reason = errors
+                        .iter()
+                        .map(|(_, e)| e.failure())
+                        .max()
+                        .unwrap_or(SubscribeFailure::Unreachable);
+                    self.metrics.subscribe_failing(Some(reason));
+                    let failed = self.describe(&errors);
+                    let (r, hint) = (reason.as_str(), reason.hint());
+                    match outage.round_failed(reason, Instant::now()) {
+                        Some(Said::Started) => {
+                            error!(reason = r, failed = %failed, hint, "RabbitMQ consumer cannot subscribe");
+                        }
+                        Some(Said::Changed { from }) => {
+                            error!(reason = r, was = from.as_str(), failed = %failed, hint,
+                                "RabbitMQ consumer cannot subscribe, for another reason");
+                        }
+                        Some(Said::Still { rounds, down_for }) => {
+                            error!(reason = r, failed_rounds = rounds, down_for = ?down_for, failed = %failed, hint,
+                                "RabbitMQ consumer still cannot subscribe");
+                        }
+                        Some(Said::Recovered { .. }) | None => {
+                            debug!(reason = r, failed = %failed, "RabbitMQ consumer cannot subscribe");
+                        }
+                    }
                 }
             }
             let wait = backoff(failures);
@@ -385,6 +453,7 @@ impl RabbitMqConsumer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lapin::protocol::AMQPError;
 
     fn config(url: &str) -> RabbitMqConfig {
         RabbitMqConfig {
@@ -393,6 +462,11 @@ mod tests {
             durable: false,
             ca_file: None,
         }
+    }
+
+    fn broker_closed(code: u16, text: &str) -> lapin::Error {
+        let e = AMQPError::from_id(code, text.into()).unwrap();
+        lapin::ErrorKind::ProtocolError(e).into()
     }
 
     #[test]
@@ -423,6 +497,63 @@ mod tests {
         );
         assert!(line.contains("; h2:5673: h2:5673 did not accept"), "{line}");
         assert!(!line.contains("s3cret"), "{line}");
+    }
+
+    #[test]
+    fn a_failed_subscription_is_classified_by_what_the_broker_said() {
+        let connect = |source| RabbitError::Connect {
+            host: "h:5672".into(),
+            source,
+        };
+        let cases = [
+            (
+                connect(broker_closed(403, "ACCESS_REFUSED - Login was refused")),
+                SubscribeFailure::Auth,
+            ),
+            (
+                connect(broker_closed(530, "NOT_ALLOWED - vhost  not found")),
+                SubscribeFailure::Vhost,
+            ),
+            (
+                connect(broker_closed(320, "CONNECTION_FORCED - shutdown")),
+                SubscribeFailure::Unreachable,
+            ),
+            (
+                connect(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into()),
+                SubscribeFailure::Unreachable,
+            ),
+            (
+                RabbitError::TimedOut {
+                    host: "h:5672".into(),
+                },
+                SubscribeFailure::Unreachable,
+            ),
+            (
+                RabbitError::Declare {
+                    exchange: "nova".into(),
+                    durable: false,
+                    source: broker_closed(406, "PRECONDITION_FAILED - inequivalent arg 'durable'"),
+                },
+                SubscribeFailure::Declare,
+            ),
+            (
+                RabbitError::Subscribe {
+                    step: "binding".into(),
+                    source: broker_closed(403, "ACCESS_REFUSED - access to exchange"),
+                },
+                SubscribeFailure::Declare,
+            ),
+            (
+                RabbitError::Subscribe {
+                    step: "binding".into(),
+                    source: std::io::Error::from(std::io::ErrorKind::ConnectionReset).into(),
+                },
+                SubscribeFailure::Unreachable,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.failure(), want, "{e}");
+        }
     }
 
     #[test]
