@@ -33,11 +33,15 @@ fn rust_log_set(rust_log: Option<String>) -> Option<String> {
 }
 
 /// The filter for a level. At `info` the Kafka client's own retry lines
-/// (several a second while a broker is down) are held to warnings: the
-/// consumer logs the outage once itself. `debug` and `trace` show them.
+/// (several a second while a broker is down) are held to warnings, and
+/// below `debug` the AMQP client says nothing: it logs three errors for
+/// every refused login or missing vhost, at every retry, where the
+/// consumer logs one per change of state, naming the host and the reason.
+/// `debug` and `trace` show both.
 fn level_directives(level: LogLevel) -> String {
     match level {
-        LogLevel::Info => "info,rskafka=warn".to_owned(),
+        LogLevel::Info => "info,rskafka=warn,lapin=off".to_owned(),
+        LogLevel::Warn | LogLevel::Error => format!("{},lapin=off", level.as_str()),
         other => other.as_str().to_owned(),
     }
 }
@@ -130,11 +134,14 @@ mod tests {
     fn the_flag_wins_over_rust_log_which_wins_over_the_default() {
         assert_eq!(
             directives(Some(LogLevel::Warn), Some("debug".into())),
-            "warn"
+            "warn,lapin=off"
         );
         assert_eq!(directives(None, Some("a=debug".into())), "a=debug");
-        assert_eq!(directives(None, Some("  ".into())), "info,rskafka=warn");
-        assert_eq!(directives(None, None), "info,rskafka=warn");
+        assert_eq!(
+            directives(None, Some("  ".into())),
+            "info,rskafka=warn,lapin=off"
+        );
+        assert_eq!(directives(None, None), "info,rskafka=warn,lapin=off");
         assert_eq!(directives(Some(LogLevel::Debug), None), "debug");
     }
 

@@ -118,7 +118,15 @@ fn good_file_prints_the_effective_config_with_secrets_redacted() {
         "{stdout}"
     );
     assert!(!stdout.contains("hunter2"), "{stdout}");
-    assert!(stdout.contains("    url: amqps://lachesis:REDACTED@rabbitmq.example.org:5671/\n"));
+    // Every host of the transport URL, each with its password hidden.
+    assert!(
+        stdout.contains(
+            "    url: >-\n      rabbit://lachesis:REDACTED@rabbit1.example.org:5671,\
+             lachesis:REDACTED@rabbit2.example.org:5671,\
+             lachesis:REDACTED@rabbit3.example.org:5671/?ssl=1\n"
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("      password: REDACTED\n"));
     assert!(stdout.contains("  scrape_interval: 5s\n"));
     // Keys the file leaves to defaults are printed too.

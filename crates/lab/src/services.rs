@@ -8,6 +8,12 @@ use std::os::fd::AsRawFd as _;
 use std::process::Command;
 use std::time::Instant;
 
+/// The AMQP port of the first `RabbitMQ` node `scripts/real-cloud` starts.
+pub const RABBITMQ_PORT: u16 = 16672;
+
+/// The AMQP port of the second, independent node (`up-rabbitmq2`).
+pub const RABBITMQ2_PORT: u16 = 16682;
+
 /// Held (flock) for as long as a [`Services`] lives: the tier listens on
 /// fixed loopback ports, so two test runs on the machine (two worktrees, two
 /// users) take turns instead of stopping each other's brokers.
@@ -65,6 +71,17 @@ impl Services {
         Self::up("up-rabbitmq", "RabbitMQ", "rabbitmq")
     }
 
+    /// Two independent `RabbitMQ` nodes, on [`RABBITMQ_PORT`] and
+    /// [`RABBITMQ2_PORT`]: the brokers a consumer fails over between.
+    /// [`Services::stop_broker`] and [`Services::stop_second_broker`] stop
+    /// one each.
+    #[must_use]
+    pub fn rabbitmq_pair() -> Self {
+        let pair = Self::up("up-rabbitmq", "RabbitMQ", "rabbitmq");
+        run_verb(&pair.netns, "up-rabbitmq2", "the second RabbitMQ node");
+        pair
+    }
+
     /// Only the Kafka-protocol broker, with the `notifications.info` topic.
     #[must_use]
     pub fn kafka() -> Self {
@@ -96,6 +113,16 @@ impl Services {
     /// recreated with one partition): recreate any other topic.
     pub fn start_broker(&self) {
         run_verb(&self.netns, &format!("up-{}", self.broker), self.broker);
+    }
+
+    /// Stops (by PID) the second node of [`Services::rabbitmq_pair`].
+    pub fn stop_second_broker(&self) {
+        run_verb(&self.netns, "stop-rabbitmq2", "the second RabbitMQ node");
+    }
+
+    /// Starts the node [`Services::stop_second_broker`] stopped.
+    pub fn start_second_broker(&self) {
+        run_verb(&self.netns, "up-rabbitmq2", "the second RabbitMQ node");
     }
 }
 

@@ -23,8 +23,12 @@ use std::time::Duration;
 
 pub use decode::{classify, decide, Decision, DecodeError, Ignored, Notification, Rule};
 pub use kafka::{KafkaConfig, KafkaConsumer, KafkaError, KafkaTlsFiles, Sasl, SaslMechanism};
-pub use metrics::{ErrorKind, NotifyMetrics, Snapshot, Transport, TransportMetrics};
-pub use rabbitmq::{RabbitError, RabbitMqConfig, RabbitMqConsumer};
+pub use metrics::{
+    ErrorKind, NotifyMetrics, Snapshot, SubscribeFailure, Transport, TransportMetrics,
+};
+pub use rabbitmq::{
+    BrokerHost, RabbitError, RabbitMqConfig, RabbitMqConsumer, RabbitUrl, UrlError, REDACTED,
+};
 pub use tls::SetupError;
 
 /// Either consumer, for an owner that starts whichever is configured.

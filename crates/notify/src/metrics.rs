@@ -54,6 +54,66 @@ impl ErrorKind {
     }
 }
 
+/// Why a RabbitMQ consumer has no subscription (`reason` label of
+/// `lachesis_notifications_subscribe_failing`). Ordered by how much each
+/// tells the operator: a round that met several reports the greatest (a
+/// refused password on one node says more than another node being down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SubscribeFailure {
+    /// No host accepted a connection: refused, reset, timed out, or a TLS
+    /// handshake that failed.
+    Unreachable,
+    /// The broker refused a declaration, the binding or the consume
+    /// (`PRECONDITION_FAILED`: durability mismatch; `ACCESS_REFUSED`:
+    /// permissions).
+    Declare,
+    /// The vhost does not exist or the user has no access to it
+    /// (`NOT_ALLOWED` when opening the connection).
+    Vhost,
+    /// The user or password was refused (`ACCESS_REFUSED` at login).
+    Auth,
+}
+
+impl SubscribeFailure {
+    /// Every value, seeded at zero.
+    pub const ALL: [SubscribeFailure; 4] = [
+        SubscribeFailure::Auth,
+        SubscribeFailure::Vhost,
+        SubscribeFailure::Declare,
+        SubscribeFailure::Unreachable,
+    ];
+
+    /// The label value.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscribeFailure::Unreachable => "unreachable",
+            SubscribeFailure::Declare => "declare",
+            SubscribeFailure::Vhost => "vhost",
+            SubscribeFailure::Auth => "auth",
+        }
+    }
+
+    /// What the operator should look at.
+    #[must_use]
+    pub fn hint(self) -> &'static str {
+        match self {
+            SubscribeFailure::Unreachable => {
+                "no host of notifications.rabbitmq.url accepted a connection (refused, reset, timed out, or a failed TLS handshake)"
+            }
+            SubscribeFailure::Declare => {
+                "the broker refused a declaration, binding or consume: check notifications.rabbitmq.durable against the deployment and the user's permissions"
+            }
+            SubscribeFailure::Vhost => {
+                "the vhost of notifications.rabbitmq.url does not exist or the user has no permission on it (an empty path is the default vhost /)"
+            }
+            SubscribeFailure::Auth => {
+                "the broker refused the user or password of notifications.rabbitmq.url"
+            }
+        }
+    }
+}
+
 type One = [(&'static str, &'static str); 1];
 type Two = [(&'static str, &'static str); 2];
 type Lag = [(&'static str, String); 2];
@@ -69,6 +129,8 @@ pub struct NotifyMetrics {
     errors: Family<Two, Counter>,
     connected: Family<One, Gauge>,
     lag: Family<Lag, Gauge>,
+    failovers: Family<One, Counter>,
+    subscribe_failing: Family<Two, Gauge>,
 }
 
 impl NotifyMetrics {
@@ -104,6 +166,23 @@ impl NotifyMetrics {
             "1 while the consumer is connected and subscribed",
             m.connected.clone(),
         );
+        if transports.contains(&Transport::RabbitMq) {
+            registry.register(
+                "lachesis_notifications_failovers",
+                "RabbitMQ: subscriptions made on another host of the URL than the previous one (at start: than the first)",
+                m.failovers.clone(),
+            );
+            registry.register(
+                "lachesis_notifications_subscribe_failing",
+                "RabbitMQ: 1 on the reason no host could be subscribed on, until a subscription",
+                m.subscribe_failing.clone(),
+            );
+            let l = label(Transport::RabbitMq);
+            let _ = m.failovers.get_or_create(&l);
+            for reason in SubscribeFailure::ALL {
+                let _ = m.subscribe_failing.get_or_create(&failing_label(reason));
+            }
+        }
         if kafka_topic.is_some() {
             registry.register(
                 "lachesis_notifications_lag_messages",
@@ -143,6 +222,13 @@ fn label(t: Transport) -> One {
 
 fn errors_label(t: Transport, kind: ErrorKind) -> Two {
     [("transport", t.as_str()), ("kind", kind.as_str())]
+}
+
+fn failing_label(reason: SubscribeFailure) -> Two {
+    [
+        ("transport", Transport::RabbitMq.as_str()),
+        ("reason", reason.as_str()),
+    ]
 }
 
 fn lag_label(topic: &str) -> Lag {
@@ -206,6 +292,23 @@ impl TransportMetrics {
             .set(i64::from(up));
     }
 
+    /// RabbitMQ: subscribed on another host than the previous subscription.
+    pub fn failover(&self) {
+        self.count(&self.families.failovers);
+    }
+
+    /// RabbitMQ: why no host could be subscribed on (`None`: subscribed,
+    /// or trying again after a connection that dropped). One reason at 1,
+    /// the others at 0.
+    pub fn subscribe_failing(&self, reason: Option<SubscribeFailure>) {
+        for r in SubscribeFailure::ALL {
+            self.families
+                .subscribe_failing
+                .get_or_create(&failing_label(r))
+                .set(i64::from(Some(r) == reason));
+        }
+    }
+
     /// Kafka: messages behind the high watermark on `topic`.
     pub fn lag(&self, topic: &str, messages: i64) {
         self.families
@@ -216,7 +319,7 @@ impl TransportMetrics {
 
     /// The current values, for tests and logs: received, decoded,
     /// ignored, kicked, gap kicks, decode errors, transport errors,
-    /// connected.
+    /// connected; RabbitMQ's failovers and failing reason.
     #[must_use]
     pub fn snapshot(&self) -> Snapshot {
         let l = label(self.transport);
@@ -237,6 +340,12 @@ impl TransportMetrics {
             decode_errors: e(ErrorKind::Decode),
             transport_errors: e(ErrorKind::Transport),
             connected: f.connected.get(&l).is_some_and(|g| g.get() == 1),
+            failovers: c(&f.failovers),
+            failing: SubscribeFailure::ALL.into_iter().find(|r| {
+                f.subscribe_failing
+                    .get(&failing_label(*r))
+                    .is_some_and(|g| g.get() == 1)
+            }),
         }
     }
 
@@ -269,6 +378,11 @@ pub struct Snapshot {
     pub transport_errors: u64,
     /// `lachesis_notifications_connected` is 1.
     pub connected: bool,
+    /// `lachesis_notifications_failovers_total` (RabbitMQ).
+    pub failovers: u64,
+    /// The reason `lachesis_notifications_subscribe_failing` is 1 on
+    /// (RabbitMQ).
+    pub failing: Option<SubscribeFailure>,
 }
 
 #[cfg(test)]
@@ -291,7 +405,7 @@ mod tests {
             Some("notifications.info"),
         );
         let rendered = catalogue::rendered(&render(&registry), "notify");
-        assert_eq!(rendered.len(), 8, "{rendered:?}");
+        assert_eq!(rendered.len(), 10, "{rendered:?}");
         catalogue::assert_documented(&rendered);
     }
 
@@ -309,6 +423,15 @@ mod tests {
             "lachesis_notifications_errors_total{transport=\"rabbitmq\",kind=\"decode\"} 0"
         ));
         assert!(!text.contains("kafka"), "{text}");
+        for reason in ["auth", "vhost", "declare", "unreachable"] {
+            assert!(
+                text.contains(&format!(
+                    "lachesis_notifications_subscribe_failing{{transport=\"rabbitmq\",reason=\"{reason}\"}} 0"
+                )),
+                "{text}"
+            );
+        }
+        assert!(text.contains("lachesis_notifications_failovers_total{transport=\"rabbitmq\"} 0"));
         let r = m.transport(Transport::RabbitMq);
         r.received();
         r.decided(&Decision::Kick {
@@ -319,5 +442,33 @@ mod tests {
         let s = r.snapshot();
         assert_eq!((s.received, s.decoded, s.kicked, s.ignored), (1, 1, 1, 0));
         assert!(s.connected);
+        assert_eq!((s.failovers, s.failing), (0, None));
+        // One reason at a time; a subscription clears it.
+        r.subscribe_failing(Some(SubscribeFailure::Unreachable));
+        r.subscribe_failing(Some(SubscribeFailure::Auth));
+        r.failover();
+        let s = r.snapshot();
+        assert_eq!((s.failovers, s.failing), (1, Some(SubscribeFailure::Auth)));
+        let text = render(&registry);
+        assert_eq!(text.matches("subscribe_failing{").count(), 4, "{text}");
+        assert_eq!(
+            text.matches("subscribe_failing{transport=\"rabbitmq\",reason=\"auth\"} 1")
+                .count(),
+            1,
+            "{text}"
+        );
+        for reason in ["vhost", "declare", "unreachable"] {
+            assert!(text.contains(&format!("reason=\"{reason}\"}} 0")), "{text}");
+        }
+        r.subscribe_failing(None);
+        assert_eq!(r.snapshot().failing, None);
+    }
+
+    #[test]
+    fn a_round_reports_its_most_telling_reason() {
+        use SubscribeFailure::{Auth, Declare, Unreachable, Vhost};
+        assert_eq!([Unreachable, Auth, Declare].into_iter().max(), Some(Auth));
+        assert_eq!([Unreachable, Declare].into_iter().max(), Some(Declare));
+        assert!(Vhost > Declare && Auth > Vhost);
     }
 }

@@ -57,8 +57,9 @@ pub enum Kind {
     Bool,
     /// One of a fixed set of words.
     Choice(&'static [&'static str]),
-    /// An `amqp://` or `amqps://` URL whose password is a secret.
-    AmqpUrl,
+    /// A `RabbitMQ` URL (oslo transport URL or AMQP URI) whose passwords
+    /// are secrets.
+    RabbitUrl,
     /// Text that is never printed.
     Secret,
 }
@@ -81,7 +82,7 @@ impl Kind {
             Kind::Count => "integer".into(),
             Kind::Bool => "bool".into(),
             Kind::Choice(words) => words.join(" \\| "),
-            Kind::AmqpUrl => "URL (secret password)".into(),
+            Kind::RabbitUrl => "broker URL (secret passwords)".into(),
             Kind::Secret => "secret".into(),
         }
     }
@@ -99,7 +100,7 @@ impl Kind {
     pub fn is_verbatim(self) -> bool {
         matches!(
             self,
-            Kind::Text | Kind::Path | Kind::Topic | Kind::AmqpUrl | Kind::Secret
+            Kind::Text | Kind::Path | Kind::Topic | Kind::RabbitUrl | Kind::Secret
         )
     }
 }
@@ -213,7 +214,7 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "notifications.rabbitmq.url",
-        Kind::AmqpUrl,
+        Kind::RabbitUrl,
         Required,
         Restart,
     ),

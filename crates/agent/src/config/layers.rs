@@ -32,7 +32,7 @@ pub(crate) struct Override {
 
 impl fmt::Debug for Override {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = if matches!(self.key.kind, Kind::Secret | Kind::AmqpUrl) {
+        let shown = if matches!(self.key.kind, Kind::Secret | Kind::RabbitUrl) {
             super::secret::REDACTED
         } else {
             &self.value

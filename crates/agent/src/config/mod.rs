@@ -44,5 +44,5 @@ pub use model::{
     RabbitMqSettings, SaslMechanism, StateSettings, Tunables,
 };
 pub use reload::{reload, reload_file, ReloadOutcome, ReloadResult, SharedTunables};
-pub use secret::{AmqpUrl, Secret, REDACTED};
+pub use secret::{Secret, REDACTED};
 pub use validate::{parse_log_level, KICK_DEBOUNCE_CAP, ROUTE_HOP_LIMIT_MAX, UNRESOLVED_CAP_MAX};

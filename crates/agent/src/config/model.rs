@@ -11,7 +11,9 @@ use lachesis_ledger::UnresolvedLimits;
 use lachesis_planner::PlanOptions;
 
 use super::layers::Override;
-use super::secret::{AmqpUrl, Secret};
+use lachesis_notify::RabbitUrl;
+
+use super::secret::Secret;
 
 /// The whole configuration (DESIGN §13).
 #[derive(Debug, Clone, PartialEq)]
@@ -113,17 +115,18 @@ pub struct NotificationSettings {
     pub kafka: Option<KafkaSettings>,
 }
 
-/// `notifications.rabbitmq.*` (DESIGN §8). TLS follows from an `amqps://`
-/// URL.
+/// `notifications.rabbitmq.*` (DESIGN §8). TLS follows from the URL
+/// (`amqps://`, or `?ssl=1` in an oslo transport URL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RabbitMqSettings {
-    /// Broker URL; its password is redacted wherever it is shown.
-    pub url: AmqpUrl,
+    /// The brokers (an oslo transport URL or an AMQP URI, each with one or
+    /// more hosts); every password is redacted wherever it is shown.
+    pub url: RabbitUrl,
     /// Exchanges the agent's queue is bound to.
     pub exchanges: Vec<String>,
     /// Whether those exchanges are durable (must match their declaration).
     pub durable: bool,
-    /// CA bundle for `amqps://`; `None`: the system roots.
+    /// CA bundle for TLS; `None`: the system roots.
     pub ca_file: Option<PathBuf>,
 }
 

@@ -73,7 +73,9 @@ impl Config {
             notifications: Some(RawNotifications {
                 rabbitmq: n.rabbitmq.as_ref().map(|r| RawRabbitMq {
                     url: match secrets {
-                        Secrets::Redact => Some(SecretScalar(Scalar::Str(r.url.redacted()))),
+                        Secrets::Redact => {
+                            Some(SecretScalar(Scalar::Str(r.url.redacted().to_owned())))
+                        }
                         Secrets::Keep => secret(r.url.expose().to_string()),
                     },
                     exchanges: list(&r.exchanges),

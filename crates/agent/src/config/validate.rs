@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lachesis_datapath::FLOWS_MAX_ENTRIES;
+use lachesis_notify::RabbitUrl;
 use serde_json::Value;
 
 use super::error::Issue;
@@ -20,7 +21,7 @@ use super::raw::{
     RawConfig, RawDatapath, RawKafka, RawKafkaSasl, RawKafkaTls, RawListen, RawRabbitMq,
     RawTunables, Scalar,
 };
-use super::secret::{AmqpUrl, Secret};
+use super::secret::Secret;
 use super::values;
 
 /// The reconciler never debounces a kick longer than this (issue 8: "quiet
@@ -253,7 +254,7 @@ fn rabbitmq(c: &mut Check, raw: &RawRabbitMq) -> Option<RabbitMqSettings> {
     let url = c.req(
         "notifications.rabbitmq.url",
         raw.url.as_ref().map(|s| &s.0),
-        |v| AmqpUrl::parse(&v.text()),
+        |v| RabbitUrl::parse(&v.text()).map_err(|e| e.to_string()),
     );
     let exchanges = c.list(
         "notifications.rabbitmq.exchanges",
@@ -279,7 +280,7 @@ fn rabbitmq(c: &mut Check, raw: &RawRabbitMq) -> Option<RabbitMqSettings> {
     if ca_file.is_some() && url.as_ref().is_some_and(|u| !u.is_tls()) {
         c.error(
             "notifications.rabbitmq.ca_file",
-            "is set but notifications.rabbitmq.url is amqp:// (no TLS); use amqps://",
+            "is set but notifications.rabbitmq.url has no TLS; use amqps://, or ?ssl=1 in a rabbit:// URL",
         );
     }
     Some(RabbitMqSettings {

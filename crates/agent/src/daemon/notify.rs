@@ -156,7 +156,7 @@ impl Sink for KickSink {
 
 fn rabbitmq_config(s: &RabbitMqSettings) -> RabbitMqConfig {
     RabbitMqConfig {
-        url: s.url.expose().to_string(),
+        url: s.url.clone(),
         exchanges: s.exchanges.clone(),
         durable: s.durable,
         ca_file: s.ca_file.clone(),
@@ -252,7 +252,7 @@ mod tests {
         let mut registry = Registry::default();
         let n = Notifications::register(&mut registry, &c.notifications);
         let r = n.rabbitmq.unwrap();
-        assert_eq!(r.url, "amqps://u:pw@rabbit:5671/os");
+        assert_eq!(r.url.expose(), "amqps://u:pw@rabbit:5671/os");
         assert_eq!(r.exchanges, ["neutron", "nova"]);
         assert!(r.durable);
         assert_eq!(r.ca_file, Some(PathBuf::from("/etc/ca.pem")));

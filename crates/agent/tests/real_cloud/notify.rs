@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lachesis_notify::{
-    Decision, Gap, NotifyMetrics, RabbitMqConfig, RabbitMqConsumer, Sink, Transport,
+    Decision, Gap, NotifyMetrics, RabbitMqConfig, RabbitMqConsumer, RabbitUrl, Sink, Transport,
     TransportMetrics,
 };
 use prometheus_client::registry::Registry;
@@ -63,7 +63,9 @@ async fn subscribe() -> Subscribed {
     let consumer = Arc::new(
         RabbitMqConsumer::new(
             RabbitMqConfig {
-                url: "amqp://guest:guest@127.0.0.1:16672/%2f".into(),
+                // The transport_url real Neutron publishes through
+                // (scripts/real-cloud), as it is.
+                url: RabbitUrl::parse("rabbit://guest:guest@127.0.0.1:16672/").unwrap(),
                 exchanges: ["neutron", "nova", "keystone", "octavia", "openstack"]
                     .map(String::from)
                     .to_vec(),

@@ -142,18 +142,38 @@ pub(super) const CASES: &[Case] = &[
     },
     Case {
         path: "notifications.rabbitmq.url",
-        valid: &[(
-            "amqps://guest:guest@localhost:5671/vhost",
-            "amqps://guest:guest@localhost:5671/vhost",
-        )],
+        valid: &[
+            (
+                "amqps://guest:guest@localhost:5671/vhost",
+                "amqps://guest:guest@localhost:5671/vhost",
+            ),
+            // An oslo.messaging transport_url as every service has it.
+            (
+                "'rabbit://nova:pw@10.0.0.1:5671,nova:pw@10.0.0.2:5671,nova:pw@10.0.0.3:5671/?ssl=1'",
+                "'rabbit://nova:pw@10.0.0.1:5671,nova:pw@10.0.0.2:5671,nova:pw@10.0.0.3:5671/?ssl=1'",
+            ),
+            ("'kombu://u:p@h//?ssl=true'", "'kombu://u:p@h//?ssl=true'"),
+        ],
         invalid: &[
             (
                 "http://u:topsecret@host/",
-                &["notifications.rabbitmq.url: scheme \"http\" is not amqp or amqps; expected amqp://user:password@host:5672/vhost or amqps://… (value not shown: it may hold a password)"],
+                &["notifications.rabbitmq.url: scheme \"http\" is not rabbit or kombu (oslo.messaging) nor amqp or amqps; expected an oslo.messaging transport_url, rabbit://user:pass@host1:5672[,user:pass@host2:5672,…]/[vhost][?ssl=1], or amqp://user:pass@host:5672/[vhost] (amqps:// for TLS); a / ? # , or % in a user or password percent-encoded (the value is not shown: it may hold a password)"],
+            ),
+            (
+                "'rabbit://u:topsecret@h1:5671,u:topsecret@h2:99999/?ssl=1'",
+                &["notifications.rabbitmq.url: host 2 of 2: the port is not a number from 1 to 65535; expected an oslo.messaging transport_url, rabbit://user:pass@host1:5672[,user:pass@host2:5672,…]/[vhost][?ssl=1], or amqp://user:pass@host:5672/[vhost] (amqps:// for TLS); a / ? # , or % in a user or password percent-encoded (the value is not shown: it may hold a password)"],
+            ),
+            (
+                "'rabbit://u:topsecret@h1/?ssl=1&heartbeat_timeout_threshold=60'",
+                &["notifications.rabbitmq.url: query parameter \"heartbeat_timeout_threshold\" is not supported (accepted: ssl): other oslo.messaging options do not apply to this consumer; leave them out; expected an oslo.messaging transport_url, rabbit://user:pass@host1:5672[,user:pass@host2:5672,…]/[vhost][?ssl=1], or amqp://user:pass@host:5672/[vhost] (amqps:// for TLS); a / ? # , or % in a user or password percent-encoded (the value is not shown: it may hold a password)"],
             ),
             (
                 "amqp://u:p@host/",
-                &["notifications.rabbitmq.ca_file: is set but notifications.rabbitmq.url is amqp:// (no TLS); use amqps://"],
+                &["notifications.rabbitmq.ca_file: is set but notifications.rabbitmq.url has no TLS; use amqps://, or ?ssl=1 in a rabbit:// URL"],
+            ),
+            (
+                "'rabbit://u:p@h1,u:p@h2/'",
+                &["notifications.rabbitmq.ca_file: is set but notifications.rabbitmq.url has no TLS; use amqps://, or ?ssl=1 in a rabbit:// URL"],
             ),
             (
                 "null",

@@ -159,10 +159,13 @@ fn secrets_are_redacted_in_debug_yaml_and_errors() {
     let config = Config::from_yaml(&text).unwrap();
     for shown in [format!("{config:?}"), config.to_yaml()] {
         assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(
-            shown.contains("lachesis:REDACTED@rabbitmq.example.org"),
-            "{shown}"
-        );
+        // Every host of the transport URL has its own password.
+        for host in ["rabbit1", "rabbit2", "rabbit3"] {
+            assert!(
+                shown.contains(&format!("lachesis:REDACTED@{host}.example.org:5671")),
+                "{shown}"
+            );
+        }
     }
     assert!(config.to_yaml().contains("password: REDACTED"));
     let sasl = config
@@ -175,13 +178,25 @@ fn secrets_are_redacted_in_debug_yaml_and_errors() {
         .unwrap();
     assert_eq!(sasl.password.expose(), "sasl-hunter2");
     // An invalid URL is never quoted back.
-    let bad = text.replace("amqps://lachesis:", "amqqps://lachesis:");
-    let shown = errors(&bad).join("\n");
-    assert!(
-        shown.starts_with("notifications.rabbitmq.url: scheme \"amqqps\""),
-        "{shown}"
-    );
-    assert!(!shown.contains("hunter2"), "{shown}");
+    for (from, to, said) in [
+        (
+            "rabbit://lachesis:",
+            "rabbbit://lachesis:",
+            "scheme \"rabbbit\"",
+        ),
+        (
+            "rabbit2.example.org:5671",
+            "rabbit2.example.org:567100",
+            "host 2 of 3: the port",
+        ),
+    ] {
+        let shown = errors(&text.replace(from, to)).join("\n");
+        assert!(
+            shown.starts_with(&format!("notifications.rabbitmq.url: {said}")),
+            "{shown}"
+        );
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
     // Nor is a secret set by the environment.
     let e = load(
         ConfigFile::default_at("/nonexistent/lachesis.yaml".into()),
