@@ -32,6 +32,7 @@ fn config_at(url: &str, exchanges: &[&str], durable: bool) -> RabbitMqConfig {
         exchanges: exchanges.iter().map(|e| (*e).to_owned()).collect(),
         durable,
         ca_file: None,
+        first_host: 0,
     }
 }
 

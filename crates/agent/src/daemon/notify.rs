@@ -160,6 +160,8 @@ fn rabbitmq_config(s: &RabbitMqSettings) -> RabbitMqConfig {
         exchanges: s.exchanges.clone(),
         durable: s.durable,
         ca_file: s.ca_file.clone(),
+        // Spread a fleet over the cluster's nodes (DESIGN §17).
+        first_host: fastrand::usize(..s.url.hosts().len().max(1)),
     }
 }
 
@@ -194,6 +196,22 @@ fn sasl(s: &KafkaSasl) -> Sasl {
 mod tests {
     use super::*;
     use crate::config::Config;
+
+    #[test]
+    fn a_fleet_spreads_over_the_rabbitmq_hosts() {
+        let c = parsed(
+            "notifications:\n  rabbitmq: {url: \"rabbit://u:p@r1:5672,u:p@r2:5672,u:p@r3:5672/\"}\n",
+        );
+        let settings = c.notifications.rabbitmq.unwrap();
+        let drawn: std::collections::BTreeSet<usize> = (0..200)
+            .map(|_| rabbitmq_config(&settings).first_host)
+            .collect();
+        assert_eq!(
+            drawn,
+            (0..3).collect(),
+            "every host, and only them, is tried first"
+        );
+    }
 
     #[test]
     fn a_gap_is_covered_within_the_spread_and_at_once_without_one() {

@@ -71,6 +71,7 @@ async fn subscribe() -> Subscribed {
                     .to_vec(),
                 durable: false,
                 ca_file: None,
+                first_host: 0,
             },
             metrics.clone(),
         )

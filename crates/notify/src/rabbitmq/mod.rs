@@ -68,6 +68,11 @@ pub struct RabbitMqConfig {
     pub durable: bool,
     /// CA bundle for TLS; `None`: the system roots.
     pub ca_file: Option<PathBuf>,
+    /// The host tried first at start (an index of the URL's hosts, taken
+    /// modulo their count). The agent draws it at random, as oslo.messaging
+    /// shuffles its hosts, so a fleet's consumers spread over the cluster's
+    /// nodes instead of all sitting on the first one listed; tests use 0.
+    pub first_host: usize,
 }
 
 impl fmt::Debug for RabbitMqConfig {
@@ -77,6 +82,7 @@ impl fmt::Debug for RabbitMqConfig {
             .field("exchanges", &self.exchanges)
             .field("durable", &self.durable)
             .field("ca_file", &self.ca_file)
+            .field("first_host", &self.first_host)
             .finish()
     }
 }
@@ -218,7 +224,8 @@ impl RabbitMqConsumer {
     /// is a gap kick.
     pub async fn run(&self, sink: &dyn Sink, cancel: CancellationToken) {
         let hosts = self.config.url.hosts();
-        let mut next = 0;
+        let start = self.first();
+        let mut next = start;
         let mut previous: Option<usize> = None;
         let mut failures = 0u32;
         let mut outage = OutageLog::default();
@@ -237,8 +244,8 @@ impl RabbitMqConsumer {
                         info!(broker = %hosts[host], failed_rounds = rounds, down_for = ?down_for,
                             "RabbitMQ consumer can subscribe again");
                     }
-                    // At start the first host is where it should be.
-                    if previous.map_or(host != 0, |p| p != host) {
+                    // At start the host tried first is where it should be.
+                    if previous.map_or(host != start, |p| p != host) {
                         self.metrics.failover();
                     }
                     if skipped.is_empty() {
@@ -295,6 +302,11 @@ impl RabbitMqConsumer {
                 () = tokio::time::sleep(wait) => {}
             }
         }
+    }
+
+    /// The index of the host tried first at start.
+    fn first(&self) -> usize {
+        self.config.first_host % self.config.url.hosts().len().max(1)
     }
 
     /// Each host once, from `first`, until one subscribes. Every failed
@@ -461,7 +473,38 @@ mod tests {
             exchanges: vec!["neutron".into()],
             durable: false,
             ca_file: None,
+            first_host: 0,
         }
+    }
+
+    /// Ports nothing listens on: every attempt is refused at once.
+    fn closed_ports(n: usize) -> String {
+        let ports: Vec<u16> = (0..n)
+            .map(|_| {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                l.local_addr().unwrap().port()
+            })
+            .collect();
+        let hosts: Vec<String> = ports.iter().map(|p| format!("u:p@127.0.0.1:{p}")).collect();
+        format!("rabbit://{}/", hosts.join(","))
+    }
+
+    #[tokio::test]
+    async fn a_round_starts_at_the_drawn_host_and_tries_each_once() {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics =
+            crate::NotifyMetrics::register(&mut registry, &[crate::Transport::RabbitMq], None)
+                .transport(crate::Transport::RabbitMq);
+        let mut c = config(&closed_ports(3));
+        // Taken modulo the host count: 4 is host 1.
+        c.first_host = 4;
+        let consumer = RabbitMqConsumer::new(c, metrics).unwrap();
+        assert_eq!(consumer.first(), 1);
+        let Round::Failed(errors) = consumer.round(consumer.first()).await else {
+            panic!("nothing listens there")
+        };
+        let tried: Vec<usize> = errors.iter().map(|(i, _)| *i).collect();
+        assert_eq!(tried, [1, 2, 0]);
     }
 
     fn broker_closed(code: u16, text: &str) -> lapin::Error {
