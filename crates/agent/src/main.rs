@@ -76,8 +76,20 @@ fn main() -> ExitCode {
             // A configuration error prints as `--check-config` prints it:
             // one line per problem, each naming its key.
             if let Some(config) = err.downcast_ref::<ConfigError>() {
+                // What was being read, when a caller said (`plan --config`
+                // names its file).
+                let context: Vec<String> = err
+                    .chain()
+                    .take_while(|e| !e.is::<ConfigError>())
+                    .map(ToString::to_string)
+                    .collect();
+                let context = if context.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", context.join(": "))
+                };
                 for issue in &config.issues {
-                    eprintln!("lachesis: config error: {issue}");
+                    eprintln!("lachesis: config error: {context}{issue}");
                 }
                 return ExitCode::from(EXIT_USAGE);
             }

@@ -175,7 +175,7 @@ fn plan_reads_the_cloud_and_the_hop_limit_from_the_agent_configuration() {
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "tunables:\n  route_hop_limt: 1\n").unwrap();
     let out = lachesis(&["plan", "--config", bad.to_str().unwrap()]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains("bad.yaml") && err.contains("route_hop_limt"),
