@@ -171,8 +171,9 @@ async fn password_sync_follows_every_page_to_the_end() {
         s.apply_settings(SettingsPatch {
             page_size: Some(0),
             ..Default::default()
-        });
-    });
+        })
+    })
+    .unwrap();
     assert_eq!(b.ports, raw_list(&sim, "network/v2.0/ports").await);
     assert_eq!(b.routers, raw_list(&sim, "network/v2.0/routers").await);
     assert_eq!(

@@ -23,16 +23,16 @@ fn wire_of(s: &Store, kind: Resource, id: &str) -> Option<Value> {
                 .filter(|x| x.network_id == id)
                 .map(|x| x.id.clone())
                 .collect();
-            wire::network(n, &subnets)
+            wire::network(n, &subnets, s.meta(kind, id))
         }
-        Resource::Subnets => wire::subnet(s.subnets.get(id)?),
-        Resource::Ports => wire::port(s.ports.get(id)?),
-        Resource::Routers => wire::router(s.routers.get(id)?),
-        Resource::FloatingIps => wire::floatingip(s.floatingips.get(id)?),
+        Resource::Subnets => wire::subnet(s.subnets.get(id)?, s.meta(kind, id)),
+        Resource::Ports => wire::port(s.ports.get(id)?, s.meta(kind, id)),
+        Resource::Routers => wire::router(s.routers.get(id)?, s.meta(kind, id)),
+        Resource::FloatingIps => wire::floatingip(s.floatingips.get(id)?, s.meta(kind, id)),
         Resource::Projects => wire::project(s.projects.get(id)?, ""),
-        Resource::Servers => wire::server(s.servers.get(id)?, ""),
-        Resource::LoadBalancers => wire::loadbalancer(s.loadbalancers.get(id)?),
-        Resource::Amphorae => wire::amphora(s.amphorae.get(id)?),
+        Resource::Servers => wire::server(s.servers.get(id)?, "", s.meta(kind, id), false),
+        Resource::LoadBalancers => wire::loadbalancer(s.loadbalancers.get(id)?, s.meta(kind, id)),
+        Resource::Amphorae => wire::amphora(s.amphorae.get(id)?, s.meta(kind, id)),
     })
 }
 
@@ -51,6 +51,13 @@ fn mutation_event(
         .or_else(|| wire_of(s, kind, id))
         .unwrap_or(Value::Null);
     notify::for_mutation(host, kind, action, id, &wire)
+}
+
+/// The settings in their topology form, plus the clock's `now`.
+fn settings(s: &Store) -> Value {
+    let mut v = serde_json::to_value(&s.settings).unwrap_or(Value::Null);
+    v["now"] = Value::String(s.now().rfc3339());
+    v
 }
 
 fn bad(message: impl std::fmt::Display) -> Resp {
@@ -129,10 +136,11 @@ fn route(
             reply(StatusCode::NO_CONTENT, &Value::Null)
         }
         ("GET", ["topology"]) => ok(&serde_json::to_value(s.to_topology()).unwrap_or(Value::Null)),
-        ("PUT", ["settings"]) => {
-            s.apply_settings(parse::<SettingsPatch>(body)?);
-            ok(&serde_json::to_value(&s.settings).unwrap_or(Value::Null))
-        }
+        ("GET", ["settings"]) => ok(&settings(&s)),
+        ("PUT", ["settings"]) => match s.apply_settings(parse::<SettingsPatch>(body)?) {
+            Ok(()) => ok(&settings(&s)),
+            Err(e) => bad(e),
+        },
         ("PUT" | "POST", ["faults"]) => {
             s.add_fault(parse::<Fault>(body)?);
             reply(StatusCode::NO_CONTENT, &Value::Null)
@@ -166,11 +174,12 @@ fn route(
         }
         ("DELETE", ["routers", id, "interfaces", subnet]) => match s.remove_interface(id, subnet) {
             Ok(port) => {
+                let meta = s.meta(Resource::Ports, &port.id);
                 events.push(notify::router_interface(
                     host,
                     false,
                     id,
-                    &wire::port(&port),
+                    &wire::port(&port, meta),
                 ));
                 reply(StatusCode::NO_CONTENT, &Value::Null)
             }

@@ -359,18 +359,23 @@ fn list(
                     .push(s.id.clone());
             }
             paging::links_style(name, rows(&store.networks), req, false, |n| {
-                wire::network(n, by_network.get(n.id.as_str()).map_or(&[], Vec::as_slice))
+                let subnets: &[String] = by_network.get(n.id.as_str()).map_or(&[], Vec::as_slice);
+                wire::network(n, subnets, store.meta(resource, &n.id))
             })
         }
-        Resource::Subnets => {
-            paging::links_style(name, rows(&store.subnets), req, false, wire::subnet)
-        }
-        Resource::Ports => paging::links_style(name, rows(&store.ports), req, false, wire::port),
-        Resource::Routers => {
-            paging::links_style(name, rows(&store.routers), req, false, wire::router)
-        }
+        Resource::Subnets => paging::links_style(name, rows(&store.subnets), req, false, |x| {
+            wire::subnet(x, store.meta(resource, &x.id))
+        }),
+        Resource::Ports => paging::links_style(name, rows(&store.ports), req, false, |x| {
+            wire::port(x, store.meta(resource, &x.id))
+        }),
+        Resource::Routers => paging::links_style(name, rows(&store.routers), req, false, |x| {
+            wire::router(x, store.meta(resource, &x.id))
+        }),
         Resource::FloatingIps => {
-            paging::links_style(name, rows(&store.floatingips), req, false, wire::floatingip)
+            paging::links_style(name, rows(&store.floatingips), req, false, |x| {
+                wire::floatingip(x, store.meta(resource, &x.id))
+            })
         }
         Resource::Projects => {
             let self_base = format!("{base}/identity/v3");
@@ -395,17 +400,17 @@ fn list(
                 .map(|(id, s)| (id.clone(), s))
                 .collect();
             let self_base = format!("{base}/compute/v2.1");
-            paging::links_style(name, items, req, false, |s| wire::server(s, &self_base))
+            paging::links_style(name, items, req, false, |s| {
+                wire::server(s, &self_base, store.meta(resource, &s.id), false)
+            })
         }
-        Resource::LoadBalancers => paging::links_style(
-            name,
-            rows(&store.loadbalancers),
-            req,
-            true,
-            wire::loadbalancer,
-        ),
-        Resource::Amphorae => {
-            paging::links_style(name, rows(&store.amphorae), req, true, wire::amphora)
+        Resource::LoadBalancers => {
+            paging::links_style(name, rows(&store.loadbalancers), req, true, |x| {
+                wire::loadbalancer(x, store.meta(resource, &x.id))
+            })
         }
+        Resource::Amphorae => paging::links_style(name, rows(&store.amphorae), req, true, |x| {
+            wire::amphora(x, store.meta(resource, &x.id))
+        }),
     }
 }

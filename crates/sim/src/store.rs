@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
+use lachesis_planner::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,6 +14,8 @@ use super::topology::{
     Server, Settings, Subnet, Topology, TopologyError, User,
 };
 use crate::cidr::check_subnet;
+use crate::clock::{Clock, ClockError, Stamp};
+use crate::revision::{Meta, Revisions};
 
 /// A mutation the simulator refuses (HTTP 404 / 409 / 400). A refused
 /// mutation changes nothing.
@@ -97,6 +100,21 @@ pub struct SettingsPatch {
     pub services: Option<Vec<String>>,
     /// Catalog regions, with the same effect as `services`.
     pub regions: Option<Vec<String>>,
+    /// Sets the clock: an instant (`2026-01-01T00:00:00Z`) it then stands
+    /// at, or `wall`.
+    pub clock: Option<Clock>,
+    /// Steps a standing clock this many seconds forward (after `clock`,
+    /// when both are given); refused on a `wall` clock.
+    pub clock_step_secs: Option<u64>,
+}
+
+/// A settings change the simulator refuses (HTTP 400); a refused change
+/// changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// The clock cannot move as asked.
+    #[error("clock: {0}")]
+    Clock(#[from] ClockError),
 }
 
 /// Everything the simulator serves. The resource maps are keyed by id;
@@ -136,6 +154,8 @@ pub struct Store {
     pub(crate) requests: BTreeMap<String, u64>,
     pub(crate) tokens_issued: u64,
     pub(crate) token_seq: u64,
+    /// Revisions and timestamps of what changed, and deleted servers.
+    pub(crate) revisions: Revisions,
 }
 
 /// Dispatches a kind name to its collection.
@@ -284,6 +304,7 @@ impl Store {
             servers: index("server", &t.servers, |x| &x.id)?,
             loadbalancers: index("loadbalancer", &t.loadbalancers, |x| &x.id)?,
             amphorae: index("amphora", &t.amphorae, |x| &x.id)?,
+            revisions: Revisions::loaded(t.settings.clock.now()),
             ..Self::default()
         };
         store
@@ -471,15 +492,67 @@ impl Store {
         self.amphorae = r.amphorae;
     }
 
+    /// The simulator's now (`settings.clock`).
+    #[must_use]
+    pub fn now(&self) -> Stamp {
+        self.settings.clock.now()
+    }
+
+    /// `kind` `id`'s revision and timestamps as the API shows them (also
+    /// for an id that does not exist: the creation revision).
+    #[must_use]
+    pub fn meta(&self, kind: Resource, id: &str) -> Meta {
+        self.revisions.meta(kind, id)
+    }
+
+    /// The resources whose revision a change of `kind` `id` also raises,
+    /// as Neutron's revision plugin does: a subnet's network (checked on
+    /// Neutron 21: creating, updating or deleting a subnet raises its
+    /// network's revision; a port does not raise its network's).
+    fn related(&self, kind: Option<Resource>, id: &str) -> Vec<(Resource, String)> {
+        match kind {
+            Some(Resource::Subnets) => self
+                .subnets
+                .get(id)
+                .map(|s| (Resource::Networks, s.network_id.clone()))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn bump_all(&mut self, related: Vec<(Resource, String)>) {
+        let now = self.now();
+        let mut done = Vec::new();
+        for r in related {
+            if !done.contains(&r) {
+                self.revisions.bumped(r.0, &r.1, now);
+                done.push(r);
+            }
+        }
+    }
+
     /// Adds a resource (`POST /sim/<kind>`, `kind` a topology list name)
     /// from its topology form, and answers it as stored (a subnet's `cidr`
-    /// with host bits cleared).
+    /// with host bits cleared). It starts at its kind's creation revision;
+    /// a subnet raises its network's.
     pub fn create(&mut self, kind: &str, body: Value) -> Result<Value, MutationError> {
-        self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, false)))
+        let out =
+            self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, false)))?;
+        let id = id_of(&out).unwrap_or_default();
+        let resource = Resource::from_collection(kind);
+        if let Some(r) = resource {
+            let now = self.now();
+            self.revisions.created(r, &id, now);
+        }
+        let related = self.related(resource, &id);
+        self.bump_all(related);
+        Ok(out)
     }
 
     /// Replaces a resource (`PUT /sim/<kind>/<id>`); the body's `id`, when
-    /// present, must be `id`.
+    /// present, must be `id`. Raises its revision (and a subnet's network's,
+    /// the old one's too when it moved).
     pub fn replace(
         &mut self,
         kind: &str,
@@ -495,19 +568,42 @@ impl Store {
                 message: "`id` cannot change".into(),
             });
         }
-        self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, true)))
+        let resource = Resource::from_collection(kind);
+        let mut related = self.related(resource, id);
+        let out = self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, true)))?;
+        self.changed(resource, id, &mut related);
+        Ok(out)
     }
 
     /// Changes some fields (`PATCH /sim/<kind>/<id>`): moves a port to
-    /// another network/device/project, renames, re-owns.
+    /// another network/device/project, renames, re-owns. Raises revisions
+    /// as [`Store::replace`] does.
     pub fn update(&mut self, kind: &str, id: &str, changes: Value) -> Result<Value, MutationError> {
-        self.transaction(|s| with_kind!(s, kind, |map| patch(map, kind, id, changes)))
+        let resource = Resource::from_collection(kind);
+        let mut related = self.related(resource, id);
+        let out = self.transaction(|s| with_kind!(s, kind, |map| patch(map, kind, id, changes)))?;
+        self.changed(resource, id, &mut related);
+        Ok(out)
+    }
+
+    /// `kind` `id` changed: it and what it relates to before (`related`)
+    /// and after get a revision more.
+    fn changed(&mut self, kind: Option<Resource>, id: &str, related: &mut Vec<(Resource, String)>) {
+        related.extend(self.related(kind, id));
+        if let Some(r) = kind {
+            related.insert(0, (r, id.to_owned()));
+        }
+        self.bump_all(std::mem::take(related));
     }
 
     /// Removes a resource (`DELETE /sim/<kind>/<id>`); refused while another
     /// resource still refers to it (a network with subnets, a port with a
-    /// floating IP).
+    /// floating IP). A subnet raises its network's revision; a server stays
+    /// listed, deleted, for `changes-since`.
     pub fn delete(&mut self, kind: &str, id: &str) -> Result<(), MutationError> {
+        let resource = Resource::from_collection(kind);
+        let related = self.related(resource, id);
+        let server = self.servers.get(id).cloned();
         self.transaction(|s| {
             with_kind!(s, kind, |map| map.remove(id).map(|_| ()).ok_or_else(|| {
                 MutationError::NotFound {
@@ -515,7 +611,14 @@ impl Store {
                     id: id.into(),
                 }
             }))
-        })
+        })?;
+        if let Some(r) = resource {
+            let now = self.now();
+            let server = server.filter(|_| r == Resource::Servers);
+            self.revisions.deleted(r, id, now, server);
+        }
+        self.bump_all(related);
+        Ok(())
     }
 
     fn router_mut(&mut self, id: &str) -> Result<&mut Router, MutationError> {
@@ -527,8 +630,12 @@ impl Store {
             })
     }
 
-    /// Adds an extra route (the `extraroute` extension); adding one the
-    /// router already has changes nothing.
+    fn bump_router(&mut self, id: &str) {
+        self.bump_all(vec![(Resource::Routers, id.to_owned())]);
+    }
+
+    /// Adds an extra route (the `extraroute` extension) and raises the
+    /// router's revision; adding one the router already has changes nothing.
     pub fn add_route(
         &mut self,
         router: &str,
@@ -537,11 +644,13 @@ impl Store {
         let r = self.router_mut(router)?;
         if !r.routes.contains(&route) {
             r.routes.push(route);
+            self.bump_router(router);
         }
         Ok(())
     }
 
-    /// Removes an extra route; a missing route is a 404.
+    /// Removes an extra route, raising the router's revision; a missing
+    /// route is a 404.
     pub fn remove_route(
         &mut self,
         router: &str,
@@ -556,11 +665,13 @@ impl Store {
                 id: format!("{} via {}", route.destination, route.nexthop),
             });
         }
+        self.bump_router(router);
         Ok(())
     }
 
     /// Sets (`Some`) or clears (`None`) a router's external gateway; the
-    /// network must be `router:external`.
+    /// network must be `router:external`. Raises the router's revision
+    /// (Neutron raises it by more than one here; only "it rises" holds).
     pub fn set_gateway(
         &mut self,
         router: &str,
@@ -569,11 +680,15 @@ impl Store {
         self.transaction(|s| {
             s.router_mut(router)?.external_gateway_info = gw;
             Ok(())
-        })
+        })?;
+        self.bump_router(router);
+        Ok(())
     }
 
     /// Plugs a subnet into a router the way Neutron does: a new port owned by
-    /// `network:router_interface` holding the subnet's gateway address.
+    /// `network:router_interface` holding the subnet's gateway address. The
+    /// router's revision rises; the port shows revision 2, as Neutron's
+    /// interface ports do (created, then bound to the router).
     pub fn add_interface(
         &mut self,
         router: &str,
@@ -614,10 +729,16 @@ impl Store {
             allowed_address_pairs: vec![],
         };
         let body = serde_json::to_value(&port).unwrap_or(Value::Null);
-        self.create("ports", body)
+        let out = self.create("ports", body)?;
+        self.bump_all(vec![
+            (Resource::Ports, port.id.clone()),
+            (Resource::Routers, router.to_owned()),
+        ]);
+        Ok(out)
     }
 
-    /// Unplugs a subnet: removes (and returns) the router's interface port on it.
+    /// Unplugs a subnet: removes (and returns) the router's interface port
+    /// on it, raising the router's revision.
     pub fn remove_interface(
         &mut self,
         router: &str,
@@ -638,11 +759,18 @@ impl Store {
                 id: format!("{router}/{subnet_id}"),
             })?;
         self.delete("ports", &port.id)?;
+        self.bump_router(router);
         Ok(port)
     }
 
-    /// Applies the keys present in `p`; the others keep their value.
-    pub fn apply_settings(&mut self, p: SettingsPatch) {
+    /// Applies the keys present in `p`; the others keep their value. A
+    /// refused change (a step of a `wall` clock) changes nothing.
+    pub fn apply_settings(&mut self, p: SettingsPatch) -> Result<(), SettingsError> {
+        let mut clock = p.clock.unwrap_or(self.settings.clock);
+        if let Some(secs) = p.clock_step_secs {
+            clock.step(secs)?;
+        }
+        self.settings.clock = clock;
         if let Some(ps) = p.page_size {
             self.settings.page_size = (ps > 0).then_some(ps);
         }
@@ -658,6 +786,7 @@ impl Store {
         if let Some(r) = p.regions {
             self.settings.regions = r;
         }
+        Ok(())
     }
 
     /// Arms a fault. Faults are tried in the order added; the first one
@@ -852,7 +981,7 @@ mod tests {
         let mut s = store();
         let answer = s.create("subnets", subnet("s2", "10.9.0.77/16")).unwrap();
         assert_eq!(answer["cidr"], "10.9.0.0/16");
-        let listed = crate::wire::subnet(&s.subnets["s2"]);
+        let listed = crate::wire::subnet(&s.subnets["s2"], s.meta(Resource::Subnets, "s2"));
         assert_eq!(
             (&listed["cidr"], &listed["ip_version"]),
             (&json!("10.9.0.0/16"), &json!(4))

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::cidr::{check_subnet, AddressingError};
+use crate::clock::Clock;
 
 fn default_domain() -> String {
     "default".into()
@@ -91,6 +92,10 @@ pub struct Settings {
     pub services: Vec<String>,
     /// Which Keystone release's project paging to imitate.
     pub keystone_paging: KeystonePaging,
+    /// The simulator's time: an instant (`2026-01-01T00:00:00Z`, the
+    /// default) that moves only when stepped, or `wall` for the system
+    /// clock. It stamps `created_at` / `updated_at`.
+    pub clock: Clock,
 }
 
 impl Default for Settings {
@@ -103,6 +108,7 @@ impl Default for Settings {
                 .map(String::from)
                 .to_vec(),
             keystone_paging: KeystonePaging::Links,
+            clock: Clock::default(),
         }
     }
 }
