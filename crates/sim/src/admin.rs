@@ -12,28 +12,9 @@ use super::wire;
 use crate::http::{json as reply, Ctx, Resp};
 use lachesis_planner::Resource;
 
-/// A resource as its API lists it (what notifications carry).
+/// A resource as its API shows it (what notifications carry).
 fn wire_of(s: &Store, kind: Resource, id: &str) -> Option<Value> {
-    Some(match kind {
-        Resource::Networks => {
-            let n = s.networks.get(id)?;
-            let subnets: Vec<String> = s
-                .subnets
-                .values()
-                .filter(|x| x.network_id == id)
-                .map(|x| x.id.clone())
-                .collect();
-            wire::network(n, &subnets, s.meta(kind, id))
-        }
-        Resource::Subnets => wire::subnet(s.subnets.get(id)?, s.meta(kind, id)),
-        Resource::Ports => wire::port(s.ports.get(id)?, s.meta(kind, id)),
-        Resource::Routers => wire::router(s.routers.get(id)?, s.meta(kind, id)),
-        Resource::FloatingIps => wire::floatingip(s.floatingips.get(id)?, s.meta(kind, id)),
-        Resource::Projects => wire::project(s.projects.get(id)?, ""),
-        Resource::Servers => wire::server(s.servers.get(id)?, "", s.meta(kind, id), false),
-        Resource::LoadBalancers => wire::loadbalancer(s.loadbalancers.get(id)?, s.meta(kind, id)),
-        Resource::Amphorae => wire::amphora(s.amphorae.get(id)?, s.meta(kind, id)),
-    })
+    crate::render::one(s, kind, id, "")
 }
 
 /// The notification of one mutation. Only the lists of DESIGN §5 notify;

@@ -435,7 +435,7 @@ fn to_value(v: &impl serde::Serialize) -> serde_json::Value {
 /// lacks `load-balancer`, as the client reports them.
 #[must_use]
 pub fn bodies(store: &Store) -> ApiBodies {
-    let list = |r: Resource| crate::api::unpaged(store, r);
+    let list = |r: Resource| crate::render::unpaged(store, r);
     let optional = |r: Resource, service: &str| {
         if store.settings.services.iter().any(|s| s == service) {
             OptionalBody::Fetched(list(r))

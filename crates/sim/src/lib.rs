@@ -23,6 +23,7 @@ pub mod generate;
 mod http;
 pub mod notify;
 mod paging;
+mod render;
 pub mod revision;
 mod server;
 pub mod store;

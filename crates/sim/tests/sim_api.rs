@@ -1,0 +1,272 @@
+//! The simulator's `OpenStack` API over HTTP, as a relay or a client meets
+//! it: a GET by id for every resource it may fetch, Neutron's `fields=`,
+//! and each change showing in `revision_number` / `updated_at`.
+
+mod common;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// A token-holding client of one simulator's `RegionOne/internal` endpoints.
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    ctl: common::Control,
+}
+
+impl Api {
+    async fn of(sim: &lachesis_sim::SimHandle) -> Self {
+        let http = reqwest::Client::new();
+        let auth = http
+            .post(sim.auth_url() + "/auth/tokens")
+            .body(
+                json!({"auth": {"identity": {"methods": ["application_credential"],
+                    "application_credential": {"id": "ac-lachesis", "secret": "appcred-secret"}}}})
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(auth.status().as_u16(), 201);
+        let token = auth.headers()["x-subject-token"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        Self {
+            http,
+            base: format!("{}/r/RegionOne/internal", sim.base_url()),
+            token,
+            ctl: common::Control::of(sim),
+        }
+    }
+
+    /// `GET <base>/<path>`: the status and the JSON body.
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let resp = self
+            .http
+            .get(format!("{}/{path}", self.base))
+            .header("X-Auth-Token", &self.token)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (
+            status,
+            serde_json::from_str(&resp.text().await.unwrap()).unwrap(),
+        )
+    }
+
+    /// A GET that must succeed.
+    async fn ok(&self, path: &str) -> Value {
+        let (status, body) = self.get(path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        body
+    }
+
+    /// A control-API call that must succeed.
+    async fn change(&self, method: Method, path: &str, body: &Value) {
+        let status = self.ctl.send(method.clone(), path, body).await;
+        assert!(
+            (200..300).contains(&status),
+            "{method} /sim/{path}: {status}"
+        );
+    }
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    k.sort_unstable();
+    k
+}
+
+#[tokio::test]
+async fn every_resource_a_relay_fetches_has_a_get_by_id_in_its_services_shape() {
+    let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
+    let api = Api::of(&sim).await;
+    for (path, wrapper, id) in [
+        ("network/v2.0/networks/net-a", "network", "net-a"),
+        ("network/v2.0/subnets/sub-a4", "subnet", "sub-a4"),
+        ("network/v2.0/ports/p-vm-a1", "port", "p-vm-a1"),
+        ("network/v2.0/routers/router-a", "router", "router-a"),
+        ("network/v2.0/floatingips/fip-1", "floatingip", "fip-1"),
+        (
+            "identity/v3/projects/0b0000000000000000000000000000aa",
+            "project",
+            "0b0000000000000000000000000000aa",
+        ),
+        ("compute/v2.1/servers/vm-a1", "server", "vm-a1"),
+        (
+            "load-balancer/v2/lbaas/loadbalancers/lb1",
+            "loadbalancer",
+            "lb1",
+        ),
+        (
+            "load-balancer/v2/octavia/amphorae/amp-1",
+            "amphora",
+            "amp-1",
+        ),
+    ] {
+        let body = api.ok(path).await;
+        assert_eq!(keys(&body), [wrapper], "{path}");
+        assert_eq!(body[wrapper]["id"], id, "{path}");
+    }
+    // The same object a list shows.
+    let listed = api
+        .ok("network/v2.0/networks?limit=1&marker=net-lbmgmt")
+        .await;
+    assert_eq!(
+        api.ok("network/v2.0/networks/net-public").await["network"],
+        listed["networks"][0]
+    );
+    assert_eq!(
+        api.ok("network/v2.0/networks/net-a").await["network"]["subnets"],
+        json!(["sub-a4", "sub-a6"])
+    );
+}
+
+#[tokio::test]
+async fn a_missing_id_gets_each_services_own_404() {
+    let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
+    let api = Api::of(&sim).await;
+    for (path, body) in [
+        (
+            "network/v2.0/ports/nope",
+            json!({"NeutronError": {"type": "PortNotFound", "message": "Port nope could not be found.", "detail": ""}}),
+        ),
+        (
+            "network/v2.0/routers/nope",
+            json!({"NeutronError": {"type": "RouterNotFound", "message": "Router nope could not be found", "detail": ""}}),
+        ),
+        (
+            "network/v2.0/floatingips/nope",
+            json!({"NeutronError": {"type": "FloatingIPNotFound", "message": "Floating IP nope could not be found", "detail": ""}}),
+        ),
+        (
+            "identity/v3/projects/nope",
+            json!({"error": {"code": 404, "message": "Could not find project: nope.", "title": "Not Found"}}),
+        ),
+        (
+            "compute/v2.1/servers/nope",
+            json!({"itemNotFound": {"code": 404, "message": "Instance nope could not be found."}}),
+        ),
+        (
+            "load-balancer/v2/octavia/amphorae/nope",
+            json!({"faultcode": "Client", "faultstring": "Amphora nope not found.", "debuginfo": null}),
+        ),
+    ] {
+        assert_eq!(api.get(path).await, (404, body), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn neutron_answers_only_the_fields_asked_for_and_still_pages() {
+    let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
+    let api = Api::of(&sim).await;
+    let one = api
+        .ok("network/v2.0/ports/p-vm-a1?fields=mac_address&fields=device_id")
+        .await;
+    assert_eq!(
+        one,
+        json!({"port": {"mac_address": "fa:16:3e:a1:00:01", "device_id": "vm-a1"}})
+    );
+    // Without `id` in the fields the pages still link on by id.
+    let mut url = "network/v2.0/ports?fields=mac_address&limit=4".to_owned();
+    let mut macs = Vec::new();
+    loop {
+        let page = api.ok(&url).await;
+        for p in page["ports"].as_array().unwrap() {
+            assert_eq!(keys(p), ["mac_address"], "{p}");
+            macs.push(p["mac_address"].as_str().unwrap().to_owned());
+        }
+        assert!(macs.len() < 100, "the links went round: {macs:?}");
+        let Some(next) = page["ports_links"]
+            .as_array()
+            .and_then(|l| l.iter().find(|l| l["rel"] == "next"))
+        else {
+            break;
+        };
+        let href = next["href"].as_str().unwrap();
+        assert!(href.contains("fields=mac_address"), "{href}");
+        url = href.split_once("/internal/").unwrap().1.to_owned();
+    }
+    api.change(Method::PUT, "settings", &json!({"page_size": 0}))
+        .await;
+    let whole = api.ok("network/v2.0/ports").await;
+    let all: Vec<&str> = whole["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["mac_address"].as_str().unwrap())
+        .collect();
+    assert_eq!(macs, all);
+    // Only Neutron takes `fields`: Nova answers whole servers.
+    let server = api.ok("compute/v2.1/servers/vm-a1?fields=id").await;
+    assert!(server["server"].get("tenant_id").is_some(), "{server}");
+}
+
+#[tokio::test]
+async fn a_change_through_the_control_api_shows_in_revision_and_updated_at() {
+    let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
+    let api = Api::of(&sim).await;
+    let settings = api.ctl.call(Method::GET, "settings", &Value::Null).await.1;
+    assert_eq!(
+        (&settings["clock"], &settings["now"]),
+        (
+            &json!("2026-01-01T00:00:00Z"),
+            &json!("2026-01-01T00:00:00Z")
+        )
+    );
+    let before = api.ok("network/v2.0/routers/router-b").await["router"].clone();
+    assert_eq!(before["revision_number"], 1);
+    api.change(Method::PUT, "settings", &json!({"clock_step_secs": 90}))
+        .await;
+    api.change(
+        Method::POST,
+        "routers/router-b/routes",
+        &json!({"destination": "10.9.0.0/16", "nexthop": "10.2.0.5"}),
+    )
+    .await;
+    let after = api.ok("network/v2.0/routers/router-b").await["router"].clone();
+    assert_eq!(
+        (
+            &after["revision_number"],
+            &after["updated_at"],
+            &after["created_at"]
+        ),
+        (
+            &json!(2),
+            &json!("2026-01-01T00:01:30Z"),
+            &json!("2026-01-01T00:00:00Z")
+        )
+    );
+    // A subnet on net-b raises the network, visible on its GET.
+    api.change(
+        Method::POST,
+        "subnets",
+        &json!({"id": "sub-b9", "network_id": "net-b", "project_id": "0b0000000000000000000000000000bb", "cidr": "10.29.0.0/24"}),
+    )
+    .await;
+    let net = api.ok("network/v2.0/networks/net-b").await["network"].clone();
+    assert_eq!(
+        (&net["revision_number"], &net["subnets"]),
+        (&json!(2), &json!(["sub-b4", "sub-b9"]))
+    );
+    // A wall clock cannot step: 400, nothing changed.
+    let (status, body) = api
+        .ctl
+        .call(
+            Method::PUT,
+            "settings",
+            &json!({"clock": "wall", "clock_step_secs": 1}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let settings = api.ctl.call(Method::GET, "settings", &Value::Null).await.1;
+    assert_eq!(settings["clock"], "2026-01-01T00:01:30Z");
+}
