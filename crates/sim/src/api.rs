@@ -2,7 +2,7 @@
 //! Nova v2.1 `servers/detail`, Octavia v2 load balancers and amphorae — each
 //! list, and each resource by id.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::paging::PageRequest;
 use super::store::{Fault, Store};
 use super::topology::{AppCredential, User};
+use crate::clock::parse_time;
 use crate::http::{json as reply, Ctx, Outcome};
 use crate::render;
 use lachesis_planner::Resource;
@@ -394,11 +395,46 @@ pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Out
             None => not_found(target.resource, id),
         };
     }
+    let since = match since(&store, target.resource, &call.query) {
+        Ok(since) => since,
+        Err(message) => return error(service, StatusCode::BAD_REQUEST, &message),
+    };
     let req = PageRequest {
         self_url: format!("{}{}", ctx.base_url, call.path),
         query: call.query,
         max: store.settings.page_size,
     };
-    let body = render::list(&store, target.resource, &req, &base, &token_project);
+    let filter = render::Filter {
+        since,
+        token_project: &token_project,
+    };
+    let body = render::list(&store, target.resource, &req, &base, filter);
     Outcome::Reply(reply(StatusCode::OK, &body))
+}
+
+/// The instant a list asks to start from — Neutron's `changed_since`,
+/// Nova's `changes-since` — or the message of the service's 400.
+fn since(
+    store: &Store,
+    resource: Resource,
+    query: &[(String, String)],
+) -> Result<Option<SystemTime>, String> {
+    let (key, service) = match resource.service() {
+        "network" => ("changed_since", Service::Network),
+        "compute" => ("changes-since", Service::Compute),
+        _ => return Ok(None),
+    };
+    let Some((_, text)) = query.iter().find(|(k, _)| k == key) else {
+        return Ok(None);
+    };
+    if service == Service::Network && store.settings.neutron_filter_validation {
+        // Neutron 21's answer under its default filter_validation = True.
+        return Err("['changed_since'] is invalid attribute for filtering".into());
+    }
+    parse_time(text).map(Some).map_err(|e| match service {
+        Service::Compute => format!(
+            "Invalid input for query parameters changes-since. Value: {text}. '{text}' is not a 'date-time'"
+        ),
+        _ => format!("Invalid input for {key}: {e}"),
+    })
 }

@@ -3,12 +3,15 @@
 //! history ([`crate::revision`]) and, for Neutron, the `fields=` selection.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::SystemTime;
 
 use lachesis_planner::Resource;
 use serde_json::{Map, Value};
 
 use crate::paging::{self, PageRequest};
+use crate::revision::Deleted;
 use crate::store::Store;
+use crate::topology::Server;
 use crate::wire;
 
 /// The key one resource is wrapped in (`{"port": {...}}`), as each service
@@ -119,30 +122,100 @@ fn rows<T>(m: &BTreeMap<String, T>) -> Vec<(String, &T)> {
     m.iter().map(|(id, x)| (id.clone(), x)).collect()
 }
 
-/// One page of a Neutron list: `fields=` applied after rendering, so the
-/// paging links still know each item's id.
+/// What a list is asked for beyond paging.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Filter<'a> {
+    /// Only what changed at or after this instant (Neutron's
+    /// `changed_since` when its validation is off, Nova's `changes-since`).
+    pub since: Option<SystemTime>,
+    /// Nova without `all_tenants` lists only this project's servers.
+    pub token_project: &'a str,
+}
+
+/// One page of a Neutron list: `changed_since` before paging, `fields=`
+/// after rendering, so the paging links still know each item's id.
 fn neutron_page<T>(
+    store: &Store,
     kind: Resource,
-    items: Vec<(String, &T)>,
+    map: &BTreeMap<String, T>,
     req: &PageRequest,
+    filter: Filter<'_>,
     render: impl Fn(&T) -> Value,
 ) -> Value {
     let fields = fields(&req.query);
+    let items = map
+        .iter()
+        .filter(|(id, _)| {
+            filter
+                .since
+                .is_none_or(|t| store.meta(kind, id).updated_at.at_or_after(t))
+        })
+        .map(|(id, x)| (id.clone(), x))
+        .collect();
     paging::links_style(kind.collection(), items, req, false, |x| {
         select(render(x), &fields)
     })
 }
 
-/// One page of `resource`'s list as the service answers `req`. `base` is
-/// `…/r/<region>/<interface>`; `token_project` limits Nova's list without
-/// `all_tenants`.
+/// A row of Nova's list: a live server, or (under `changes-since`) one
+/// deleted since.
+enum ServerRow<'a> {
+    Live(&'a Server),
+    Deleted(&'a Deleted),
+}
+
+/// Nova's `servers/detail`: the token's project's servers unless
+/// `all_tenants`; with `changes-since`, only those changed since, deleted
+/// ones included (as Nova lists them).
+fn servers(store: &Store, req: &PageRequest, base: &str, filter: Filter<'_>) -> Value {
+    let all = req
+        .query
+        .iter()
+        .any(|(k, v)| k == "all_tenants" && v != "0" && v.to_lowercase() != "false");
+    let visible = |s: &Server| all || s.tenant_id == filter.token_project;
+    let changed = |at: crate::clock::Stamp| filter.since.is_none_or(|t| at.at_or_after(t));
+    let mut items: Vec<(String, ServerRow<'_>)> = store
+        .servers
+        .iter()
+        .filter(|(id, s)| visible(s) && changed(store.meta(Resource::Servers, id).updated_at))
+        .map(|(id, s)| (id.clone(), ServerRow::Live(s)))
+        .collect();
+    if filter.since.is_some() {
+        items.extend(
+            store
+                .revisions
+                .deleted_servers()
+                .iter()
+                .filter(|(_, d)| visible(&d.server) && changed(d.meta.updated_at))
+                .map(|(id, d)| (id.clone(), ServerRow::Deleted(d))),
+        );
+        // Paging needs one order: by id, as every list here.
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    let self_base = format!("{base}/compute/v2.1");
+    paging::links_style(
+        Resource::Servers.collection(),
+        items,
+        req,
+        false,
+        |row| match row {
+            ServerRow::Live(s) => {
+                wire::server(s, &self_base, store.meta(Resource::Servers, &s.id), false)
+            }
+            ServerRow::Deleted(d) => wire::server(&d.server, &self_base, d.meta, true),
+        },
+    )
+}
+
+/// One page of `resource`'s list as the service answers `req` with
+/// `filter`. `base` is `…/r/<region>/<interface>`.
 #[must_use]
 pub(crate) fn list(
     store: &Store,
     resource: Resource,
     req: &PageRequest,
     base: &str,
-    token_project: &str,
+    filter: Filter<'_>,
 ) -> Value {
     let meta = |id: &str| store.meta(resource, id);
     match resource {
@@ -155,23 +228,25 @@ pub(crate) fn list(
                     .or_default()
                     .push(s.id.clone());
             }
-            neutron_page(resource, rows(&store.networks), req, |n| {
+            neutron_page(store, resource, &store.networks, req, filter, |n| {
                 let subnets: &[String] = by_network.get(n.id.as_str()).map_or(&[], Vec::as_slice);
                 wire::network(n, subnets, meta(&n.id))
             })
         }
-        Resource::Subnets => neutron_page(resource, rows(&store.subnets), req, |x| {
+        Resource::Subnets => neutron_page(store, resource, &store.subnets, req, filter, |x| {
             wire::subnet(x, meta(&x.id))
         }),
-        Resource::Ports => neutron_page(resource, rows(&store.ports), req, |x| {
+        Resource::Ports => neutron_page(store, resource, &store.ports, req, filter, |x| {
             wire::port(x, meta(&x.id))
         }),
-        Resource::Routers => neutron_page(resource, rows(&store.routers), req, |x| {
+        Resource::Routers => neutron_page(store, resource, &store.routers, req, filter, |x| {
             wire::router(x, meta(&x.id))
         }),
-        Resource::FloatingIps => neutron_page(resource, rows(&store.floatingips), req, |x| {
-            wire::floatingip(x, meta(&x.id))
-        }),
+        Resource::FloatingIps => {
+            neutron_page(store, resource, &store.floatingips, req, filter, |x| {
+                wire::floatingip(x, meta(&x.id))
+            })
+        }
         Resource::Projects => {
             let self_base = format!("{base}/identity/v3");
             paging::keystone(
@@ -182,23 +257,7 @@ pub(crate) fn list(
                 |p| wire::project(p, &self_base),
             )
         }
-        Resource::Servers => {
-            // Without all_tenants Nova lists only the token's own project.
-            let all = req
-                .query
-                .iter()
-                .any(|(k, v)| k == "all_tenants" && v != "0" && v.to_lowercase() != "false");
-            let items = store
-                .servers
-                .iter()
-                .filter(|(_, s)| all || s.tenant_id == token_project)
-                .map(|(id, s)| (id.clone(), s))
-                .collect();
-            let self_base = format!("{base}/compute/v2.1");
-            paging::links_style(resource.collection(), items, req, false, |s| {
-                wire::server(s, &self_base, meta(&s.id), false)
-            })
-        }
+        Resource::Servers => servers(store, req, base, filter),
         Resource::LoadBalancers => paging::links_style(
             resource.collection(),
             rows(&store.loadbalancers),
@@ -226,7 +285,7 @@ pub(crate) fn unpaged(store: &Store, resource: Resource) -> Value {
         query: vec![("all_tenants".to_owned(), "1".to_owned())],
         max: None,
     };
-    list(store, resource, &req, base, "")
+    list(store, resource, &req, base, Filter::default())
 }
 
 #[cfg(test)]

@@ -106,6 +106,8 @@ pub struct SettingsPatch {
     /// Steps a standing clock this many seconds forward (after `clock`,
     /// when both are given); refused on a `wall` clock.
     pub clock_step_secs: Option<u64>,
+    /// Neutron's `filter_validation`: `false` lets `changed_since` filter.
+    pub neutron_filter_validation: Option<bool>,
 }
 
 /// A settings change the simulator refuses (HTTP 400); a refused change
@@ -785,6 +787,9 @@ impl Store {
         }
         if let Some(r) = p.regions {
             self.settings.regions = r;
+        }
+        if let Some(v) = p.neutron_filter_validation {
+            self.settings.neutron_filter_validation = v;
         }
         Ok(())
     }

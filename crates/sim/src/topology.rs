@@ -96,6 +96,10 @@ pub struct Settings {
     /// default) that moves only when stepped, or `wall` for the system
     /// clock. It stamps `created_at` / `updated_at`.
     pub clock: Clock,
+    /// Neutron's `filter_validation` (default on, as in Neutron): a list
+    /// filtered by `changed_since` is a 400 "invalid attribute for
+    /// filtering"; off, it answers what changed at or after that instant.
+    pub neutron_filter_validation: bool,
 }
 
 impl Default for Settings {
@@ -109,6 +113,7 @@ impl Default for Settings {
                 .to_vec(),
             keystone_paging: KeystonePaging::Links,
             clock: Clock::default(),
+            neutron_filter_validation: true,
         }
     }
 }

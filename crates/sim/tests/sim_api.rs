@@ -270,3 +270,117 @@ async fn a_change_through_the_control_api_shows_in_revision_and_updated_at() {
     let settings = api.ctl.call(Method::GET, "settings", &Value::Null).await.1;
     assert_eq!(settings["clock"], "2026-01-01T00:01:30Z");
 }
+
+fn ids(body: &Value, collection: &str) -> Vec<String> {
+    body[collection]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {collection} in {body}"))
+        .iter()
+        .map(|x| x["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn changed_since_is_neutrons_400_by_default_and_filters_without_validation() {
+    let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
+    let api = Api::of(&sim).await;
+    assert_eq!(
+        api.get("network/v2.0/networks?changed_since=2026-01-01T00:00:00")
+            .await,
+        (
+            400,
+            json!({"NeutronError": {"type": "HTTPBadRequest",
+                "message": "['changed_since'] is invalid attribute for filtering", "detail": ""}})
+        )
+    );
+    api.change(
+        Method::PUT,
+        "settings",
+        &json!({"neutron_filter_validation": false, "page_size": 0, "clock_step_secs": 10}),
+    )
+    .await;
+    api.change(Method::PATCH, "ports/p-vm-b1", &json!({"name": "b1"}))
+        .await;
+    api.change(Method::PUT, "settings", &json!({"clock_step_secs": 10}))
+        .await;
+    api.change(Method::DELETE, "ports/p-dhcp-a", &Value::Null)
+        .await;
+    let since = |t: &str| format!("network/v2.0/ports?changed_since={t}");
+    assert_eq!(
+        ids(&api.ok(&since("2026-01-01T00:00:10Z")).await, "ports"),
+        ["p-vm-b1"]
+    );
+    // Whole seconds: the change at :10 is not at or after :10.5.
+    assert_eq!(
+        ids(&api.ok(&since("2026-01-01T00:00:10.5")).await, "ports"),
+        Vec::<String>::new()
+    );
+    // A deletion never shows.
+    assert_eq!(
+        ids(&api.ok(&since("2026-01-01T00:00:20")).await, "ports"),
+        Vec::<String>::new()
+    );
+    let all = api.ok(&since("2026-01-01T00:00:00")).await;
+    assert_eq!(
+        ids(&all, "ports").len(),
+        15,
+        "every port is as new as the load"
+    );
+    assert_eq!(
+        api.ok("network/v2.0/ports?changed_since=2026-01-01T00:00:10&fields=id")
+            .await,
+        json!({"ports": [{"id": "p-vm-b1"}]})
+    );
+    let (status, body) = api.get(&since("soon")).await;
+    assert_eq!(status, 400, "{body}");
+}
+
+#[tokio::test]
+async fn nova_changes_since_lists_changed_and_deleted_servers() {
+    let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
+    let api = Api::of(&sim).await;
+    api.change(
+        Method::PUT,
+        "settings",
+        &json!({"page_size": 0, "clock_step_secs": 60}),
+    )
+    .await;
+    api.change(Method::PATCH, "servers/vm-a1", &json!({"name": "web-2"}))
+        .await;
+    api.change(Method::DELETE, "servers/vm-b1", &Value::Null)
+        .await;
+    let changed = api
+        .ok("compute/v2.1/servers/detail?all_tenants=1&changes-since=2026-01-01T00:01:00Z")
+        .await;
+    assert_eq!(ids(&changed, "servers"), ["vm-a1", "vm-b1"]);
+    let deleted = &changed["servers"][1];
+    assert_eq!(
+        (
+            &deleted["status"],
+            &deleted["OS-EXT-STS:vm_state"],
+            &deleted["updated"]
+        ),
+        (
+            &json!("DELETED"),
+            &json!("deleted"),
+            &json!("2026-01-01T00:01:00Z")
+        )
+    );
+    // Without changes-since a deleted server is gone, and so is its GET.
+    let live = api.ok("compute/v2.1/servers/detail?all_tenants=1").await;
+    assert!(!ids(&live, "servers").contains(&"vm-b1".to_owned()));
+    assert_eq!(api.get("compute/v2.1/servers/vm-b1").await.0, 404);
+    // The token's project alone without all_tenants, deleted ones too.
+    let own = api
+        .ok("compute/v2.1/servers/detail?changes-since=2026-01-01T00:01:00Z")
+        .await;
+    assert_eq!(ids(&own, "servers"), Vec::<String>::new());
+    let (status, body) = api
+        .get("compute/v2.1/servers/detail?changes-since=yesterday")
+        .await;
+    assert_eq!(status, 400);
+    assert!(body["badRequest"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("changes-since"));
+}
