@@ -4,6 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use hyper::body::Body as _;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -12,7 +13,7 @@ use super::store::{Fault, Store};
 use super::topology::{AppCredential, User};
 use crate::clock::parse_time;
 use crate::http::{json as reply, Ctx, Outcome};
-use crate::render;
+use crate::{render, stats};
 use lachesis_planner::Resource;
 
 /// Where each service lives under `/r/<region>/<interface>/`.
@@ -155,29 +156,67 @@ fn find_project(store: &Store, scope: &Value) -> Option<String> {
         .map(|x| x.id.clone())
 }
 
-fn find_app_cred<'a>(store: &'a Store, ac: &Value) -> Option<&'a AppCredential> {
-    let secret = ac.get("secret").and_then(Value::as_str)?;
-    let cred = if let Some(id) = ac.get("id").and_then(Value::as_str) {
-        store.application_credentials.get(id)?
-    } else {
-        let name = ac.get("name").and_then(Value::as_str)?;
-        let user = find_user(store, ac.get("user")?)?;
-        store
-            .application_credentials
-            .values()
-            .find(|c| c.name == name && c.user_id == user.id)?
-    };
-    (cred.secret == secret).then_some(cred)
+/// The application credential a request names (by id, or by name and
+/// user), whatever secret it gives.
+fn named_app_cred<'a>(store: &'a Store, ac: &Value) -> Option<&'a AppCredential> {
+    if let Some(id) = ac.get("id").and_then(Value::as_str) {
+        return store.application_credentials.get(id);
+    }
+    let name = ac.get("name").and_then(Value::as_str)?;
+    let user = find_user(store, ac.get("user")?)?;
+    store
+        .application_credentials
+        .values()
+        .find(|c| c.name == name && c.user_id == user.id)
 }
 
-/// `POST /identity/v3/auth/tokens`.
+fn find_app_cred<'a>(store: &'a Store, ac: &Value) -> Option<&'a AppCredential> {
+    let secret = ac.get("secret").and_then(Value::as_str)?;
+    named_app_cred(store, ac).filter(|c| c.secret == secret)
+}
+
+/// The client a token request speaks for (`/sim/stats`), right secret or
+/// not: the user or application credential it names.
+fn claimed_client(store: &Store, req: &Value) -> String {
+    let identity = &req["auth"]["identity"];
+    let named = if let Some(u) = identity.get("password").and_then(|p| p.get("user")) {
+        find_user(store, u).map(|u| stats::user(&u.id))
+    } else if let Some(ac) = identity.get("application_credential") {
+        named_app_cred(store, ac).map(|c| stats::application_credential(&c.id))
+    } else {
+        None
+    };
+    named.unwrap_or_else(|| stats::ANONYMOUS.to_owned())
+}
+
+/// The response body's length: what the client receives, byte for byte
+/// (the simulator does not compress).
+fn body_len(out: &Outcome) -> u64 {
+    match out {
+        Outcome::Reply(r) => r.body().size_hint().exact().unwrap_or(0),
+        Outcome::Drop => 0,
+    }
+}
+
+/// `POST /identity/v3/auth/tokens`, counted for `/sim/stats`.
 pub(crate) async fn issue_token(ctx: &Ctx, body: &[u8]) -> Outcome {
-    ctx.lock().count("auth".into());
+    let req = serde_json::from_slice::<Value>(body).ok();
+    let client = req.as_ref().map_or_else(
+        || stats::ANONYMOUS.to_owned(),
+        |r| claimed_client(&ctx.lock(), r),
+    );
+    ctx.lock().stats.count("auth", &client);
+    let out = authenticate(ctx, req, &client).await;
+    ctx.lock().stats.sent("auth", &client, body_len(&out));
+    out
+}
+
+async fn authenticate(ctx: &Ctx, req: Option<Value>, client: &str) -> Outcome {
     if let Some(out) = fault(ctx, Service::Identity, "auth").await {
         return out;
     }
     let unauthorized = || error(Service::Identity, StatusCode::UNAUTHORIZED, "");
-    let Ok(req) = serde_json::from_slice::<Value>(body) else {
+    let Some(req) = req else {
         return error(
             Service::Identity,
             StatusCode::BAD_REQUEST,
@@ -224,7 +263,7 @@ pub(crate) async fn issue_token(ctx: &Ctx, body: &[u8]) -> Outcome {
             "Unsupported or missing auth methods.",
         );
     };
-    let (value, expires_at) = store.issue_token(project_id.clone());
+    let (value, expires_at) = store.issue_token(project_id.clone(), client.to_owned());
     let project = store.projects.get(&project_id).cloned();
     let body = json!({"token": {
         "methods": [method],
@@ -371,10 +410,18 @@ pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Out
             );
         }
     }
-    let endpoint = target.endpoint();
-    ctx.lock()
-        .count(format!("{}/{}/{endpoint}", call.region, call.iface));
-    if let Some(out) = fault(ctx, service, &endpoint).await {
+    let key = format!("{}/{}/{}", call.region, call.iface, target.endpoint());
+    let client = ctx.lock().client_of(call.token);
+    ctx.lock().stats.count(&key, &client);
+    let out = serve(ctx, method, call, &target).await;
+    ctx.lock().stats.sent(&key, &client, body_len(&out));
+    out
+}
+
+/// A call the catalog knows, after it was counted.
+async fn serve(ctx: &Ctx, method: &Method, call: ApiCall<'_>, target: &Target<'_>) -> Outcome {
+    let service = target.service;
+    if let Some(out) = fault(ctx, service, &target.endpoint()).await {
         return out;
     }
     if method != Method::GET {

@@ -5,7 +5,7 @@
 //! Layout: [`topology`] (the YAML file), `cidr` (subnet addressing as
 //! Neutron checks it), [`clock`] (the simulator's time), [`revision`]
 //! (revisions, timestamps, deleted servers), [`store`] (state + mutations +
-//! faults), [`wire`]
+//! faults), [`stats`] (what was served, to whom), [`wire`]
 //! (resources as the services list them), [`notify`] (oslo notifications
 //! to `RabbitMQ` and Kafka), `paging`,
 //! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API),
@@ -26,6 +26,7 @@ mod paging;
 mod render;
 pub mod revision;
 mod server;
+pub mod stats;
 pub mod store;
 pub mod topology;
 pub mod wire;
@@ -33,5 +34,6 @@ pub mod wire;
 pub use clock::{Clock, Stamp};
 pub use revision::Meta;
 pub use server::{start, start_on, start_with, SimHandle, SimOptions};
-pub use store::{Fault, MutationError, SettingsError, SettingsPatch, Stats, Store};
+pub use stats::{Stats, Traffic};
+pub use store::{Fault, MutationError, SettingsError, SettingsPatch, Store};
 pub use topology::{KeystonePaging, Topology, TopologyError};

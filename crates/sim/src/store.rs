@@ -16,6 +16,7 @@ use super::topology::{
 use crate::cidr::check_subnet;
 use crate::clock::{Clock, ClockError, Stamp};
 use crate::revision::{Meta, Revisions};
+use crate::stats::{self, Stats};
 
 /// A mutation the simulator refuses (HTTP 404 / 409 / 400). A refused
 /// mutation changes nothing.
@@ -82,6 +83,10 @@ pub struct Fault {
 pub(crate) struct IssuedToken {
     pub project_id: String,
     pub expires_at: SystemTime,
+    /// Who it was issued to, as `/sim/stats` names clients.
+    pub client: String,
+    /// Refused from now on (`POST /sim/tokens/revoke`).
+    pub revoked: bool,
 }
 
 /// Runtime-adjustable settings (`PUT /sim/settings`); absent keys keep their value.
@@ -152,9 +157,8 @@ pub struct Store {
     pub amphorae: BTreeMap<String, Amphora>,
     pub(crate) tokens: HashMap<String, IssuedToken>,
     pub(crate) faults: Vec<Fault>,
-    /// Requests by `region/interface/endpoint` (`auth` has no prefix).
-    pub(crate) requests: BTreeMap<String, u64>,
-    pub(crate) tokens_issued: u64,
+    /// What was served, and to whom.
+    pub(crate) stats: Stats,
     pub(crate) token_seq: u64,
     /// Revisions and timestamps of what changed, and deleted servers.
     pub(crate) revisions: Revisions,
@@ -807,7 +811,10 @@ impl Store {
 
     /// Invalidates every issued token (the next API call gets a 401).
     pub fn revoke_tokens(&mut self) {
-        self.tokens.clear();
+        // Kept, marked, so `/sim/stats` still knows whose calls they are.
+        for t in self.tokens.values_mut() {
+            t.revoked = true;
+        }
     }
 
     /// The first live fault for `endpoint`, consuming one use of it.
@@ -826,9 +833,13 @@ impl Store {
         Some(fault)
     }
 
-    pub(crate) fn issue_token(&mut self, project_id: String) -> (String, SystemTime) {
+    pub(crate) fn issue_token(
+        &mut self,
+        project_id: String,
+        client: String,
+    ) -> (String, SystemTime) {
         self.token_seq += 1;
-        self.tokens_issued += 1;
+        self.stats.tokens_issued += 1;
         let value = format!("gAAAAsim{:016x}", self.token_seq);
         let expires_at = SystemTime::now() + Duration::from_secs(self.settings.token_ttl_secs);
         self.tokens.insert(
@@ -836,6 +847,8 @@ impl Store {
             IssuedToken {
                 project_id,
                 expires_at,
+                client,
+                revoked: false,
             },
         );
         (value, expires_at)
@@ -844,26 +857,27 @@ impl Store {
     /// The project a valid token is scoped to.
     pub(crate) fn check_token(&self, token: Option<&str>) -> Option<String> {
         let t = self.tokens.get(token?)?;
-        (SystemTime::now() < t.expires_at).then(|| t.project_id.clone())
+        (!t.revoked && SystemTime::now() < t.expires_at).then(|| t.project_id.clone())
     }
 
-    pub(crate) fn count(&mut self, key: String) {
-        *self.requests.entry(key).or_default() += 1;
+    /// The client a token was issued to, or [`stats::ANONYMOUS`] for no
+    /// token or one the simulator never issued (an expired or revoked one
+    /// still names its client).
+    pub(crate) fn client_of(&self, token: Option<&str>) -> String {
+        token
+            .and_then(|t| self.tokens.get(t))
+            .map_or_else(|| stats::ANONYMOUS.to_owned(), |t| t.client.clone())
     }
 
-    /// Zeroes the request counters (`DELETE /sim/stats`).
+    /// Zeroes the counters (`DELETE /sim/stats`).
     pub fn requests_reset(&mut self) {
-        self.requests.clear();
-        self.tokens_issued = 0;
+        self.stats = Stats::default();
     }
 
     /// Counters for tests and operators (`GET /sim/stats`).
     #[must_use]
     pub fn stats(&self) -> Stats {
-        Stats {
-            tokens_issued: self.tokens_issued,
-            requests: self.requests.clone(),
-        }
+        self.stats.clone()
     }
 }
 
@@ -884,30 +898,6 @@ pub struct InterfaceRequest {
     /// subnet must have one).
     #[serde(default)]
     pub ip_address: Option<String>,
-}
-
-/// Request counters, since the start or the last [`Store::requests_reset`].
-/// Every request to a served endpoint is counted, including those a fault
-/// or a bad token fails; a path the simulator does not serve is not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stats {
-    /// Tokens issued (successful `POST /identity/v3/auth/tokens`).
-    pub tokens_issued: u64,
-    /// By `region/interface/endpoint` (e.g. `RegionOne/internal/ports`);
-    /// token requests under the bare key `auth`.
-    pub requests: BTreeMap<String, u64>,
-}
-
-impl Stats {
-    /// Requests for `endpoint` over every region and interface.
-    #[must_use]
-    pub fn requests_for(&self, endpoint: &str) -> u64 {
-        self.requests
-            .iter()
-            .filter(|(k, _)| k.rsplit('/').next() == Some(endpoint))
-            .map(|(_, v)| v)
-            .sum()
-    }
 }
 
 #[cfg(test)]
