@@ -769,6 +769,60 @@ impl Store {
         Ok(port)
     }
 
+    /// Shares a network with every project the way Neutron's RBAC API
+    /// does (`access_as_shared` to `*`): `shared` turns true and the
+    /// network's revision rises, but Neutron sends no `network.*` event for
+    /// it — only `rbac_policy.create.end` (checked on Neutron 21). 409 when
+    /// it is shared already.
+    pub fn share(&mut self, network: &str) -> Result<SharePolicy, MutationError> {
+        self.set_shared(network, true)
+    }
+
+    /// Undoes [`Store::share`] (also for a network shared in the topology);
+    /// 404 when it is not shared.
+    pub fn unshare(&mut self, network: &str) -> Result<SharePolicy, MutationError> {
+        self.set_shared(network, false)
+    }
+
+    fn set_shared(&mut self, network: &str, shared: bool) -> Result<SharePolicy, MutationError> {
+        let policy = self.share_policy(network)?;
+        let n = self.networks.get_mut(network);
+        match n {
+            Some(n) if n.shared != shared => n.shared = shared,
+            // A second policy for the same target is Neutron's 409; none to
+            // delete, its 404.
+            _ if shared => {
+                return Err(MutationError::Conflict {
+                    kind: "rbac_policy".into(),
+                    id: policy.id,
+                })
+            }
+            _ => {
+                return Err(MutationError::NotFound {
+                    kind: "rbac_policy".into(),
+                    id: policy.id,
+                })
+            }
+        }
+        self.bump_all(vec![(Resource::Networks, network.to_owned())]);
+        Ok(policy)
+    }
+
+    fn share_policy(&self, network: &str) -> Result<SharePolicy, MutationError> {
+        let n = self
+            .networks
+            .get(network)
+            .ok_or_else(|| MutationError::NotFound {
+                kind: "networks".into(),
+                id: network.into(),
+            })?;
+        Ok(SharePolicy {
+            id: format!("rbac-{network}"),
+            network_id: network.to_owned(),
+            project_id: n.project_id.clone(),
+        })
+    }
+
     /// Applies the keys present in `p`; the others keep their value. A
     /// refused change (a step of a `wall` clock) changes nothing.
     pub fn apply_settings(&mut self, p: SettingsPatch) -> Result<(), SettingsError> {
@@ -879,6 +933,18 @@ impl Store {
     pub fn stats(&self) -> Stats {
         self.stats.clone()
     }
+}
+
+/// The RBAC policy that shares a network with every project: one per
+/// shared network, named `rbac-<network id>` (Neutron generates the id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharePolicy {
+    /// `rbac-<network id>`.
+    pub id: String,
+    /// The shared network (the policy's `object_id`).
+    pub network_id: String,
+    /// The network's owner, who holds the policy.
+    pub project_id: String,
 }
 
 /// `POST /sim/routers/<id>/interfaces` body: what [`Store::add_interface`]
