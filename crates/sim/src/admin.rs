@@ -113,8 +113,8 @@ pub(crate) fn handle(
     // made, whatever other calls run meanwhile.
     if answer.status().is_success() && !silenced(query) {
         if let Some(n) = &ctx.notifier {
-            for e in &events {
-                n.send(e);
+            for d in s.deliveries(events) {
+                n.send_after(d.event, d.delay);
             }
         }
     }

@@ -5,7 +5,8 @@
 //! Layout: [`topology`] (the YAML file), `cidr` (subnet addressing as
 //! Neutron checks it), [`clock`] (the simulator's time), [`revision`]
 //! (revisions, timestamps, deleted servers), [`store`] (state + mutations +
-//! faults), [`stats`] (what was served, to whom), [`wire`]
+//! faults), [`event_faults`] (notifications dropped, repeated, swapped,
+//! delayed), [`stats`] (what was served, to whom), [`wire`]
 //! (resources as the services list them), [`notify`] (oslo notifications
 //! to `RabbitMQ` and Kafka), `paging`,
 //! `api` (the `OpenStack` endpoints), `admin` (the `/sim/` control API),
@@ -18,6 +19,7 @@ mod admin;
 mod api;
 mod cidr;
 pub mod clock;
+pub mod event_faults;
 #[cfg(feature = "generate")]
 pub mod generate;
 mod http;

@@ -264,6 +264,20 @@ impl Notifier {
             let _ = tx.send(e.clone());
         }
     }
+
+    /// Queues `e` after `delay` (at once when zero) without waiting; events
+    /// queued meanwhile go ahead of it.
+    pub fn send_after(&self, e: Event, delay: std::time::Duration) {
+        if delay.is_zero() {
+            self.send(&e);
+            return;
+        }
+        let later = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            later.send(&e);
+        });
+    }
 }
 
 /// An in-process consumer (a test, the demo): each envelope, as a broker

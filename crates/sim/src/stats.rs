@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::event_faults::NotificationCounts;
+
 /// The client a request is counted under when it names none the simulator
 /// knows: no token, an unknown or expired one, a token request for an
 /// unknown user or credential.
@@ -88,6 +90,8 @@ pub struct Stats {
     /// By client: `user/<id>` (a password token's user),
     /// `application_credential/<id>`, or [`ANONYMOUS`].
     pub clients: BTreeMap<String, Traffic>,
+    /// What the notification faults did to the events sent.
+    pub notifications: NotificationCounts,
 }
 
 impl Stats {

@@ -15,6 +15,8 @@ use super::topology::{
 };
 use crate::cidr::check_subnet;
 use crate::clock::{Clock, ClockError, Stamp};
+use crate::event_faults::{Delivery, FaultState, NotificationFaults};
+use crate::notify::Event;
 use crate::revision::{Meta, Revisions};
 use crate::stats::{self, Stats};
 
@@ -113,6 +115,9 @@ pub struct SettingsPatch {
     pub clock_step_secs: Option<u64>,
     /// Neutron's `filter_validation`: `false` lets `changed_since` filter.
     pub neutron_filter_validation: Option<bool>,
+    /// Replaces the notification faults and starts their draws over from
+    /// the new seed (`{"rules": []}` turns them off).
+    pub notification_faults: Option<NotificationFaults>,
 }
 
 /// A settings change the simulator refuses (HTTP 400); a refused change
@@ -162,6 +167,8 @@ pub struct Store {
     pub(crate) token_seq: u64,
     /// Revisions and timestamps of what changed, and deleted servers.
     pub(crate) revisions: Revisions,
+    /// The notification faults' draws and held event.
+    pub(crate) event_faults: FaultState,
 }
 
 /// Dispatches a kind name to its collection.
@@ -311,6 +318,7 @@ impl Store {
             loadbalancers: index("loadbalancer", &t.loadbalancers, |x| &x.id)?,
             amphorae: index("amphora", &t.amphorae, |x| &x.id)?,
             revisions: Revisions::loaded(t.settings.clock.now()),
+            event_faults: FaultState::new(t.settings.notification_faults.seed),
             ..Self::default()
         };
         store
@@ -849,6 +857,10 @@ impl Store {
         if let Some(v) = p.neutron_filter_validation {
             self.settings.neutron_filter_validation = v;
         }
+        if let Some(f) = p.notification_faults {
+            self.event_faults.reseed(f.seed);
+            self.settings.notification_faults = f;
+        }
         Ok(())
     }
 
@@ -921,6 +933,16 @@ impl Store {
         token
             .and_then(|t| self.tokens.get(t))
             .map_or_else(|| stats::ANONYMOUS.to_owned(), |t| t.client.clone())
+    }
+
+    /// What leaves, and when, for one change's `events` under the
+    /// notification faults; tallied in the stats.
+    pub(crate) fn deliveries(&mut self, events: Vec<Event>) -> Vec<Delivery> {
+        self.event_faults.schedule(
+            &self.settings.notification_faults.rules,
+            events,
+            &mut self.stats.notifications,
+        )
     }
 
     /// Zeroes the counters (`DELETE /sim/stats`).

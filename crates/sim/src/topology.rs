@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cidr::{check_subnet, AddressingError};
 use crate::clock::Clock;
+use crate::event_faults::NotificationFaults;
 
 fn default_domain() -> String {
     "default".into()
@@ -100,6 +101,9 @@ pub struct Settings {
     /// filtered by `changed_since` is a 400 "invalid attribute for
     /// filtering"; off, it answers what changed at or after that instant.
     pub neutron_filter_validation: bool,
+    /// Notifications dropped, duplicated, reordered or delayed, by event
+    /// type and probability, from a seed (none by default).
+    pub notification_faults: NotificationFaults,
 }
 
 impl Default for Settings {
@@ -114,6 +118,7 @@ impl Default for Settings {
             keystone_paging: KeystonePaging::Links,
             clock: Clock::default(),
             neutron_filter_validation: true,
+            notification_faults: NotificationFaults::default(),
         }
     }
 }

@@ -250,3 +250,186 @@ async fn neutrons_own_ports_and_silenced_changes_send_nothing() {
     let p = expect(&mut rx, "port.update.end").await;
     assert_eq!(p["port"]["id"], "p-vm-a2");
 }
+
+/// Sets the notification faults.
+async fn faults(ctl: &common::Control, faults: Value) {
+    ok(
+        ctl,
+        Method::PUT,
+        "settings",
+        json!({"notification_faults": faults}),
+    )
+    .await;
+}
+
+/// Renames a port (one `port.update.end`, named after `name`).
+async fn rename(ctl: &common::Control, port: &str, name: &str) {
+    ok(
+        ctl,
+        Method::PATCH,
+        &format!("ports/{port}"),
+        json!({"name": name}),
+    )
+    .await;
+}
+
+/// The events up to and including the next `network.update.end` (a marker
+/// no rule touches: everything sent before it has arrived by then), as
+/// `(event_type, name)`.
+async fn until_marker(rx: &mut mpsc::UnboundedReceiver<Value>) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    loop {
+        let m = next(rx).await;
+        let t = m["event_type"].as_str().unwrap().to_owned();
+        let kind = t.split('.').next().unwrap().to_owned();
+        let name = m["payload"][&kind]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let done = t == "network.update.end";
+        seen.push((t, name));
+        if done {
+            return seen;
+        }
+    }
+}
+
+async fn marker(ctl: &common::Control) {
+    ok(
+        ctl,
+        Method::PATCH,
+        "networks/net-b",
+        json!({"name": "marker"}),
+    )
+    .await;
+}
+
+fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+    p.iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn faults_drop_duplicate_and_reorder_the_events_they_pick() {
+    let (sim, ctl, mut rx) = sim().await;
+    faults(
+        &ctl,
+        json!({"rules": [{"event_type": "port.update.end", "action": "drop"}]}),
+    )
+    .await;
+    rename(&ctl, "p-vm-b1", "lost").await;
+    marker(&ctl).await;
+    assert_eq!(
+        until_marker(&mut rx).await,
+        pairs(&[("network.update.end", "marker")])
+    );
+
+    faults(
+        &ctl,
+        json!({"rules": [{"event_type": "port.*", "action": "duplicate"}]}),
+    )
+    .await;
+    rename(&ctl, "p-vm-b1", "twice").await;
+    marker(&ctl).await;
+    assert_eq!(
+        until_marker(&mut rx).await,
+        pairs(&[
+            ("port.update.end", "twice"),
+            ("port.update.end", "twice"),
+            ("network.update.end", "marker")
+        ])
+    );
+
+    faults(
+        &ctl,
+        json!({"rules": [{"event_type": "port.update.end", "action": "reorder"}]}),
+    )
+    .await;
+    rename(&ctl, "p-vm-b1", "late").await;
+    marker(&ctl).await;
+    // The marker overtakes it; the held event follows right behind.
+    assert_eq!(
+        until_marker(&mut rx).await,
+        pairs(&[("network.update.end", "marker")])
+    );
+    let p = expect(&mut rx, "port.update.end").await;
+    assert_eq!(p["port"]["name"], "late");
+    let counts = sim.with_store(|s| s.stats()).notifications;
+    assert_eq!(
+        (
+            counts.dropped,
+            counts.duplicated,
+            counts.reordered,
+            counts.sent
+        ),
+        (1, 1, 1, 1 + 3 + 2)
+    );
+
+    // A rule the simulator cannot apply is refused whole.
+    for bad in [
+        json!({"rules": [{"action": "drop", "probability": 2}]}),
+        json!({"rules": [{"action": "delay"}]}),
+        json!({"rules": [{"action": "vanish"}]}),
+    ] {
+        let (status, _) = ctl
+            .call(
+                Method::PUT,
+                "settings",
+                &json!({"notification_faults": bad}),
+            )
+            .await;
+        assert_eq!(status, 400, "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn a_delayed_event_arrives_no_sooner_than_its_delay() {
+    let (_sim, ctl, mut rx) = sim().await;
+    faults(
+        &ctl,
+        json!({"rules": [{"event_type": "port.update.end", "action": "delay", "delay_ms": 400}]}),
+    )
+    .await;
+    let asked = std::time::Instant::now();
+    rename(&ctl, "p-vm-b1", "slow").await;
+    let m = next(&mut rx).await;
+    assert_eq!(m["payload"]["port"]["name"], "slow");
+    // A lower bound only: a delay can make it late, never early.
+    assert!(
+        asked.elapsed() >= Duration::from_millis(400),
+        "arrived after {:?}",
+        asked.elapsed()
+    );
+}
+
+/// The names of the 40 renames a run with `seed` lets through (half are
+/// dropped at random).
+async fn kept_with_seed(seed: u64) -> Vec<String> {
+    let (_sim, ctl, mut rx) = sim().await;
+    faults(
+        &ctl,
+        json!({"seed": seed, "rules": [{"event_type": "port.*", "probability": 0.5, "action": "drop"}]}),
+    )
+    .await;
+    for i in 0..40 {
+        rename(&ctl, "p-vm-b1", &format!("n{i}")).await;
+    }
+    marker(&ctl).await;
+    let arrived = until_marker(&mut rx).await;
+    arrived[..arrived.len() - 1]
+        .iter()
+        .map(|(_, name)| name.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn probabilistic_faults_are_the_same_for_the_same_seed() {
+    let first = kept_with_seed(42).await;
+    assert_eq!(first, kept_with_seed(42).await);
+    assert_ne!(first, kept_with_seed(7).await);
+    assert!(
+        first.len() > 5 && first.len() < 35,
+        "about half kept: {first:?}"
+    );
+}
