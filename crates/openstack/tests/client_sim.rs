@@ -79,24 +79,10 @@ fn truth<T>(items: &[T], id: impl Fn(&T) -> &str) -> BTreeSet<String> {
 
 /// One unpaged GET, as independent truth for the merged pages.
 async fn raw_list(sim: &SimHandle, path: &str) -> Value {
-    let http = reqwest::Client::new();
-    let auth = http
-        .post(sim.auth_url() + "/auth/tokens")
-        .body(
-            json!({"auth": {"identity": {"methods": ["application_credential"],
-                "application_credential": {"id": "ac-lachesis", "secret": "appcred-secret"}}}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let token = auth.headers()["x-subject-token"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let token = sim.application_credential_token("ac-lachesis").unwrap();
     let url = format!("{}/r/RegionOne/internal/{path}", sim.base_url());
     serde_json::from_str(
-        &http
+        &reqwest::Client::new()
             .get(url)
             .header("X-Auth-Token", token)
             .send()

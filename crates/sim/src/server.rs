@@ -51,6 +51,19 @@ impl SimHandle {
         f(&mut self.ctx.lock())
     }
 
+    /// A token for application credential `id`, issued in-process as
+    /// `POST /identity/v3/auth/tokens` would issue it (counted as issued,
+    /// not as a request): for tests that call the API with a plain HTTP
+    /// client. `None` for an unknown credential.
+    #[must_use]
+    pub fn application_credential_token(&self, id: &str) -> Option<String> {
+        self.with_store(|s| {
+            let cred = s.application_credentials.get(id)?.clone();
+            let client = crate::stats::application_credential(&cred.id);
+            Some(s.issue_token(cred.project_id, client).0)
+        })
+    }
+
     /// Stops accepting; connections in flight finish on their own.
     pub fn stop(&mut self) {
         if let Some(tx) = self.stop.take() {

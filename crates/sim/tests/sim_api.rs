@@ -16,27 +16,11 @@ struct Api {
 }
 
 impl Api {
-    async fn of(sim: &lachesis_sim::SimHandle) -> Self {
-        let http = reqwest::Client::new();
-        let auth = http
-            .post(sim.auth_url() + "/auth/tokens")
-            .body(
-                json!({"auth": {"identity": {"methods": ["application_credential"],
-                    "application_credential": {"id": "ac-lachesis", "secret": "appcred-secret"}}}})
-                .to_string(),
-            )
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(auth.status().as_u16(), 201);
-        let token = auth.headers()["x-subject-token"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+    fn of(sim: &lachesis_sim::SimHandle) -> Self {
         Self {
-            http,
+            http: reqwest::Client::new(),
             base: format!("{}/r/RegionOne/internal", sim.base_url()),
-            token,
+            token: sim.application_credential_token("ac-lachesis").unwrap(),
             ctl: common::Control::of(sim),
         }
     }
@@ -88,7 +72,7 @@ fn keys(v: &Value) -> Vec<&str> {
 #[tokio::test]
 async fn every_resource_a_relay_fetches_has_a_get_by_id_in_its_services_shape() {
     let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
-    let api = Api::of(&sim).await;
+    let api = Api::of(&sim);
     for (path, wrapper, id) in [
         ("network/v2.0/networks/net-a", "network", "net-a"),
         ("network/v2.0/subnets/sub-a4", "subnet", "sub-a4"),
@@ -133,7 +117,7 @@ async fn every_resource_a_relay_fetches_has_a_get_by_id_in_its_services_shape() 
 #[tokio::test]
 async fn a_missing_id_gets_each_services_own_404() {
     let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
-    let api = Api::of(&sim).await;
+    let api = Api::of(&sim);
     for (path, body) in [
         (
             "network/v2.0/ports/nope",
@@ -167,7 +151,7 @@ async fn a_missing_id_gets_each_services_own_404() {
 #[tokio::test]
 async fn neutron_answers_only_the_fields_asked_for_and_still_pages() {
     let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
-    let api = Api::of(&sim).await;
+    let api = Api::of(&sim);
     let one = api
         .ok("network/v2.0/ports/p-vm-a1?fields=mac_address&fields=device_id")
         .await;
@@ -213,7 +197,7 @@ async fn neutron_answers_only_the_fields_asked_for_and_still_pages() {
 #[tokio::test]
 async fn a_change_through_the_control_api_shows_in_revision_and_updated_at() {
     let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
-    let api = Api::of(&sim).await;
+    let api = Api::of(&sim);
     let settings = api.ctl.call(Method::GET, "settings", &Value::Null).await.1;
     assert_eq!(
         (&settings["clock"], &settings["now"]),
@@ -283,7 +267,7 @@ fn ids(body: &Value, collection: &str) -> Vec<String> {
 #[tokio::test]
 async fn changed_since_is_neutrons_400_by_default_and_filters_without_validation() {
     let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
-    let api = Api::of(&sim).await;
+    let api = Api::of(&sim);
     assert_eq!(
         api.get("network/v2.0/networks?changed_since=2026-01-01T00:00:00")
             .await,
@@ -338,7 +322,7 @@ async fn changed_since_is_neutrons_400_by_default_and_filters_without_validation
 #[tokio::test]
 async fn nova_changes_since_lists_changed_and_deleted_servers() {
     let sim = common::example_sim(lachesis_sim::SimOptions::default()).await;
-    let api = Api::of(&sim).await;
+    let api = Api::of(&sim);
     api.change(
         Method::PUT,
         "settings",
