@@ -57,12 +57,13 @@ pub enum MutationError {
 
 /// One injected fault, matched by endpoint name (`auth`, `projects`,
 /// `networks`, `subnets`, `ports`, `routers`, `floatingips`, `servers`,
-/// `loadbalancers`, `amphorae`, or `*`).
+/// `loadbalancers`, `amphorae`, a GET by id `<list>/{id}`, or `*`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
-    /// Which requests it hits: a list name, `auth` for token requests, or
-    /// `*` for both. Control-API calls are never hit.
+    /// Which requests it hits: a list name, `<list>/{id}` (literally) for
+    /// its GETs by id, `auth` for token requests, or `*` for all of them.
+    /// Control-API calls are never hit.
     pub endpoint: String,
     /// Answer with this status and the service's error body. With neither
     /// this nor `drop` the request goes through (after `delay_ms`), which

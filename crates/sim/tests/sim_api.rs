@@ -112,6 +112,24 @@ async fn every_resource_a_relay_fetches_has_a_get_by_id_in_its_services_shape() 
         api.ok("network/v2.0/networks/net-a").await["network"]["subnets"],
         json!(["sub-a4", "sub-a6"])
     );
+    // A GET by id is its own endpoint: for faults and for the counters.
+    api.change(
+        Method::PUT,
+        "faults",
+        &json!({"endpoint": "ports/{id}", "status": 503, "times": 1}),
+    )
+    .await;
+    assert_eq!(api.get("network/v2.0/ports/p-vm-a1").await.0, 503);
+    assert_eq!(api.get("network/v2.0/ports?limit=1").await.0, 200);
+    assert_eq!(api.get("network/v2.0/ports/p-vm-a1").await.0, 200);
+    let stats = sim.with_store(|s| s.stats());
+    assert_eq!(
+        (
+            stats.requests_for("ports/{id}"),
+            stats.requests_for("ports")
+        ),
+        (3, 1)
+    );
 }
 
 #[tokio::test]
