@@ -116,6 +116,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<ExitCode> {
                 topic: args.kafka_topic.clone(),
                 host: args.notify_host.clone(),
             }),
+            channel: None,
         };
         let listening = || {
             let tried: Vec<String> = args.listen.addrs.iter().map(ToString::to_string).collect();

@@ -79,24 +79,10 @@ fn truth<T>(items: &[T], id: impl Fn(&T) -> &str) -> BTreeSet<String> {
 
 /// One unpaged GET, as independent truth for the merged pages.
 async fn raw_list(sim: &SimHandle, path: &str) -> Value {
-    let http = reqwest::Client::new();
-    let auth = http
-        .post(sim.auth_url() + "/auth/tokens")
-        .body(
-            json!({"auth": {"identity": {"methods": ["application_credential"],
-                "application_credential": {"id": "ac-lachesis", "secret": "appcred-secret"}}}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let token = auth.headers()["x-subject-token"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let token = sim.application_credential_token("ac-lachesis").unwrap();
     let url = format!("{}/r/RegionOne/internal/{path}", sim.base_url());
     serde_json::from_str(
-        &http
+        &reqwest::Client::new()
             .get(url)
             .header("X-Auth-Token", token)
             .send()
@@ -171,8 +157,9 @@ async fn password_sync_follows_every_page_to_the_end() {
         s.apply_settings(SettingsPatch {
             page_size: Some(0),
             ..Default::default()
-        });
-    });
+        })
+    })
+    .unwrap();
     assert_eq!(b.ports, raw_list(&sim, "network/v2.0/ports").await);
     assert_eq!(b.routers, raw_list(&sim, "network/v2.0/routers").await);
     assert_eq!(
@@ -257,12 +244,14 @@ async fn catalog_interface_and_region_are_honoured() {
         .unwrap();
     let stats = sim.with_store(|s| s.stats());
     let api_calls: u64 = stats
+        .all
         .requests
         .iter()
         .filter(|(k, _)| *k != "auth")
         .map(|(_, v)| v)
         .sum();
     let chosen: u64 = stats
+        .all
         .requests
         .iter()
         .filter(|(k, _)| k.starts_with("RegionTwo/public/"))
@@ -272,7 +261,7 @@ async fn catalog_interface_and_region_are_honoured() {
     assert_eq!(
         chosen, api_calls,
         "every call must use RegionTwo/public: {:?}",
-        stats.requests
+        stats.all.requests
     );
 
     // The default interface is `internal`.
@@ -287,12 +276,13 @@ async fn catalog_interface_and_region_are_honoured() {
     let stats = sim.with_store(|s| s.stats());
     assert!(
         stats
+            .all
             .requests
             .keys()
             .filter(|k| *k != "auth")
             .all(|k| k.starts_with("RegionOne/internal/")),
         "{:?}",
-        stats.requests
+        stats.all.requests
     );
 
     // Two regions and none chosen: refuse to guess.
@@ -397,6 +387,63 @@ async fn a_401_mid_sync_reauthenticates_once() {
         "{err}"
     );
     assert_eq!(sim.with_store(|s| s.stats()).tokens_issued, 4);
+}
+
+/// `/sim/stats` as the control API answers it.
+async fn stats_over_http(sim: &SimHandle) -> lachesis_sim::Stats {
+    let text = reqwest::get(format!("{}/sim/stats", sim.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn sim_stats_count_exactly_the_bytes_each_client_received() {
+    let sim = start_sim().await;
+    let by_password = Client::new(password(&sim), ApiMetrics::default()).unwrap();
+    let by_appcred = Client::new(appcred(&sim), ApiMetrics::default()).unwrap();
+    by_password.sync().await.unwrap();
+    by_appcred.sync().await.unwrap();
+    // A revoked token: its 401s are still the same client's, and counted.
+    sim.with_store(lachesis_sim::Store::revoke_tokens);
+    by_password.sync().await.unwrap();
+
+    let stats = stats_over_http(&sim).await;
+    assert_eq!(stats, sim.with_store(|s| s.stats()));
+    assert_eq!(
+        stats.clients.keys().collect::<Vec<_>>(),
+        ["application_credential/ac-lachesis", "user/u-admin"]
+    );
+    for (client, session) in [
+        ("user/u-admin", by_password.session()),
+        ("application_credential/ac-lachesis", by_appcred.session()),
+    ] {
+        let received = session.response_bytes();
+        let served = &stats.clients[client];
+        assert_eq!(received.len(), 10, "auth and the nine lists: {received:?}");
+        for (endpoint, bytes) in &received {
+            assert_eq!(served.bytes_for(endpoint), *bytes, "{client} {endpoint}");
+        }
+        assert_eq!(
+            served.response_bytes.values().sum::<u64>(),
+            received.values().sum::<u64>(),
+            "{client}: nothing counted that the client did not receive"
+        );
+    }
+    // The totals are the clients' sum; a reset zeroes them.
+    for endpoint in ["auth", "ports", "projects", "amphorae"] {
+        let by_clients: u64 = stats.clients.values().map(|t| t.bytes_for(endpoint)).sum();
+        assert_eq!(stats.bytes_for(endpoint), by_clients, "{endpoint}");
+    }
+    reqwest::Client::new()
+        .delete(format!("{}/sim/stats", sim.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stats_over_http(&sim).await, lachesis_sim::Stats::default());
 }
 
 fn fault(endpoint: &str, status: u16) -> Fault {

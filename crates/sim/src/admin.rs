@@ -12,32 +12,13 @@ use super::wire;
 use crate::http::{json as reply, Ctx, Resp};
 use lachesis_planner::Resource;
 
-/// A resource as its API lists it (what notifications carry).
+/// A resource as its API shows it (what notifications carry).
 fn wire_of(s: &Store, kind: Resource, id: &str) -> Option<Value> {
-    Some(match kind {
-        Resource::Networks => {
-            let n = s.networks.get(id)?;
-            let subnets: Vec<String> = s
-                .subnets
-                .values()
-                .filter(|x| x.network_id == id)
-                .map(|x| x.id.clone())
-                .collect();
-            wire::network(n, &subnets)
-        }
-        Resource::Subnets => wire::subnet(s.subnets.get(id)?),
-        Resource::Ports => wire::port(s.ports.get(id)?),
-        Resource::Routers => wire::router(s.routers.get(id)?),
-        Resource::FloatingIps => wire::floatingip(s.floatingips.get(id)?),
-        Resource::Projects => wire::project(s.projects.get(id)?, ""),
-        Resource::Servers => wire::server(s.servers.get(id)?, ""),
-        Resource::LoadBalancers => wire::loadbalancer(s.loadbalancers.get(id)?),
-        Resource::Amphorae => wire::amphora(s.amphorae.get(id)?),
-    })
+    crate::render::one(s, kind, id, "")
 }
 
 /// The notification of one mutation. Only the lists of DESIGN §5 notify;
-/// users and credentials do not.
+/// users and credentials do not, nor ports Neutron makes itself.
 fn mutation_event(
     s: &Store,
     host: &str,
@@ -50,7 +31,17 @@ fn mutation_event(
     let wire = before
         .or_else(|| wire_of(s, kind, id))
         .unwrap_or(Value::Null);
+    if kind == Resource::Ports && notify::neutron_owned(&wire) {
+        return None;
+    }
     notify::for_mutation(host, kind, action, id, &wire)
+}
+
+/// The settings in their topology form, plus the clock's `now`.
+fn settings(s: &Store) -> Value {
+    let mut v = serde_json::to_value(&s.settings).unwrap_or(Value::Null);
+    v["now"] = Value::String(s.now().rfc3339());
+    v
 }
 
 fn bad(message: impl std::fmt::Display) -> Resp {
@@ -91,52 +82,73 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Box<Resp>> {
     serde_json::from_slice(body).map_err(|e| Box::new(bad(format!("body: {e}"))))
 }
 
-pub(crate) fn handle(ctx: &Ctx, method: &Method, rest: &[&str], body: &[u8]) -> Resp {
+/// Whether the call asks to change without telling anyone:
+/// `?notify=false` (or `0`), a change the service makes and announces to
+/// no one.
+fn silenced(query: &[(String, String)]) -> bool {
+    query
+        .iter()
+        .any(|(k, v)| k == "notify" && matches!(v.as_str(), "false" | "0"))
+}
+
+pub(crate) fn handle(
+    ctx: &Ctx,
+    method: &Method,
+    rest: &[&str],
+    query: &[(String, String)],
+    body: &[u8],
+) -> Resp {
     let mut events = Vec::new();
     let host = ctx
         .notifier
         .as_ref()
         .map_or("sim", |n| n.host.as_str())
         .to_owned();
-    let answer = route(ctx, method, rest, body, &host, &mut events).unwrap_or_else(|e| *e);
-    // Only mutations that succeeded notify, after the change is visible.
-    if answer.status().is_success() {
+    let mut s = ctx.lock();
+    let answer = control(&mut s, method, rest, body)
+        .unwrap_or_else(|| mutate(&mut s, method, rest, body, &host, &mut events))
+        .unwrap_or_else(|e| *e);
+    // Only mutations that succeeded notify, after the change is visible,
+    // and still under the lock: events leave in the order the changes were
+    // made, whatever other calls run meanwhile.
+    if answer.status().is_success() && !silenced(query) {
         if let Some(n) = &ctx.notifier {
-            for e in &events {
-                n.send(e);
+            for d in s.deliveries(events) {
+                n.send_after(d.event, d.delay);
             }
         }
     }
     answer
 }
 
-fn route(
-    ctx: &Ctx,
+/// The simulator's own settings and counters (nothing here notifies);
+/// `None` for a path that is not one of them.
+fn control(
+    s: &mut Store,
     method: &Method,
     rest: &[&str],
     body: &[u8],
-    host: &str,
-    events: &mut Vec<Event>,
-) -> Result<Resp, Box<Resp>> {
-    let mut s = ctx.lock();
-    let mut note = |s: &Store, kind: &str, action: &str, id: &str, before: Option<Value>| {
-        events.extend(mutation_event(s, host, kind, action, id, before));
-    };
-    Ok(match (method.as_str(), rest) {
+) -> Option<Result<Resp, Box<Resp>>> {
+    let answer = match (method.as_str(), rest) {
         ("GET", ["stats"]) => ok(&serde_json::to_value(s.stats()).unwrap_or(Value::Null)),
         ("DELETE", ["stats"]) => {
             s.requests_reset();
             reply(StatusCode::NO_CONTENT, &Value::Null)
         }
         ("GET", ["topology"]) => ok(&serde_json::to_value(s.to_topology()).unwrap_or(Value::Null)),
-        ("PUT", ["settings"]) => {
-            s.apply_settings(parse::<SettingsPatch>(body)?);
-            ok(&serde_json::to_value(&s.settings).unwrap_or(Value::Null))
-        }
-        ("PUT" | "POST", ["faults"]) => {
-            s.add_fault(parse::<Fault>(body)?);
-            reply(StatusCode::NO_CONTENT, &Value::Null)
-        }
+        ("GET", ["settings"]) => ok(&settings(s)),
+        ("PUT", ["settings"]) => match parse::<SettingsPatch>(body).map(|p| s.apply_settings(p)) {
+            Ok(Ok(())) => ok(&settings(s)),
+            Ok(Err(e)) => bad(e),
+            Err(refused) => return Some(Err(refused)),
+        },
+        ("PUT" | "POST", ["faults"]) => match parse::<Fault>(body) {
+            Ok(f) => {
+                s.add_fault(f);
+                reply(StatusCode::NO_CONTENT, &Value::Null)
+            }
+            Err(refused) => return Some(Err(refused)),
+        },
         ("DELETE", ["faults"]) => {
             s.clear_faults();
             reply(StatusCode::NO_CONTENT, &Value::Null)
@@ -145,32 +157,66 @@ fn route(
             s.revoke_tokens();
             reply(StatusCode::NO_CONTENT, &Value::Null)
         }
+        _ => return None,
+    };
+    Some(Ok(answer))
+}
+
+/// The resource mutations; each successful one leaves its notifications
+/// in `events`.
+fn mutate(
+    s: &mut Store,
+    method: &Method,
+    rest: &[&str],
+    body: &[u8],
+    host: &str,
+    events: &mut Vec<Event>,
+) -> Result<Resp, Box<Resp>> {
+    let mut note = |s: &Store, kind: &str, action: &str, id: &str, before: Option<Value>| {
+        events.extend(mutation_event(s, host, kind, action, id, before));
+    };
+    Ok(match (method.as_str(), rest) {
         ("POST", ["routers", id, "routes"]) => {
             let r = s.add_route(id, parse::<Route>(body)?);
-            note(&s, "routers", "update", id, None);
+            note(s, "routers", "update", id, None);
             done(r)
         }
         ("DELETE", ["routers", id, "routes"]) => {
             let r = s.remove_route(id, &parse::<Route>(body)?);
-            note(&s, "routers", "update", id, None);
+            note(s, "routers", "update", id, None);
             done(r)
         }
         ("POST", ["routers", id, "interfaces"]) => {
             let r = s.add_interface(id, &parse::<InterfaceRequest>(body)?);
             if let Ok(port) = &r {
                 let port_id = port["id"].as_str().unwrap_or_default();
-                let wire = wire_of(&s, Resource::Ports, port_id).unwrap_or_default();
+                let wire = wire_of(s, Resource::Ports, port_id).unwrap_or_default();
                 events.push(notify::router_interface(host, true, id, &wire));
             }
             value(r)
         }
+        ("PUT", ["networks", id, "share"]) => match s.share(id) {
+            Ok(policy) => {
+                events.push(notify::rbac_policy(host, "create", &policy));
+                reply(StatusCode::NO_CONTENT, &Value::Null)
+            }
+            Err(e) => from_mutation(&e),
+        },
+        ("DELETE", ["networks", id, "share"]) => match s.unshare(id) {
+            Ok(policy) => {
+                events.push(notify::rbac_policy(host, "delete", &policy));
+                reply(StatusCode::NO_CONTENT, &Value::Null)
+            }
+            Err(e) => from_mutation(&e),
+        },
         ("DELETE", ["routers", id, "interfaces", subnet]) => match s.remove_interface(id, subnet) {
             Ok(port) => {
+                let meta = s.meta(Resource::Ports, &port.id);
                 events.push(notify::router_interface(
                     host,
                     false,
                     id,
-                    &wire::port(&port),
+                    &wire::port(&port, meta),
                 ));
                 reply(StatusCode::NO_CONTENT, &Value::Null)
             }
@@ -178,14 +224,14 @@ fn route(
         },
         ("PUT", ["routers", id, "gateway"]) => {
             let r = s.set_gateway(id, parse::<Option<Gateway>>(body)?);
-            note(&s, "routers", "update", id, None);
+            note(s, "routers", "update", id, None);
             done(r)
         }
         ("POST", [kind]) => {
             let r = s.create(kind, parse(body)?);
             if let Ok(v) = &r {
                 note(
-                    &s,
+                    s,
                     kind,
                     "create",
                     v["id"].as_str().unwrap_or_default(),
@@ -196,18 +242,18 @@ fn route(
         }
         ("PUT", [kind, id]) => {
             let r = s.replace(kind, id, parse(body)?);
-            note(&s, kind, "update", id, None);
+            note(s, kind, "update", id, None);
             value(r)
         }
         ("PATCH", [kind, id]) => {
             let r = s.update(kind, id, parse(body)?);
-            note(&s, kind, "update", id, None);
+            note(s, kind, "update", id, None);
             value(r)
         }
         ("DELETE", [kind, id]) => {
-            let before = Resource::from_collection(kind).and_then(|r| wire_of(&s, r, id));
+            let before = Resource::from_collection(kind).and_then(|r| wire_of(s, r, id));
             let r = s.delete(kind, id);
-            note(&s, kind, "delete", id, before);
+            note(s, kind, "delete", id, before);
             done(r)
         }
         _ => reply(

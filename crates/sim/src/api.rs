@@ -1,16 +1,19 @@
-//! The `OpenStack` endpoints: Keystone tokens and projects, Neutron v2.0 lists,
-//! Nova v2.1 `servers/detail`, Octavia v2 load balancers and amphorae.
+//! The `OpenStack` endpoints: Keystone tokens and projects, Neutron v2.0,
+//! Nova v2.1 `servers/detail`, Octavia v2 load balancers and amphorae — each
+//! list, and each resource by id.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use hyper::body::Body as _;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::paging::{self, PageRequest};
+use super::paging::PageRequest;
 use super::store::{Fault, Store};
 use super::topology::{AppCredential, User};
-use super::wire;
+use crate::clock::parse_time;
 use crate::http::{json as reply, Ctx, Outcome};
+use crate::{render, stats};
 use lachesis_planner::Resource;
 
 /// Where each service lives under `/r/<region>/<interface>/`.
@@ -153,29 +156,67 @@ fn find_project(store: &Store, scope: &Value) -> Option<String> {
         .map(|x| x.id.clone())
 }
 
-fn find_app_cred<'a>(store: &'a Store, ac: &Value) -> Option<&'a AppCredential> {
-    let secret = ac.get("secret").and_then(Value::as_str)?;
-    let cred = if let Some(id) = ac.get("id").and_then(Value::as_str) {
-        store.application_credentials.get(id)?
-    } else {
-        let name = ac.get("name").and_then(Value::as_str)?;
-        let user = find_user(store, ac.get("user")?)?;
-        store
-            .application_credentials
-            .values()
-            .find(|c| c.name == name && c.user_id == user.id)?
-    };
-    (cred.secret == secret).then_some(cred)
+/// The application credential a request names (by id, or by name and
+/// user), whatever secret it gives.
+fn named_app_cred<'a>(store: &'a Store, ac: &Value) -> Option<&'a AppCredential> {
+    if let Some(id) = ac.get("id").and_then(Value::as_str) {
+        return store.application_credentials.get(id);
+    }
+    let name = ac.get("name").and_then(Value::as_str)?;
+    let user = find_user(store, ac.get("user")?)?;
+    store
+        .application_credentials
+        .values()
+        .find(|c| c.name == name && c.user_id == user.id)
 }
 
-/// `POST /identity/v3/auth/tokens`.
+fn find_app_cred<'a>(store: &'a Store, ac: &Value) -> Option<&'a AppCredential> {
+    let secret = ac.get("secret").and_then(Value::as_str)?;
+    named_app_cred(store, ac).filter(|c| c.secret == secret)
+}
+
+/// The client a token request speaks for (`/sim/stats`), right secret or
+/// not: the user or application credential it names.
+fn claimed_client(store: &Store, req: &Value) -> String {
+    let identity = &req["auth"]["identity"];
+    let named = if let Some(u) = identity.get("password").and_then(|p| p.get("user")) {
+        find_user(store, u).map(|u| stats::user(&u.id))
+    } else if let Some(ac) = identity.get("application_credential") {
+        named_app_cred(store, ac).map(|c| stats::application_credential(&c.id))
+    } else {
+        None
+    };
+    named.unwrap_or_else(|| stats::ANONYMOUS.to_owned())
+}
+
+/// The response body's length: what the client receives, byte for byte
+/// (the simulator does not compress).
+fn body_len(out: &Outcome) -> u64 {
+    match out {
+        Outcome::Reply(r) => r.body().size_hint().exact().unwrap_or(0),
+        Outcome::Drop => 0,
+    }
+}
+
+/// `POST /identity/v3/auth/tokens`, counted for `/sim/stats`.
 pub(crate) async fn issue_token(ctx: &Ctx, body: &[u8]) -> Outcome {
-    ctx.lock().count("auth".into());
+    let req = serde_json::from_slice::<Value>(body).ok();
+    let client = req.as_ref().map_or_else(
+        || stats::ANONYMOUS.to_owned(),
+        |r| claimed_client(&ctx.lock(), r),
+    );
+    ctx.lock().stats.count("auth", &client);
+    let out = authenticate(ctx, req, &client).await;
+    ctx.lock().stats.sent("auth", &client, body_len(&out));
+    out
+}
+
+async fn authenticate(ctx: &Ctx, req: Option<Value>, client: &str) -> Outcome {
     if let Some(out) = fault(ctx, Service::Identity, "auth").await {
         return out;
     }
     let unauthorized = || error(Service::Identity, StatusCode::UNAUTHORIZED, "");
-    let Ok(req) = serde_json::from_slice::<Value>(body) else {
+    let Some(req) = req else {
         return error(
             Service::Identity,
             StatusCode::BAD_REQUEST,
@@ -222,7 +263,7 @@ pub(crate) async fn issue_token(ctx: &Ctx, body: &[u8]) -> Outcome {
             "Unsupported or missing auth methods.",
         );
     };
-    let (value, expires_at) = store.issue_token(project_id.clone());
+    let (value, expires_at) = store.issue_token(project_id.clone(), client.to_owned());
     let project = store.projects.get(&project_id).cloned();
     let body = json!({"token": {
         "methods": [method],
@@ -252,14 +293,42 @@ pub(crate) struct ApiCall<'a> {
     pub token: Option<&'a str>,
 }
 
-fn route(rest: &[&str]) -> Option<(Service, Resource)> {
-    let resource = match rest {
-        ["identity", "v3", "projects"] => Resource::Projects,
-        ["network", "v2.0", c] => Resource::from_collection(c)
-            .filter(|r| r.service() == Service::Network.catalog_type())?,
-        ["compute", "v2.1", "servers", "detail"] => Resource::Servers,
-        ["load-balancer", "v2", "lbaas", "loadbalancers"] => Resource::LoadBalancers,
-        ["load-balancer", "v2", "octavia", "amphorae"] => Resource::Amphorae,
+/// What a request under `/r/<region>/<interface>/` asks for: a list, or
+/// one resource by id.
+struct Target<'a> {
+    service: Service,
+    resource: Resource,
+    id: Option<&'a str>,
+}
+
+impl Target<'_> {
+    /// The name requests are counted and faults matched by: the list's
+    /// collection, or `<collection>/{id}` for a GET by id.
+    fn endpoint(&self) -> String {
+        match self.id {
+            None => self.resource.collection().to_owned(),
+            Some(_) => format!("{}/{{id}}", self.resource.collection()),
+        }
+    }
+}
+
+fn route<'a>(rest: &[&'a str]) -> Option<Target<'a>> {
+    let neutron = |c: &str| {
+        Resource::from_collection(c).filter(|r| r.service() == Service::Network.catalog_type())
+    };
+    let (resource, id) = match *rest {
+        ["identity", "v3", "projects"] => (Resource::Projects, None),
+        ["identity", "v3", "projects", id] => (Resource::Projects, Some(id)),
+        ["network", "v2.0", c] => (neutron(c)?, None),
+        ["network", "v2.0", c, id] => (neutron(c)?, Some(id)),
+        ["compute", "v2.1", "servers", "detail"] => (Resource::Servers, None),
+        ["compute", "v2.1", "servers", id] => (Resource::Servers, Some(id)),
+        ["load-balancer", "v2", "lbaas", "loadbalancers"] => (Resource::LoadBalancers, None),
+        ["load-balancer", "v2", "lbaas", "loadbalancers", id] => {
+            (Resource::LoadBalancers, Some(id))
+        }
+        ["load-balancer", "v2", "octavia", "amphorae"] => (Resource::Amphorae, None),
+        ["load-balancer", "v2", "octavia", "amphorae", id] => (Resource::Amphorae, Some(id)),
         _ => return None,
     };
     let service = match resource.service() {
@@ -268,17 +337,62 @@ fn route(rest: &[&str]) -> Option<(Service, Resource)> {
         "compute" => Service::Compute,
         _ => Service::LoadBalancer,
     };
-    Some((service, resource))
+    Some(Target {
+        service,
+        resource,
+        id,
+    })
+}
+
+/// Each service's answer to a GET of an id it does not have, as Neutron 21
+/// and Keystone 22 word it (checked on the real-cloud tier) and Nova and
+/// Octavia document it.
+fn not_found(resource: Resource, id: &str) -> Outcome {
+    let body = match resource {
+        Resource::Networks => neutron_error(
+            "NetworkNotFound",
+            &format!("Network {id} could not be found."),
+        ),
+        Resource::Subnets => neutron_error(
+            "SubnetNotFound",
+            &format!("Subnet {id} could not be found."),
+        ),
+        Resource::Ports => neutron_error("PortNotFound", &format!("Port {id} could not be found.")),
+        // Neutron's router and floating-IP messages have no final stop.
+        Resource::Routers => {
+            neutron_error("RouterNotFound", &format!("Router {id} could not be found"))
+        }
+        Resource::FloatingIps => neutron_error(
+            "FloatingIPNotFound",
+            &format!("Floating IP {id} could not be found"),
+        ),
+        Resource::Projects => json!({"error": {"code": 404, "title": "Not Found",
+            "message": format!("Could not find project: {id}.")}}),
+        Resource::Servers => json!({"itemNotFound": {"code": 404,
+            "message": format!("Instance {id} could not be found.")}}),
+        Resource::LoadBalancers => octavia_not_found("Load Balancer", id),
+        Resource::Amphorae => octavia_not_found("Amphora", id),
+    };
+    Outcome::Reply(reply(StatusCode::NOT_FOUND, &body))
+}
+
+fn neutron_error(kind: &str, message: &str) -> Value {
+    json!({"NeutronError": {"type": kind, "message": message, "detail": ""}})
+}
+
+fn octavia_not_found(what: &str, id: &str) -> Value {
+    json!({"faultcode": "Client", "faultstring": format!("{what} {id} not found."), "debuginfo": null})
 }
 
 pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Outcome {
-    let Some((service, resource)) = route(call.rest) else {
+    let Some(target) = route(call.rest) else {
         return error(
             Service::Identity,
             StatusCode::NOT_FOUND,
             &format!("no such resource {}", call.path),
         );
     };
+    let service = target.service;
     {
         let store = ctx.lock();
         let known = store.settings.regions.iter().any(|r| r == call.region)
@@ -296,116 +410,78 @@ pub(crate) async fn handle(ctx: &Ctx, method: &Method, call: ApiCall<'_>) -> Out
             );
         }
     }
-    let endpoint = resource.collection();
-    ctx.lock()
-        .count(format!("{}/{}/{endpoint}", call.region, call.iface));
-    if let Some(out) = fault(ctx, service, endpoint).await {
+    let key = format!("{}/{}/{}", call.region, call.iface, target.endpoint());
+    let client = ctx.lock().client_of(call.token);
+    ctx.lock().stats.count(&key, &client);
+    let out = serve(ctx, method, call, &target).await;
+    ctx.lock().stats.sent(&key, &client, body_len(&out));
+    out
+}
+
+/// A call the catalog knows, after it was counted.
+async fn serve(ctx: &Ctx, method: &Method, call: ApiCall<'_>, target: &Target<'_>) -> Outcome {
+    let service = target.service;
+    if let Some(out) = fault(ctx, service, &target.endpoint()).await {
         return out;
     }
     if method != Method::GET {
         return error(
             service,
             StatusCode::METHOD_NOT_ALLOWED,
-            "The simulator serves list calls only.",
+            "The simulator serves GET calls only.",
         );
     }
     let store = ctx.lock();
     let Some(token_project) = store.check_token(call.token) else {
         return error(service, StatusCode::UNAUTHORIZED, "");
     };
+    let base = format!("{}/r/{}/{}", ctx.base_url, call.region, call.iface);
+    if let Some(id) = target.id {
+        return match render::shown(&store, target.resource, id, &base, &call.query) {
+            Some(body) => Outcome::Reply(reply(StatusCode::OK, &body)),
+            None => not_found(target.resource, id),
+        };
+    }
+    let since = match since(&store, target.resource, &call.query) {
+        Ok(since) => since,
+        Err(message) => return error(service, StatusCode::BAD_REQUEST, &message),
+    };
     let req = PageRequest {
         self_url: format!("{}{}", ctx.base_url, call.path),
         query: call.query,
         max: store.settings.page_size,
     };
-    let base = format!("{}/r/{}/{}", ctx.base_url, call.region, call.iface);
-    let body = list(&store, resource, &req, &base, &token_project);
+    let filter = render::Filter {
+        since,
+        token_project: &token_project,
+    };
+    let body = render::list(&store, target.resource, &req, &base, filter);
     Outcome::Reply(reply(StatusCode::OK, &body))
 }
 
-/// `resource`'s whole list as an admin token with `all_tenants` would get
-/// it unpaged, on a base URL of `http://sim.invalid` (links only).
-#[cfg(feature = "generate")]
-pub(crate) fn unpaged(store: &Store, resource: Resource) -> Value {
-    let base = "http://sim.invalid";
-    let req = PageRequest {
-        self_url: format!("{base}/{}", resource.collection()),
-        query: vec![("all_tenants".to_owned(), "1".to_owned())],
-        max: None,
-    };
-    list(store, resource, &req, base, "")
-}
-
-fn list(
+/// The instant a list asks to start from — Neutron's `changed_since`,
+/// Nova's `changes-since` — or the message of the service's 400.
+fn since(
     store: &Store,
     resource: Resource,
-    req: &PageRequest,
-    base: &str,
-    token_project: &str,
-) -> Value {
-    fn rows<T>(m: &std::collections::BTreeMap<String, T>) -> Vec<(String, &T)> {
-        m.iter().map(|(id, x)| (id.clone(), x)).collect()
+    query: &[(String, String)],
+) -> Result<Option<SystemTime>, String> {
+    let (key, service) = match resource.service() {
+        "network" => ("changed_since", Service::Network),
+        "compute" => ("changes-since", Service::Compute),
+        _ => return Ok(None),
+    };
+    let Some((_, text)) = query.iter().find(|(k, _)| k == key) else {
+        return Ok(None);
+    };
+    if service == Service::Network && store.settings.neutron_filter_validation {
+        // Neutron 21's answer under its default filter_validation = True.
+        return Err("['changed_since'] is invalid attribute for filtering".into());
     }
-    let name = resource.collection();
-    match resource {
-        Resource::Networks => {
-            // One pass over the subnets, not one per network.
-            let mut by_network: std::collections::HashMap<&str, Vec<String>> =
-                std::collections::HashMap::new();
-            for s in store.subnets.values() {
-                by_network
-                    .entry(s.network_id.as_str())
-                    .or_default()
-                    .push(s.id.clone());
-            }
-            paging::links_style(name, rows(&store.networks), req, false, |n| {
-                wire::network(n, by_network.get(n.id.as_str()).map_or(&[], Vec::as_slice))
-            })
-        }
-        Resource::Subnets => {
-            paging::links_style(name, rows(&store.subnets), req, false, wire::subnet)
-        }
-        Resource::Ports => paging::links_style(name, rows(&store.ports), req, false, wire::port),
-        Resource::Routers => {
-            paging::links_style(name, rows(&store.routers), req, false, wire::router)
-        }
-        Resource::FloatingIps => {
-            paging::links_style(name, rows(&store.floatingips), req, false, wire::floatingip)
-        }
-        Resource::Projects => {
-            let self_base = format!("{base}/identity/v3");
-            paging::keystone(
-                name,
-                rows(&store.projects),
-                req,
-                store.settings.keystone_paging,
-                |p| wire::project(p, &self_base),
-            )
-        }
-        Resource::Servers => {
-            // Without all_tenants Nova lists only the token's own project.
-            let all = req
-                .query
-                .iter()
-                .any(|(k, v)| k == "all_tenants" && v != "0" && v.to_lowercase() != "false");
-            let items = store
-                .servers
-                .iter()
-                .filter(|(_, s)| all || s.tenant_id == token_project)
-                .map(|(id, s)| (id.clone(), s))
-                .collect();
-            let self_base = format!("{base}/compute/v2.1");
-            paging::links_style(name, items, req, false, |s| wire::server(s, &self_base))
-        }
-        Resource::LoadBalancers => paging::links_style(
-            name,
-            rows(&store.loadbalancers),
-            req,
-            true,
-            wire::loadbalancer,
+    parse_time(text).map(Some).map_err(|e| match service {
+        Service::Compute => format!(
+            "Invalid input for query parameters changes-since. Value: {text}. '{text}' is not a 'date-time'"
         ),
-        Resource::Amphorae => {
-            paging::links_style(name, rows(&store.amphorae), req, true, wire::amphora)
-        }
-    }
+        _ => format!("Invalid input for {key}: {e}"),
+    })
 }

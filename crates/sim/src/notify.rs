@@ -8,6 +8,8 @@ use lachesis_planner::Resource;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::store::SharePolicy;
+
 /// One notification, before it is wrapped in the envelope.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -101,20 +103,7 @@ pub fn for_mutation(
         Resource::Ports => "port",
         Resource::Routers => "router",
         Resource::FloatingIps => "floatingip",
-        Resource::Projects => {
-            let done = match action {
-                "create" => "created",
-                "update" => "updated",
-                _ => "deleted",
-            };
-            return Some(Event {
-                exchange: "keystone",
-                event_type: format!("identity.project.{done}"),
-                publisher_id: Some(format!("identity.{host}")),
-                payload: json!({"resource_info": id}),
-                project_id: None,
-            });
-        }
+        Resource::Projects => return Some(keystone_project(host, action, id)),
         Resource::Servers => {
             let tenant = wire.get("tenant_id").cloned().unwrap_or(Value::Null);
             return Some(Event {
@@ -152,12 +141,83 @@ pub fn for_mutation(
     ))
 }
 
+/// Keystone's project event in its default (CADF) format: the project's id
+/// as the target and `resource_info`, nothing else about it (the shape
+/// Keystone 22 sends, checked on the real-cloud tier). The initiator is
+/// the simulator's operator.
+fn keystone_project(host: &str, action: &str, id: &str) -> Event {
+    let done = match action {
+        "create" => "created",
+        "update" => "updated",
+        _ => "deleted",
+    };
+    // Keystone writes microseconds and a numeric zone.
+    let time = humantime::format_rfc3339_micros(std::time::SystemTime::now())
+        .to_string()
+        .replace('Z', "+0000");
+    Event {
+        exchange: "keystone",
+        event_type: format!("identity.project.{done}"),
+        publisher_id: Some(format!("identity.{host}")),
+        payload: json!({
+            "typeURI": "http://schemas.dmtf.org/cloud/audit/1.0/event",
+            "eventType": "activity",
+            "id": format!("cadf-{done}-{id}"),
+            "eventTime": time,
+            "action": format!("{done}.project"),
+            "outcome": "success",
+            "observer": {"id": "sim-keystone", "typeURI": "service/security"},
+            "initiator": {"id": "sim-operator", "typeURI": "service/security/account/user",
+                "host": {"address": "127.0.0.1", "agent": "lachesis-sim"},
+                "user_id": "sim-operator", "project_id": "sim-operator", "request_id": "req-sim",
+                "username": "sim-operator"},
+            "target": {"id": id, "typeURI": "data/security/project"},
+            "resource_info": id,
+        }),
+        project_id: None,
+    }
+}
+
+/// Whether a port is one Neutron makes and changes itself — DHCP, router
+/// interfaces and gateways, floating-IP ports: `device_owner` `network:…`.
+/// Neutron sends no `port.*` event for those (their changes arrive as
+/// `router.interface.*` / `floatingip.*`, DESIGN §8), so neither does the
+/// simulator.
+#[must_use]
+pub fn neutron_owned(port: &Value) -> bool {
+    port["device_owner"]
+        .as_str()
+        .is_some_and(|o| o.starts_with("network:"))
+}
+
+/// `rbac_policy.create.end` / `.delete.end` for a network shared with
+/// every project: ids only (and the delete's `rbac_policy_id`), as Neutron
+/// 21 sends them.
+#[must_use]
+pub fn rbac_policy(host: &str, action: &str, policy: &SharePolicy) -> Event {
+    let p = json!({"id": policy.id, "project_id": policy.project_id, "tenant_id": policy.project_id,
+        "action": "access_as_shared", "object_type": "network", "object_id": policy.network_id,
+        "target_tenant": "*"});
+    let payload = if action == "delete" {
+        json!({"rbac_policy_id": policy.id, "rbac_policy": p})
+    } else {
+        json!({"rbac_policy": p})
+    };
+    neutron(
+        host,
+        format!("rbac_policy.{action}.end"),
+        payload,
+        Some(policy.project_id.clone()),
+    )
+}
+
 /// `router.interface.create` / `.delete`: Neutron sends these with no
-/// `.start`/`.end` suffix.
+/// `.start`/`.end` suffix, and ids only (no `project_id` beside
+/// `tenant_id`, checked on Neutron 21).
 #[must_use]
 pub fn router_interface(host: &str, created: bool, router: &str, port: &Value) -> Event {
     let subnet = port["fixed_ips"][0]["subnet_id"].clone();
-    let info = json!({"id": router, "tenant_id": owner(port), "project_id": owner(port),
+    let info = json!({"id": router, "tenant_id": owner(port),
         "port_id": port["id"], "network_id": port["network_id"],
         "subnet_id": subnet, "subnet_ids": [subnet]});
     let kind = if created { "create" } else { "delete" };
@@ -203,6 +263,49 @@ impl Notifier {
         for tx in &self.txs {
             let _ = tx.send(e.clone());
         }
+    }
+
+    /// Queues `e` after `delay` (at once when zero) without waiting; events
+    /// queued meanwhile go ahead of it.
+    pub fn send_after(&self, e: Event, delay: std::time::Duration) {
+        if delay.is_zero() {
+            self.send(&e);
+            return;
+        }
+        let later = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            later.send(&e);
+        });
+    }
+}
+
+/// An in-process consumer (a test, the demo): each envelope, as a broker
+/// would carry it, on a channel.
+#[derive(Debug, Clone)]
+pub struct ChannelTarget {
+    /// Receives `{"oslo.version": "2.0", "oslo.message": "…"}` per event.
+    pub tx: mpsc::UnboundedSender<Value>,
+    /// Host part of `publisher_id`.
+    pub host: String,
+}
+
+/// Starts the channel publisher: envelopes in order, numbered like the
+/// brokers' (a closed receiver drops them).
+#[must_use]
+pub fn spawn_channel(target: ChannelTarget) -> Notifier {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let host = target.host.clone();
+    tokio::spawn(async move {
+        let mut seq = 0u64;
+        while let Some(event) = rx.recv().await {
+            seq += 1;
+            let _ = target.tx.send(envelope(&event, seq));
+        }
+    });
+    Notifier {
+        txs: vec![tx],
+        host,
     }
 }
 
@@ -404,13 +507,14 @@ mod tests {
         );
         let p = for_mutation("h", Resource::Projects, "delete", "t9", &Value::Null).unwrap();
         assert_eq!(
-            (p.exchange, p.event_type.as_str(), p.payload.clone()),
             (
-                "keystone",
-                "identity.project.deleted",
-                json!({"resource_info": "t9"})
-            )
+                p.exchange,
+                p.event_type.as_str(),
+                &p.payload["resource_info"]
+            ),
+            ("keystone", "identity.project.deleted", &json!("t9"))
         );
+        assert_eq!(p.payload["target"]["id"], "t9");
         let s = for_mutation(
             "h",
             Resource::Servers,

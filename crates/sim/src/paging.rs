@@ -54,6 +54,10 @@ impl PageRequest {
 
 struct Page {
     items: Vec<Value>,
+    /// The ids of the page's first and last items, kept apart from the
+    /// rendered items because `fields=` may have left `id` out of them.
+    first: Option<String>,
+    last: Option<String>,
     limit: Option<usize>,
     full: bool,
     more: bool,
@@ -73,26 +77,27 @@ fn cut<T>(items: Vec<(String, T)>, req: &PageRequest, render: impl Fn(T) -> Valu
     let limit = req.limit();
     let total = after.len();
     let take = limit.unwrap_or(total).min(total);
+    let mut first = None;
+    let mut last = None;
     let items: Vec<Value> = after
         .into_iter()
         .take(take)
-        .map(|(_, v)| render(v))
+        .map(|(id, v)| {
+            if first.is_none() {
+                first = Some(id.clone());
+            }
+            last = Some(id);
+            render(v)
+        })
         .collect();
     Page {
         full: limit.is_some_and(|l| items.len() == l),
         more: take < total,
         items,
+        first,
+        last,
         limit,
     }
-}
-
-fn last_id(items: &[Value]) -> String {
-    items
-        .last()
-        .and_then(|v| v.get("id"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// Neutron, Nova and Octavia: `{"<c>": [...], "<c>_links": [...]}`. A next
@@ -109,11 +114,11 @@ pub fn links_style<T>(
     let page = cut(items, req, render);
     let mut links = Vec::new();
     if let Some(limit) = page.limit {
-        if page.full {
-            links.push(json!({"rel": "next", "href": req.link(!drops_filters, limit, &last_id(&page.items), false)}));
+        if let (true, Some(last)) = (page.full, &page.last) {
+            links
+                .push(json!({"rel": "next", "href": req.link(!drops_filters, limit, last, false)}));
         }
-        if let (Some(marker), Some(first)) = (req.param("marker"), page.items.first()) {
-            let first = first.get("id").and_then(Value::as_str).unwrap_or(marker);
+        if let (Some(_), Some(first)) = (req.param("marker"), &page.first) {
             links.push(
                 json!({"rel": "previous", "href": req.link(!drops_filters, limit, first, true)}),
             );
@@ -160,10 +165,8 @@ pub fn keystone<T>(
         }
         KeystonePaging::Links => {
             let page = cut(items, req, render);
-            let next = match page.limit {
-                Some(limit) if page.more => {
-                    json!(req.link(true, limit, &last_id(&page.items), false))
-                }
+            let next = match (page.limit, &page.last) {
+                (Some(limit), Some(last)) if page.more => json!(req.link(true, limit, last, false)),
                 _ => Value::Null,
             };
             json!({collection: page.items, "links": {"self": self_link, "previous": null, "next": next}})

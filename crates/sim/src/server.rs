@@ -51,6 +51,19 @@ impl SimHandle {
         f(&mut self.ctx.lock())
     }
 
+    /// A token for application credential `id`, issued in-process as
+    /// `POST /identity/v3/auth/tokens` would issue it (counted as issued,
+    /// not as a request): for tests that call the API with a plain HTTP
+    /// client. `None` for an unknown credential.
+    #[must_use]
+    pub fn application_credential_token(&self, id: &str) -> Option<String> {
+        self.with_store(|s| {
+            let cred = s.application_credentials.get(id)?.clone();
+            let client = crate::stats::application_credential(&cred.id);
+            Some(s.issue_token(cred.project_id, client).0)
+        })
+    }
+
     /// Stops accepting; connections in flight finish on their own.
     pub fn stop(&mut self) {
         if let Some(tx) = self.stop.take() {
@@ -95,6 +108,9 @@ pub struct SimOptions {
     /// Publish the same notifications to a Kafka topic (with or without
     /// `rabbitmq`).
     pub kafka: Option<crate::notify::KafkaTarget>,
+    /// Hand the same envelopes to an in-process consumer (with or without
+    /// the brokers).
+    pub channel: Option<crate::notify::ChannelTarget>,
 }
 
 /// [`start`] with every option.
@@ -120,12 +136,14 @@ pub fn start_on(
         || format!("http://{addr}"),
         |a| a.trim_end_matches('/').to_owned(),
     );
-    let rabbit = opts.rabbitmq.map(crate::notify::spawn_rabbit);
-    let kafka = opts.kafka.map(crate::notify::spawn_kafka);
-    let notifier = match (rabbit, kafka) {
-        (Some(r), Some(k)) => Some(r.join(k)),
-        (r, k) => r.or(k),
-    };
+    let notifier = [
+        opts.rabbitmq.map(crate::notify::spawn_rabbit),
+        opts.kafka.map(crate::notify::spawn_kafka),
+        opts.channel.map(crate::notify::spawn_channel),
+    ]
+    .into_iter()
+    .flatten()
+    .reduce(crate::notify::Notifier::join);
     let ctx = Arc::new(Ctx {
         store: Arc::new(Mutex::new(store)),
         base_url,
@@ -199,7 +217,7 @@ async fn handle(ctx: &Ctx, req: Request<Incoming>) -> Outcome {
     };
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segs.as_slice() {
-        ["sim", rest @ ..] => Outcome::Reply(admin::handle(ctx, &method, rest, &body)),
+        ["sim", rest @ ..] => Outcome::Reply(admin::handle(ctx, &method, rest, &query, &body)),
         ["identity", "v3", "auth", "tokens"] if method == hyper::Method::POST => {
             api::issue_token(ctx, &body).await
         }

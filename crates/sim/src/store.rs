@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
+use lachesis_planner::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,6 +14,11 @@ use super::topology::{
     Server, Settings, Subnet, Topology, TopologyError, User,
 };
 use crate::cidr::check_subnet;
+use crate::clock::{Clock, ClockError, Stamp};
+use crate::event_faults::{Delivery, FaultState, NotificationFaults};
+use crate::notify::Event;
+use crate::revision::{Meta, Revisions};
+use crate::stats::{self, Stats};
 
 /// A mutation the simulator refuses (HTTP 404 / 409 / 400). A refused
 /// mutation changes nothing.
@@ -51,12 +57,13 @@ pub enum MutationError {
 
 /// One injected fault, matched by endpoint name (`auth`, `projects`,
 /// `networks`, `subnets`, `ports`, `routers`, `floatingips`, `servers`,
-/// `loadbalancers`, `amphorae`, or `*`).
+/// `loadbalancers`, `amphorae`, a GET by id `<list>/{id}`, or `*`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
-    /// Which requests it hits: a list name, `auth` for token requests, or
-    /// `*` for both. Control-API calls are never hit.
+    /// Which requests it hits: a list name, `<list>/{id}` (literally) for
+    /// its GETs by id, `auth` for token requests, or `*` for all of them.
+    /// Control-API calls are never hit.
     pub endpoint: String,
     /// Answer with this status and the service's error body. With neither
     /// this nor `drop` the request goes through (after `delay_ms`), which
@@ -79,6 +86,10 @@ pub struct Fault {
 pub(crate) struct IssuedToken {
     pub project_id: String,
     pub expires_at: SystemTime,
+    /// Who it was issued to, as `/sim/stats` names clients.
+    pub client: String,
+    /// Refused from now on (`POST /sim/tokens/revoke`).
+    pub revoked: bool,
 }
 
 /// Runtime-adjustable settings (`PUT /sim/settings`); absent keys keep their value.
@@ -97,6 +108,26 @@ pub struct SettingsPatch {
     pub services: Option<Vec<String>>,
     /// Catalog regions, with the same effect as `services`.
     pub regions: Option<Vec<String>>,
+    /// Sets the clock: an instant (`2026-01-01T00:00:00Z`) it then stands
+    /// at, or `wall`.
+    pub clock: Option<Clock>,
+    /// Steps a standing clock this many seconds forward (after `clock`,
+    /// when both are given); refused on a `wall` clock.
+    pub clock_step_secs: Option<u64>,
+    /// Neutron's `filter_validation`: `false` lets `changed_since` filter.
+    pub neutron_filter_validation: Option<bool>,
+    /// Replaces the notification faults and starts their draws over from
+    /// the new seed (`{"rules": []}` turns them off).
+    pub notification_faults: Option<NotificationFaults>,
+}
+
+/// A settings change the simulator refuses (HTTP 400); a refused change
+/// changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// The clock cannot move as asked.
+    #[error("clock: {0}")]
+    Clock(#[from] ClockError),
 }
 
 /// Everything the simulator serves. The resource maps are keyed by id;
@@ -132,10 +163,13 @@ pub struct Store {
     pub amphorae: BTreeMap<String, Amphora>,
     pub(crate) tokens: HashMap<String, IssuedToken>,
     pub(crate) faults: Vec<Fault>,
-    /// Requests by `region/interface/endpoint` (`auth` has no prefix).
-    pub(crate) requests: BTreeMap<String, u64>,
-    pub(crate) tokens_issued: u64,
+    /// What was served, and to whom.
+    pub(crate) stats: Stats,
     pub(crate) token_seq: u64,
+    /// Revisions and timestamps of what changed, and deleted servers.
+    pub(crate) revisions: Revisions,
+    /// The notification faults' draws and held event.
+    pub(crate) event_faults: FaultState,
 }
 
 /// Dispatches a kind name to its collection.
@@ -284,6 +318,8 @@ impl Store {
             servers: index("server", &t.servers, |x| &x.id)?,
             loadbalancers: index("loadbalancer", &t.loadbalancers, |x| &x.id)?,
             amphorae: index("amphora", &t.amphorae, |x| &x.id)?,
+            revisions: Revisions::loaded(t.settings.clock.now()),
+            event_faults: FaultState::new(t.settings.notification_faults.seed),
             ..Self::default()
         };
         store
@@ -471,15 +507,67 @@ impl Store {
         self.amphorae = r.amphorae;
     }
 
+    /// The simulator's now (`settings.clock`).
+    #[must_use]
+    pub fn now(&self) -> Stamp {
+        self.settings.clock.now()
+    }
+
+    /// `kind` `id`'s revision and timestamps as the API shows them (also
+    /// for an id that does not exist: the creation revision).
+    #[must_use]
+    pub fn meta(&self, kind: Resource, id: &str) -> Meta {
+        self.revisions.meta(kind, id)
+    }
+
+    /// The resources whose revision a change of `kind` `id` also raises,
+    /// as Neutron's revision plugin does: a subnet's network (checked on
+    /// Neutron 21: creating, updating or deleting a subnet raises its
+    /// network's revision; a port does not raise its network's).
+    fn related(&self, kind: Option<Resource>, id: &str) -> Vec<(Resource, String)> {
+        match kind {
+            Some(Resource::Subnets) => self
+                .subnets
+                .get(id)
+                .map(|s| (Resource::Networks, s.network_id.clone()))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn bump_all(&mut self, related: Vec<(Resource, String)>) {
+        let now = self.now();
+        let mut done = Vec::new();
+        for r in related {
+            if !done.contains(&r) {
+                self.revisions.bumped(r.0, &r.1, now);
+                done.push(r);
+            }
+        }
+    }
+
     /// Adds a resource (`POST /sim/<kind>`, `kind` a topology list name)
     /// from its topology form, and answers it as stored (a subnet's `cidr`
-    /// with host bits cleared).
+    /// with host bits cleared). It starts at its kind's creation revision;
+    /// a subnet raises its network's.
     pub fn create(&mut self, kind: &str, body: Value) -> Result<Value, MutationError> {
-        self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, false)))
+        let out =
+            self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, false)))?;
+        let id = id_of(&out).unwrap_or_default();
+        let resource = Resource::from_collection(kind);
+        if let Some(r) = resource {
+            let now = self.now();
+            self.revisions.created(r, &id, now);
+        }
+        let related = self.related(resource, &id);
+        self.bump_all(related);
+        Ok(out)
     }
 
     /// Replaces a resource (`PUT /sim/<kind>/<id>`); the body's `id`, when
-    /// present, must be `id`.
+    /// present, must be `id`. Raises its revision (and a subnet's network's,
+    /// the old one's too when it moved).
     pub fn replace(
         &mut self,
         kind: &str,
@@ -495,19 +583,42 @@ impl Store {
                 message: "`id` cannot change".into(),
             });
         }
-        self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, true)))
+        let resource = Resource::from_collection(kind);
+        let mut related = self.related(resource, id);
+        let out = self.transaction(|s| with_kind!(s, kind, |map| insert(map, kind, body, true)))?;
+        self.changed(resource, id, &mut related);
+        Ok(out)
     }
 
     /// Changes some fields (`PATCH /sim/<kind>/<id>`): moves a port to
-    /// another network/device/project, renames, re-owns.
+    /// another network/device/project, renames, re-owns. Raises revisions
+    /// as [`Store::replace`] does.
     pub fn update(&mut self, kind: &str, id: &str, changes: Value) -> Result<Value, MutationError> {
-        self.transaction(|s| with_kind!(s, kind, |map| patch(map, kind, id, changes)))
+        let resource = Resource::from_collection(kind);
+        let mut related = self.related(resource, id);
+        let out = self.transaction(|s| with_kind!(s, kind, |map| patch(map, kind, id, changes)))?;
+        self.changed(resource, id, &mut related);
+        Ok(out)
+    }
+
+    /// `kind` `id` changed: it and what it relates to before (`related`)
+    /// and after get a revision more.
+    fn changed(&mut self, kind: Option<Resource>, id: &str, related: &mut Vec<(Resource, String)>) {
+        related.extend(self.related(kind, id));
+        if let Some(r) = kind {
+            related.insert(0, (r, id.to_owned()));
+        }
+        self.bump_all(std::mem::take(related));
     }
 
     /// Removes a resource (`DELETE /sim/<kind>/<id>`); refused while another
     /// resource still refers to it (a network with subnets, a port with a
-    /// floating IP).
+    /// floating IP). A subnet raises its network's revision; a server stays
+    /// listed, deleted, for `changes-since`.
     pub fn delete(&mut self, kind: &str, id: &str) -> Result<(), MutationError> {
+        let resource = Resource::from_collection(kind);
+        let related = self.related(resource, id);
+        let server = self.servers.get(id).cloned();
         self.transaction(|s| {
             with_kind!(s, kind, |map| map.remove(id).map(|_| ()).ok_or_else(|| {
                 MutationError::NotFound {
@@ -515,7 +626,14 @@ impl Store {
                     id: id.into(),
                 }
             }))
-        })
+        })?;
+        if let Some(r) = resource {
+            let now = self.now();
+            let server = server.filter(|_| r == Resource::Servers);
+            self.revisions.deleted(r, id, now, server);
+        }
+        self.bump_all(related);
+        Ok(())
     }
 
     fn router_mut(&mut self, id: &str) -> Result<&mut Router, MutationError> {
@@ -527,8 +645,12 @@ impl Store {
             })
     }
 
-    /// Adds an extra route (the `extraroute` extension); adding one the
-    /// router already has changes nothing.
+    fn bump_router(&mut self, id: &str) {
+        self.bump_all(vec![(Resource::Routers, id.to_owned())]);
+    }
+
+    /// Adds an extra route (the `extraroute` extension) and raises the
+    /// router's revision; adding one the router already has changes nothing.
     pub fn add_route(
         &mut self,
         router: &str,
@@ -537,11 +659,13 @@ impl Store {
         let r = self.router_mut(router)?;
         if !r.routes.contains(&route) {
             r.routes.push(route);
+            self.bump_router(router);
         }
         Ok(())
     }
 
-    /// Removes an extra route; a missing route is a 404.
+    /// Removes an extra route, raising the router's revision; a missing
+    /// route is a 404.
     pub fn remove_route(
         &mut self,
         router: &str,
@@ -556,11 +680,13 @@ impl Store {
                 id: format!("{} via {}", route.destination, route.nexthop),
             });
         }
+        self.bump_router(router);
         Ok(())
     }
 
     /// Sets (`Some`) or clears (`None`) a router's external gateway; the
-    /// network must be `router:external`.
+    /// network must be `router:external`. Raises the router's revision
+    /// (Neutron raises it by more than one here; only "it rises" holds).
     pub fn set_gateway(
         &mut self,
         router: &str,
@@ -569,11 +695,15 @@ impl Store {
         self.transaction(|s| {
             s.router_mut(router)?.external_gateway_info = gw;
             Ok(())
-        })
+        })?;
+        self.bump_router(router);
+        Ok(())
     }
 
     /// Plugs a subnet into a router the way Neutron does: a new port owned by
-    /// `network:router_interface` holding the subnet's gateway address.
+    /// `network:router_interface` holding the subnet's gateway address. The
+    /// router's revision rises; the port shows revision 2, as Neutron's
+    /// interface ports do (created, then bound to the router).
     pub fn add_interface(
         &mut self,
         router: &str,
@@ -614,10 +744,16 @@ impl Store {
             allowed_address_pairs: vec![],
         };
         let body = serde_json::to_value(&port).unwrap_or(Value::Null);
-        self.create("ports", body)
+        let out = self.create("ports", body)?;
+        self.bump_all(vec![
+            (Resource::Ports, port.id.clone()),
+            (Resource::Routers, router.to_owned()),
+        ]);
+        Ok(out)
     }
 
-    /// Unplugs a subnet: removes (and returns) the router's interface port on it.
+    /// Unplugs a subnet: removes (and returns) the router's interface port
+    /// on it, raising the router's revision.
     pub fn remove_interface(
         &mut self,
         router: &str,
@@ -638,11 +774,72 @@ impl Store {
                 id: format!("{router}/{subnet_id}"),
             })?;
         self.delete("ports", &port.id)?;
+        self.bump_router(router);
         Ok(port)
     }
 
-    /// Applies the keys present in `p`; the others keep their value.
-    pub fn apply_settings(&mut self, p: SettingsPatch) {
+    /// Shares a network with every project the way Neutron's RBAC API
+    /// does (`access_as_shared` to `*`): `shared` turns true and the
+    /// network's revision rises, but Neutron sends no `network.*` event for
+    /// it — only `rbac_policy.create.end` (checked on Neutron 21). 409 when
+    /// it is shared already.
+    pub fn share(&mut self, network: &str) -> Result<SharePolicy, MutationError> {
+        self.set_shared(network, true)
+    }
+
+    /// Undoes [`Store::share`] (also for a network shared in the topology);
+    /// 404 when it is not shared.
+    pub fn unshare(&mut self, network: &str) -> Result<SharePolicy, MutationError> {
+        self.set_shared(network, false)
+    }
+
+    fn set_shared(&mut self, network: &str, shared: bool) -> Result<SharePolicy, MutationError> {
+        let policy = self.share_policy(network)?;
+        let n = self.networks.get_mut(network);
+        match n {
+            Some(n) if n.shared != shared => n.shared = shared,
+            // A second policy for the same target is Neutron's 409; none to
+            // delete, its 404.
+            _ if shared => {
+                return Err(MutationError::Conflict {
+                    kind: "rbac_policy".into(),
+                    id: policy.id,
+                })
+            }
+            _ => {
+                return Err(MutationError::NotFound {
+                    kind: "rbac_policy".into(),
+                    id: policy.id,
+                })
+            }
+        }
+        self.bump_all(vec![(Resource::Networks, network.to_owned())]);
+        Ok(policy)
+    }
+
+    fn share_policy(&self, network: &str) -> Result<SharePolicy, MutationError> {
+        let n = self
+            .networks
+            .get(network)
+            .ok_or_else(|| MutationError::NotFound {
+                kind: "networks".into(),
+                id: network.into(),
+            })?;
+        Ok(SharePolicy {
+            id: format!("rbac-{network}"),
+            network_id: network.to_owned(),
+            project_id: n.project_id.clone(),
+        })
+    }
+
+    /// Applies the keys present in `p`; the others keep their value. A
+    /// refused change (a step of a `wall` clock) changes nothing.
+    pub fn apply_settings(&mut self, p: SettingsPatch) -> Result<(), SettingsError> {
+        let mut clock = p.clock.unwrap_or(self.settings.clock);
+        if let Some(secs) = p.clock_step_secs {
+            clock.step(secs)?;
+        }
+        self.settings.clock = clock;
         if let Some(ps) = p.page_size {
             self.settings.page_size = (ps > 0).then_some(ps);
         }
@@ -658,6 +855,14 @@ impl Store {
         if let Some(r) = p.regions {
             self.settings.regions = r;
         }
+        if let Some(v) = p.neutron_filter_validation {
+            self.settings.neutron_filter_validation = v;
+        }
+        if let Some(f) = p.notification_faults {
+            self.event_faults.reseed(f.seed);
+            self.settings.notification_faults = f;
+        }
+        Ok(())
     }
 
     /// Arms a fault. Faults are tried in the order added; the first one
@@ -673,7 +878,10 @@ impl Store {
 
     /// Invalidates every issued token (the next API call gets a 401).
     pub fn revoke_tokens(&mut self) {
-        self.tokens.clear();
+        // Kept, marked, so `/sim/stats` still knows whose calls they are.
+        for t in self.tokens.values_mut() {
+            t.revoked = true;
+        }
     }
 
     /// The first live fault for `endpoint`, consuming one use of it.
@@ -692,9 +900,13 @@ impl Store {
         Some(fault)
     }
 
-    pub(crate) fn issue_token(&mut self, project_id: String) -> (String, SystemTime) {
+    pub(crate) fn issue_token(
+        &mut self,
+        project_id: String,
+        client: String,
+    ) -> (String, SystemTime) {
         self.token_seq += 1;
-        self.tokens_issued += 1;
+        self.stats.tokens_issued += 1;
         let value = format!("gAAAAsim{:016x}", self.token_seq);
         let expires_at = SystemTime::now() + Duration::from_secs(self.settings.token_ttl_secs);
         self.tokens.insert(
@@ -702,6 +914,8 @@ impl Store {
             IssuedToken {
                 project_id,
                 expires_at,
+                client,
+                revoked: false,
             },
         );
         (value, expires_at)
@@ -710,27 +924,50 @@ impl Store {
     /// The project a valid token is scoped to.
     pub(crate) fn check_token(&self, token: Option<&str>) -> Option<String> {
         let t = self.tokens.get(token?)?;
-        (SystemTime::now() < t.expires_at).then(|| t.project_id.clone())
+        (!t.revoked && SystemTime::now() < t.expires_at).then(|| t.project_id.clone())
     }
 
-    pub(crate) fn count(&mut self, key: String) {
-        *self.requests.entry(key).or_default() += 1;
+    /// The client a token was issued to, or [`stats::ANONYMOUS`] for no
+    /// token or one the simulator never issued (an expired or revoked one
+    /// still names its client).
+    pub(crate) fn client_of(&self, token: Option<&str>) -> String {
+        token
+            .and_then(|t| self.tokens.get(t))
+            .map_or_else(|| stats::ANONYMOUS.to_owned(), |t| t.client.clone())
     }
 
-    /// Zeroes the request counters (`DELETE /sim/stats`).
+    /// What leaves, and when, for one change's `events` under the
+    /// notification faults; tallied in the stats.
+    pub(crate) fn deliveries(&mut self, events: Vec<Event>) -> Vec<Delivery> {
+        self.event_faults.schedule(
+            &self.settings.notification_faults.rules,
+            events,
+            &mut self.stats.notifications,
+        )
+    }
+
+    /// Zeroes the counters (`DELETE /sim/stats`).
     pub fn requests_reset(&mut self) {
-        self.requests.clear();
-        self.tokens_issued = 0;
+        self.stats = Stats::default();
     }
 
     /// Counters for tests and operators (`GET /sim/stats`).
     #[must_use]
     pub fn stats(&self) -> Stats {
-        Stats {
-            tokens_issued: self.tokens_issued,
-            requests: self.requests.clone(),
-        }
+        self.stats.clone()
     }
+}
+
+/// The RBAC policy that shares a network with every project: one per
+/// shared network, named `rbac-<network id>` (Neutron generates the id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharePolicy {
+    /// `rbac-<network id>`.
+    pub id: String,
+    /// The shared network (the policy's `object_id`).
+    pub network_id: String,
+    /// The network's owner, who holds the policy.
+    pub project_id: String,
 }
 
 /// `POST /sim/routers/<id>/interfaces` body: what [`Store::add_interface`]
@@ -750,30 +987,6 @@ pub struct InterfaceRequest {
     /// subnet must have one).
     #[serde(default)]
     pub ip_address: Option<String>,
-}
-
-/// Request counters, since the start or the last [`Store::requests_reset`].
-/// Every request to a served endpoint is counted, including those a fault
-/// or a bad token fails; a path the simulator does not serve is not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stats {
-    /// Tokens issued (successful `POST /identity/v3/auth/tokens`).
-    pub tokens_issued: u64,
-    /// By `region/interface/endpoint` (e.g. `RegionOne/internal/ports`);
-    /// token requests under the bare key `auth`.
-    pub requests: BTreeMap<String, u64>,
-}
-
-impl Stats {
-    /// Requests for `endpoint` over every region and interface.
-    #[must_use]
-    pub fn requests_for(&self, endpoint: &str) -> u64 {
-        self.requests
-            .iter()
-            .filter(|(k, _)| k.rsplit('/').next() == Some(endpoint))
-            .map(|(_, v)| v)
-            .sum()
-    }
 }
 
 #[cfg(test)]
@@ -852,7 +1065,7 @@ mod tests {
         let mut s = store();
         let answer = s.create("subnets", subnet("s2", "10.9.0.77/16")).unwrap();
         assert_eq!(answer["cidr"], "10.9.0.0/16");
-        let listed = crate::wire::subnet(&s.subnets["s2"]);
+        let listed = crate::wire::subnet(&s.subnets["s2"], s.meta(Resource::Subnets, "s2"));
         assert_eq!(
             (&listed["cidr"], &listed["ip_version"]),
             (&json!("10.9.0.0/16"), &json!(4))

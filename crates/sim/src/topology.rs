@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::cidr::{check_subnet, AddressingError};
+use crate::clock::Clock;
+use crate::event_faults::NotificationFaults;
 
 fn default_domain() -> String {
     "default".into()
@@ -91,6 +93,17 @@ pub struct Settings {
     pub services: Vec<String>,
     /// Which Keystone release's project paging to imitate.
     pub keystone_paging: KeystonePaging,
+    /// The simulator's time: an instant (`2026-01-01T00:00:00Z`, the
+    /// default) that moves only when stepped, or `wall` for the system
+    /// clock. It stamps `created_at` / `updated_at`.
+    pub clock: Clock,
+    /// Neutron's `filter_validation` (default on, as in Neutron): a list
+    /// filtered by `changed_since` is a 400 "invalid attribute for
+    /// filtering"; off, it answers what changed at or after that instant.
+    pub neutron_filter_validation: bool,
+    /// Notifications dropped, duplicated, reordered or delayed, by event
+    /// type and probability, from a seed (none by default).
+    pub notification_faults: NotificationFaults,
 }
 
 impl Default for Settings {
@@ -103,6 +116,9 @@ impl Default for Settings {
                 .map(String::from)
                 .to_vec(),
             keystone_paging: KeystonePaging::Links,
+            clock: Clock::default(),
+            neutron_filter_validation: true,
+            notification_faults: NotificationFaults::default(),
         }
     }
 }
@@ -490,10 +506,30 @@ pub enum TopologyError {
 }
 
 impl Topology {
-    /// Parses the YAML form (unknown keys are errors: typos must not pass).
+    /// Parses the YAML form (unknown keys are errors: typos must not pass),
+    /// of any size: the benchmarks' cloud is 12 MB and ~1.3 million nodes.
     pub fn from_yaml(text: &str) -> Result<Self, TopologyError> {
-        serde_saphyr::from_str(text).map_err(|e| TopologyError::Parse(e.to_string()))
+        serde_saphyr::from_str_with_options(text, yaml_options(text.len()))
+            .map_err(|e| TopologyError::Parse(e.to_string()))
     }
+}
+
+/// The parser's limits for a file of `len` bytes. Its defaults (250 000
+/// nodes, a million events) refuse the benchmarks' cloud, so the limits
+/// that count what the file holds grow with the file: a node or an event
+/// takes at least a byte of it (a scalar a character, a collection its
+/// brackets or indicator), a few more for the stream's own events. What a
+/// file can make of itself without growing — aliases, anchors, nesting —
+/// keeps the defaults, and every expanded node still counts against the
+/// node limit, so a small file cannot expand into a huge one.
+fn yaml_options(len: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = budget.max_nodes.max(len);
+    budget.max_events = budget.max_events.max(len.saturating_mul(2));
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(len);
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
 }
 
 /// Duplicate ids within one kind are refused: the APIs never return them.
@@ -559,6 +595,24 @@ mod tests {
         assert!(msg.contains("expected 4 or 6"), "{msg}");
         let msg = refusal("cidr: 10.0.0.0/24, gateway_ip: \"fd00::1\"");
         assert!(msg.contains("gateway_ip \"fd00::1\""), "{msg}");
+    }
+
+    #[test]
+    fn a_small_file_cannot_expand_through_aliases_past_the_budget() {
+        // Each level holds ten of the one before: 10^8 strings from 1 KB.
+        let mut lines = vec!["a0: &a0 [x, x, x, x, x, x, x, x, x, x]".to_owned()];
+        for i in 1..=8 {
+            let prev = format!("*a{}", i - 1);
+            let items = [prev.as_str(); 10].join(", ");
+            lines.push(format!("a{i}: &a{i} [{items}]"));
+        }
+        let yaml = lines.join("\n");
+        let err = serde_saphyr::from_str_with_options::<serde_json::Value>(
+            &yaml,
+            yaml_options(yaml.len()),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("budget breached"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! auth kinds, and `lachesis plan --cloud` (both auth kinds, from a
 //! clouds.yaml) checked row by row against the plan that topology implies,
 //! then `lachesis agent` run against it (cold start, SIGKILL restart) with
-//! namespace traffic counted exactly.
+//! namespace traffic counted exactly; and the simulator's notifications
+//! and answers held to the real services' shapes (`shapes.rs`).
 //! Runs in `cargo test` as root; it fails loudly (never skips) when the
 //! services cannot be brought up.
 
@@ -16,6 +17,7 @@ mod bodies;
 mod expected;
 mod harness;
 mod notify;
+mod shapes;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,5 +1,6 @@
 //! One authenticated HTTP session: token cache, one re-auth on 401, paging.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
@@ -142,6 +143,8 @@ pub struct Session {
     metrics: ApiMetrics,
     token: Mutex<Option<Token>>,
     auth_count: AtomicU64,
+    /// Response-body bytes received, by endpoint label.
+    received: std::sync::Mutex<BTreeMap<String, u64>>,
 }
 
 const MAX_ERROR_BODY: usize = 512;
@@ -196,6 +199,7 @@ impl Session {
             metrics,
             token: Mutex::new(None),
             auth_count: AtomicU64::new(0),
+            received: std::sync::Mutex::default(),
         })
     }
 
@@ -209,6 +213,26 @@ impl Session {
     #[must_use]
     pub fn auth_count(&self) -> u64 {
         self.auth_count.load(Ordering::Relaxed)
+    }
+
+    /// Response-body bytes received since the session began, by endpoint
+    /// (`auth`, or a list's collection such as `ports`), every answer
+    /// counted, failures included: the load this client put on the cloud's
+    /// links, for tests and benchmarks.
+    #[must_use]
+    pub fn response_bytes(&self) -> BTreeMap<String, u64> {
+        self.received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn received(&self, endpoint: &str, bytes: usize) {
+        let mut map = self
+            .received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *map.entry(endpoint.to_owned()).or_default() += bytes as u64;
     }
 
     /// A token valid for at least the renew margin, reused when possible.
@@ -269,6 +293,7 @@ impl Session {
             .bytes()
             .await
             .map_err(|e| self.network("identity", "auth", &url, &e))?;
+        self.received("auth", bytes.len());
         if status != 201 {
             self.metrics.count("identity", "auth", &status.to_string());
             return Err(ApiError::Status {
@@ -330,6 +355,7 @@ impl Session {
                 .bytes()
                 .await
                 .map_err(|e| self.network(service, endpoint, url.as_str(), &e))?;
+            self.received(endpoint, bytes.len());
             if status == 401 && !retried {
                 // Tokens can be revoked or expire early (clock skew, a
                 // Keystone restart with new fernet keys): one fresh token,

@@ -32,13 +32,28 @@ impl Control {
 
     /// Sends `body` (JSON) with `method` to `/sim/<path>`; the status code.
     pub async fn send(&self, method: reqwest::Method, path: &str, body: &serde_json::Value) -> u16 {
-        self.http
-            .request(method, format!("{}/{path}", self.base))
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
+        self.call(method, path, body).await.0
+    }
+
+    /// [`Control::send`], with the answer's JSON body (`null` when empty).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let mut req = self.http.request(method, format!("{}/{path}", self.base));
+        if !body.is_null() {
+            req = req.body(body.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let json = if text.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+        };
+        (status, json)
     }
 }
