@@ -1,24 +1,122 @@
 //! Benchmark: one full sync of the benchmarks' generated cloud
 //! (`lachesis_sim::generate`: 20 000 ports, 5 000 subnets, 2 000 routers,
 //! 10 000 servers) from the simulator over loopback, with the page size a
-//! real deployment would use. Prints the median of several runs.
+//! real deployment would use. Three figures:
+//!
+//! - time: the median of several syncs by one client (token reused);
+//! - traffic: the list requests and body bytes of one sync, as received,
+//!   and each list's share of the bytes;
+//! - memory: the peak resident set (`VmHWM`) of a separate process that
+//!   does one sync and plans it — a pass's metadata work in the agent —
+//!   median of several processes, beside one that only gets a token. The
+//!   simulator stays in this process, so its own memory is not counted.
 //!
 //! `cargo run --release -p lachesis-openstack --example bench_sync [RUNS] [PAGE]`
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lachesis_openstack::config::AppCredRef;
 use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials};
+use lachesis_planner::{parse_snapshot, plan, PlanOptions, Resource};
 use lachesis_sim::generate::{self, APP_CREDENTIAL_ID, APP_CREDENTIAL_SECRET};
 use lachesis_sim::{self as sim, Store};
 
-fn median(mut v: Vec<Duration>) -> Duration {
+/// Set (to the simulator's auth URL) in a child process: it measures itself.
+const CHILD: &str = "LACHESIS_BENCH_SYNC_CHILD";
+/// `sync` (one sync and its plan) or `token` (the baseline: a token only).
+const CHILD_WORK: &str = "LACHESIS_BENCH_SYNC_WORK";
+
+fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
     v.sort();
     v[v.len() / 2]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+fn client(auth_url: String) -> Client {
+    let cfg = CloudConfig::new(
+        auth_url,
+        Credentials::ApplicationCredential {
+            credential: AppCredRef::Id(APP_CREDENTIAL_ID.into()),
+            secret: APP_CREDENTIAL_SECRET.into(),
+        },
+    );
+    Client::new(cfg, ApiMetrics::default()).expect("client")
+}
+
+/// `VmHWM` (the peak resident set) of this process, in KiB.
+fn peak_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/self/status")
+}
+
+/// The measured process: the agent's runtime shape (multi-threaded, one
+/// worker per core), one sync, its plan, then the peak on standard output.
+fn child(auth_url: String) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = client(auth_url);
+    let work = std::env::var(CHILD_WORK).unwrap_or_default();
+    if work == "token" {
+        runtime.block_on(client.session().token()).expect("token");
+    } else {
+        let result = runtime.block_on(client.sync()).expect("sync");
+        let (snapshot, _) = parse_snapshot(&result.bodies).expect("parse");
+        let planned = plan(&snapshot, &PlanOptions::default());
+        assert!(!planned.bindings.is_empty(), "the cloud has VMs");
+    }
+    println!("{}", peak_kib());
+}
+
+/// Peaks (KiB) of `runs` child processes doing `work`, one after another.
+fn child_peaks(auth_url: &str, work: &str, runs: usize) -> Vec<u64> {
+    let exe = std::env::current_exe().expect("current_exe");
+    (0..runs)
+        .map(|_| {
+            let out = Command::new(&exe)
+                .env(CHILD, auth_url)
+                .env(CHILD_WORK, work)
+                .output()
+                .expect("run the measured process");
+            assert!(
+                out.status.success(),
+                "measured process failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .expect("the child prints its VmHWM")
+        })
+        .collect()
+}
+
+fn mib(kib: u64) -> f64 {
+    // KiB counts of a process fit f64 exactly.
+    #[expect(clippy::cast_precision_loss, reason = "KiB of one process")]
+    let k = kib as f64;
+    k / 1024.0
+}
+
+fn main() {
+    if let Ok(url) = std::env::var(CHILD) {
+        child(url);
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(parent());
+}
+
+async fn parent() {
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let page: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
@@ -37,29 +135,60 @@ async fn main() {
     let handle = sim::start(store, "127.0.0.1:0".parse().unwrap(), None)
         .await
         .expect("listen");
-    let cfg = CloudConfig::new(
-        handle.auth_url(),
-        Credentials::ApplicationCredential {
-            credential: AppCredRef::Id(APP_CREDENTIAL_ID.into()),
-            secret: APP_CREDENTIAL_SECRET.into(),
-        },
-    );
-    let client = Client::new(cfg, ApiMetrics::default()).expect("client");
+    let client = client(handle.auth_url());
     client.sync().await.expect("warm-up sync");
     let mut times = Vec::new();
-    let mut ports = 0;
+    let mut traffic = Vec::new();
+    let mut last = None;
     for _ in 0..runs {
+        let before = client.session().traffic();
         let start = Instant::now();
         let r = client.sync().await.expect("sync");
         times.push(start.elapsed());
-        ports = r.bodies.ports["ports"].as_array().map_or(0, Vec::len);
+        traffic.push(client.session().traffic() - before);
+        last = Some(r);
     }
+    let bodies = last.expect("RUNS > 0").bodies;
+    let ports = bodies.ports["ports"].as_array().map_or(0, Vec::len);
     let pages = handle.with_store(|s| s.stats()).requests_for("ports") / (runs as u64 + 1);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "sync ({size}; page {page}): \
          median {:.1} ms over {runs} runs (min {:.1}, max {:.1}); {ports} ports in {pages} pages",
-        median(times.clone()).as_secs_f64() * 1e3,
-        times.iter().min().unwrap().as_secs_f64() * 1e3,
-        times.iter().max().unwrap().as_secs_f64() * 1e3,
+        ms(median(times.clone())),
+        ms(*times.iter().min().unwrap()),
+        ms(*times.iter().max().unwrap()),
+    );
+
+    let one = traffic[0];
+    assert!(
+        traffic.iter().all(|t| *t == one),
+        "every sync of an unchanged cloud receives the same: {traffic:?}"
+    );
+    println!(
+        "traffic per sync: {} list requests, {} bytes of bodies",
+        one.requests, one.bytes
+    );
+    for r in Resource::ALL {
+        if let Some(body) = bodies.body(r) {
+            let items = body[r.collection()].as_array().map_or(0, Vec::len);
+            let bytes = serde_json::to_vec(body).expect("JSON").len();
+            println!(
+                "  {:<14} {items:>6} items {bytes:>10} bytes",
+                r.collection()
+            );
+        }
+    }
+    drop(bodies);
+
+    let baseline = child_peaks(&handle.auth_url(), "token", runs);
+    let peaks = child_peaks(&handle.auth_url(), "sync", runs);
+    println!(
+        "memory: one sync + plan in its own process, peak VmHWM median {:.1} MiB over {runs} \
+         processes (min {:.1}, max {:.1}); a process that only gets a token: {:.1} MiB",
+        mib(median(peaks.clone())),
+        mib(*peaks.iter().min().unwrap()),
+        mib(*peaks.iter().max().unwrap()),
+        mib(median(baseline)),
     );
 }

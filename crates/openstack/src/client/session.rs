@@ -134,6 +134,28 @@ pub(crate) struct ListCall<'a> {
     pub url: Url,
 }
 
+/// What the list calls of a session have received so far: every page
+/// answered (any status), and the bytes of their bodies as they came off
+/// the wire. A sync's figures are the difference of two readings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// List GETs answered, one per page (a 401 retried counts twice).
+    pub requests: u64,
+    /// Bytes of those answers' bodies.
+    pub bytes: u64,
+}
+
+impl std::ops::Sub for Traffic {
+    type Output = Traffic;
+
+    fn sub(self, earlier: Traffic) -> Traffic {
+        Traffic {
+            requests: self.requests - earlier.requests,
+            bytes: self.bytes - earlier.bytes,
+        }
+    }
+}
+
 /// Keystone token + HTTP client, shared by every call of a sync.
 #[derive(Debug)]
 pub struct Session {
@@ -142,6 +164,8 @@ pub struct Session {
     metrics: ApiMetrics,
     token: Mutex<Option<Token>>,
     auth_count: AtomicU64,
+    list_requests: AtomicU64,
+    list_bytes: AtomicU64,
 }
 
 const MAX_ERROR_BODY: usize = 512;
@@ -196,6 +220,8 @@ impl Session {
             metrics,
             token: Mutex::new(None),
             auth_count: AtomicU64::new(0),
+            list_requests: AtomicU64::new(0),
+            list_bytes: AtomicU64::new(0),
         })
     }
 
@@ -209,6 +235,16 @@ impl Session {
     #[must_use]
     pub fn auth_count(&self) -> u64 {
         self.auth_count.load(Ordering::Relaxed)
+    }
+
+    /// What the list calls have received since the session began (the sync
+    /// benchmark reads it before and after a sync).
+    #[must_use]
+    pub fn traffic(&self) -> Traffic {
+        Traffic {
+            requests: self.list_requests.load(Ordering::Relaxed),
+            bytes: self.list_bytes.load(Ordering::Relaxed),
+        }
     }
 
     /// A token valid for at least the renew margin, reused when possible.
@@ -330,6 +366,9 @@ impl Session {
                 .bytes()
                 .await
                 .map_err(|e| self.network(service, endpoint, url.as_str(), &e))?;
+            self.list_requests.fetch_add(1, Ordering::Relaxed);
+            self.list_bytes
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
             if status == 401 && !retried {
                 // Tokens can be revoked or expire early (clock skew, a
                 // Keystone restart with new fernet keys): one fresh token,
