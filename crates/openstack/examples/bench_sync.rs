@@ -7,9 +7,11 @@
 //! - traffic: the list requests and body bytes of one sync, as received,
 //!   and each list's share of the bytes;
 //! - memory: the peak resident set (`VmHWM`) of a separate process that
-//!   does one sync and plans it — a pass's metadata work in the agent —
-//!   median of several processes, beside one that only gets a token. The
-//!   simulator stays in this process, so its own memory is not counted.
+//!   does one sync and plans it as the agent does (each page parsed as it
+//!   arrives) — a pass's metadata work — median of several processes,
+//!   beside one that merges the pages into bodies first (`lachesis plan
+//!   --save-dir`) and one that only gets a token. The simulator stays in
+//!   this process, so its own memory is not counted.
 //!
 //! `cargo run --release -p lachesis-openstack --example bench_sync [RUNS] [PAGE]`
 
@@ -18,13 +20,15 @@ use std::time::{Duration, Instant};
 
 use lachesis_openstack::config::AppCredRef;
 use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials};
-use lachesis_planner::{parse_snapshot, plan, PlanOptions, Resource};
+use lachesis_planner::{parse_snapshot, plan, PlanOptions, Resource, SnapshotParser};
 use lachesis_sim::generate::{self, APP_CREDENTIAL_ID, APP_CREDENTIAL_SECRET};
 use lachesis_sim::{self as sim, Store};
 
 /// Set (to the simulator's auth URL) in a child process: it measures itself.
 const CHILD: &str = "LACHESIS_BENCH_SYNC_CHILD";
-/// `sync` (one sync and its plan) or `token` (the baseline: a token only).
+/// `pages` (one sync parsed page by page, as the agent does, and its
+/// plan), `bodies` (one sync merged into bodies, parsed, planned) or
+/// `token` (the baseline: a token only).
 const CHILD_WORK: &str = "LACHESIS_BENCH_SYNC_WORK";
 
 fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
@@ -62,14 +66,28 @@ fn child(auth_url: String) {
         .expect("runtime");
     let client = client(auth_url);
     let work = std::env::var(CHILD_WORK).unwrap_or_default();
-    if work == "token" {
-        runtime.block_on(client.session().token()).expect("token");
-    } else {
-        let result = runtime.block_on(client.sync()).expect("sync");
-        let (snapshot, _) = parse_snapshot(&result.bodies).expect("parse");
-        let planned = plan(&snapshot, &PlanOptions::default());
-        assert!(!planned.bindings.is_empty(), "the cloud has VMs");
-    }
+    let (snapshot, bodies) = match work.as_str() {
+        "token" => {
+            runtime.block_on(client.session().token()).expect("token");
+            println!("{}", peak_kib());
+            return;
+        }
+        "bodies" => {
+            let result = runtime.block_on(client.sync()).expect("sync");
+            let (snapshot, _) = parse_snapshot(&result.bodies).expect("parse");
+            (snapshot, Some(result))
+        }
+        _ => {
+            let mut parser = SnapshotParser::new();
+            let services = runtime
+                .block_on(client.sync_into(&mut parser))
+                .expect("sync");
+            (parser.finish(services.sources()).0, None)
+        }
+    };
+    let planned = plan(&snapshot, &PlanOptions::default());
+    assert!(!planned.bindings.is_empty(), "the cloud has VMs");
+    drop(bodies);
     println!("{}", peak_kib());
 }
 
@@ -182,13 +200,24 @@ async fn parent() {
     drop(bodies);
 
     let baseline = child_peaks(&handle.auth_url(), "token", runs);
-    let peaks = child_peaks(&handle.auth_url(), "sync", runs);
     println!(
-        "memory: one sync + plan in its own process, peak VmHWM median {:.1} MiB over {runs} \
-         processes (min {:.1}, max {:.1}); a process that only gets a token: {:.1} MiB",
-        mib(median(peaks.clone())),
-        mib(*peaks.iter().min().unwrap()),
-        mib(*peaks.iter().max().unwrap()),
+        "memory: peak VmHWM of one sync + plan in its own process, median over {runs} processes \
+         (a process that only gets a token: {:.1} MiB)",
         mib(median(baseline)),
     );
+    for (work, what) in [
+        ("pages", "each page parsed as it arrives (the agent)"),
+        (
+            "bodies",
+            "pages merged into bodies, then parsed (plan --save-dir)",
+        ),
+    ] {
+        let peaks = child_peaks(&handle.auth_url(), work, runs);
+        println!(
+            "  {:.1} MiB (min {:.1}, max {:.1}): {what}",
+            mib(median(peaks.clone())),
+            mib(*peaks.iter().min().unwrap()),
+            mib(*peaks.iter().max().unwrap()),
+        );
+    }
 }

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use lachesis_openstack::client::ApiError;
 use lachesis_openstack::config::{AppCredRef, DomainRef, ProjectRef, UserRef};
-use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials, ServiceStatus, SyncError};
-use lachesis_planner::OptionalBody;
+use lachesis_openstack::{
+    ApiMetrics, Client, CloudConfig, Credentials, PageSink, ServiceStatus, Services, SyncError,
+};
+use lachesis_planner::{OptionalBody, Resource};
 use lachesis_sim::{self as sim, Fault, KeystonePaging, SettingsPatch, SimHandle, Store, Topology};
 use serde_json::{json, Value};
 
@@ -183,6 +185,56 @@ async fn password_sync_follows_every_page_to_the_end() {
         b.amphorae.fetched().unwrap().clone(),
         raw_list(&sim, "load-balancer/v2/octavia/amphorae").await
     );
+}
+
+/// Every page a sync hands over, in the order it came.
+#[derive(Debug, Default)]
+struct Recorder {
+    pages: Vec<(Resource, Vec<Value>)>,
+}
+
+impl PageSink for Recorder {
+    fn page(&mut self, resource: Resource, items: Vec<Value>) {
+        self.pages.push((resource, items));
+    }
+}
+
+#[tokio::test]
+async fn each_page_reaches_the_sink_as_it_arrives() {
+    let sim = start_sim().await;
+    let client = Client::new(password(&sim), ApiMetrics::default()).unwrap();
+    let mut recorder = Recorder::default();
+    let services = client.sync_into(&mut recorder).await.unwrap();
+    assert_eq!(
+        services,
+        Services {
+            nova: ServiceStatus::Ok,
+            octavia: ServiceStatus::Ok
+        }
+    );
+    let merged = client.sync().await.unwrap().bodies;
+    let stats = sim.with_store(|s| s.stats());
+    for r in Resource::ALL {
+        let pages: Vec<&Vec<Value>> = recorder
+            .pages
+            .iter()
+            .filter(|(list, _)| *list == r)
+            .map(|(_, items)| items)
+            .collect();
+        // Page size 1: one page per request, none merged before delivery.
+        assert_eq!(
+            pages.len() as u64 * 2,
+            stats.requests_for(r.collection()),
+            "{r}"
+        );
+        assert!(pages.iter().all(|items| items.len() <= 1), "{r}");
+        let delivered: Vec<Value> = pages.into_iter().flatten().cloned().collect();
+        assert_eq!(
+            Some(&Value::Array(delivered)),
+            merged.body(r).map(|b| &b[r.collection()]),
+            "{r}: the pages in order are the merged body"
+        );
+    }
 }
 
 #[tokio::test]

@@ -40,13 +40,15 @@ pub enum PageError {
     },
 }
 
-/// The page's items.
-pub(crate) fn items<'a>(body: &'a Value, collection: &str) -> Result<&'a Vec<Value>, PageError> {
-    body.get(collection)
-        .and_then(Value::as_array)
-        .ok_or_else(|| PageError::MissingCollection {
+/// The page's items, taken out of the page (the rest of it, links and
+/// all, is read by [`next`] before).
+pub(crate) fn take_items(body: &mut Value, collection: &str) -> Result<Vec<Value>, PageError> {
+    match body.get_mut(collection).map(Value::take) {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(PageError::MissingCollection {
             collection: collection.to_owned(),
-        })
+        }),
+    }
 }
 
 /// The next link: `<collection>_links[rel=next]` (Neutron, Nova, Octavia) or

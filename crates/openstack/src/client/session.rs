@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::Mutex;
 use url::Url;
 
@@ -400,10 +400,16 @@ impl Session {
         }
     }
 
-    /// Fetches every page of a list and merges them into one body of the
-    /// same shape: `{"<collection>": [...all items...]}`.
-    pub(crate) async fn list(&self, call: &ListCall<'_>) -> Result<Value, ApiError> {
-        let mut all = Vec::new();
+    /// Fetches every page of a list, handing each page's items to
+    /// `on_page` as the page arrives (in order, an empty last page
+    /// included), so that no list is held whole. An error may come after
+    /// some pages were handed over: the list is then incomplete and the
+    /// caller must not use what it got of it.
+    pub(crate) async fn list(
+        &self,
+        call: &ListCall<'_>,
+        mut on_page: impl FnMut(Vec<Value>),
+    ) -> Result<(), ApiError> {
         let mut url = call.url.clone();
         if let Some(limit) = self.cfg.page_size {
             if !url.query_pairs().any(|(k, _)| k == "limit") {
@@ -431,13 +437,17 @@ impl Session {
                     url: url.to_string(),
                 });
             }
-            let body = self.get_json(call.service, call.collection, &url).await?;
-            let items = paginate::items(&body, call.collection).map_err(|e| page_err(&url, e))?;
-            let empty = items.is_empty();
-            all.extend(items.iter().cloned());
+            let mut body = self.get_json(call.service, call.collection, &url).await?;
+            let next = paginate::next(&body, call.collection);
+            let items =
+                paginate::take_items(&mut body, call.collection).map_err(|e| page_err(&url, e))?;
+            let next = next.map_err(|e| page_err(&url, e))?;
+            drop(body);
             // Neutron links a next page whenever this one is full, so the
             // last page may be empty: an empty page ends the list too.
-            match paginate::next(&body, call.collection).map_err(|e| page_err(&url, e))? {
+            let empty = items.is_empty();
+            on_page(items);
+            match next {
                 Next::Url(href) if !empty => {
                     url = paginate::next_url(&first, &href).ok_or_else(|| {
                         page_err(
@@ -452,9 +462,7 @@ impl Session {
                 _ => break,
             }
         }
-        let mut merged = Map::new();
-        merged.insert(call.collection.to_owned(), Value::Array(all));
-        Ok(Value::Object(merged))
+        Ok(())
     }
 }
 
