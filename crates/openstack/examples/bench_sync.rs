@@ -5,7 +5,8 @@
 //!
 //! - time: the median of several syncs by one client (token reused);
 //! - traffic: the list requests and body bytes of one sync, as received,
-//!   and each list's share of the bytes;
+//!   and each list's bytes as whole objects and as the fields a sync asks
+//!   Neutron for (computed: the simulator answers whole objects);
 //! - memory: the peak resident set (`VmHWM`) of a separate process that
 //!   does one sync and plans it as the agent does (each page parsed as it
 //!   arrives) — a pass's metadata work — median of several processes,
@@ -18,9 +19,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use lachesis_openstack::client::Traffic;
 use lachesis_openstack::config::AppCredRef;
 use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials};
-use lachesis_planner::{parse_snapshot, plan, PlanOptions, Resource, SnapshotParser};
+use lachesis_planner::{parse_snapshot, plan, ApiBodies, PlanOptions, Resource, SnapshotParser};
 use lachesis_sim::generate::{self, APP_CREDENTIAL_ID, APP_CREDENTIAL_SECRET};
 use lachesis_sim::{self as sim, Store};
 
@@ -114,6 +116,13 @@ fn child_peaks(auth_url: &str, work: &str, runs: usize) -> Vec<u64> {
         .collect()
 }
 
+/// `part` as a percentage of `whole`.
+fn percent(part: usize, whole: usize) -> f64 {
+    #[expect(clippy::cast_precision_loss, reason = "byte counts of one sync")]
+    let (p, w) = (part as f64, whole as f64);
+    100.0 * p / w
+}
+
 fn mib(kib: u64) -> f64 {
     // KiB counts of a process fit f64 exactly.
     #[expect(clippy::cast_precision_loss, reason = "KiB of one process")]
@@ -132,6 +141,52 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(parent());
+}
+
+/// One sync's traffic as received, then each list's bytes as whole objects
+/// and as the fields a sync asks for, computed from `whole` (the simulator
+/// answers whole objects whatever `fields=` asks; page wrappers and links,
+/// ~0.2 kB a page, left out).
+fn print_traffic(received: Traffic, fetched: &ApiBodies, whole: &ApiBodies) {
+    println!(
+        "traffic per sync: {} list requests, {} bytes of bodies received",
+        received.requests, received.bytes
+    );
+    let selected = whole.field_selected();
+    let size = |b: &ApiBodies, r: Resource| {
+        b.body(r)
+            .map_or(0, |body| serde_json::to_vec(body).expect("JSON").len())
+    };
+    let (mut all_whole, mut all_selected, mut neutron_whole, mut neutron_selected) = (0, 0, 0, 0);
+    println!("  list             items  whole objects  fields a sync asks for");
+    for r in Resource::ALL {
+        let items = fetched
+            .body(r)
+            .and_then(|b| b[r.collection()].as_array())
+            .map_or(0, Vec::len);
+        let (w, f) = (size(whole, r), size(&selected, r));
+        all_whole += w;
+        all_selected += f;
+        let saved = if r.fields().is_some() {
+            neutron_whole += w;
+            neutron_selected += f;
+            format!(" ({:+.0} %)", percent(f, w) - 100.0)
+        } else {
+            String::new()
+        };
+        println!(
+            "  {:<14} {items:>6} {w:>14} {f:>14} bytes{saved}",
+            r.collection()
+        );
+    }
+    println!(
+        "  lists with fields=    {neutron_whole:>14} {neutron_selected:>14} bytes ({:+.0} %)",
+        percent(neutron_selected, neutron_whole) - 100.0
+    );
+    println!(
+        "  all lists             {all_whole:>14} {all_selected:>14} bytes ({:+.0} %)",
+        percent(all_selected, all_whole) - 100.0
+    );
 }
 
 async fn parent() {
@@ -183,20 +238,10 @@ async fn parent() {
         traffic.iter().all(|t| *t == one),
         "every sync of an unchanged cloud receives the same: {traffic:?}"
     );
-    println!(
-        "traffic per sync: {} list requests, {} bytes of bodies",
-        one.requests, one.bytes
-    );
-    for r in Resource::ALL {
-        if let Some(body) = bodies.body(r) {
-            let items = body[r.collection()].as_array().map_or(0, Vec::len);
-            let bytes = serde_json::to_vec(body).expect("JSON").len();
-            println!(
-                "  {:<14} {items:>6} items {bytes:>10} bytes",
-                r.collection()
-            );
-        }
-    }
+    // The same lists rendered in-process as the services answer them
+    // unpaged: whole objects, for what field selection saves.
+    let whole = handle.with_store(|s| generate::bodies(s));
+    print_traffic(one, &bodies, &whole);
     drop(bodies);
 
     let baseline = child_peaks(&handle.auth_url(), "token", runs);

@@ -199,6 +199,20 @@ fn join(base: &str, path: &str) -> Result<Url, SyncError> {
     })
 }
 
+/// The first page of `resource`'s list under `base`: its path and, for a
+/// list with field selection, one `fields=` per field (Neutron's form;
+/// it then answers those fields only, about half the bytes, DESIGN §17).
+fn list_url(base: &str, resource: Resource) -> Result<Url, SyncError> {
+    let mut url = join(base, resource.path())?;
+    if let Some(fields) = resource.fields() {
+        let mut query = url.query_pairs_mut();
+        for field in fields {
+            query.append_pair("fields", field);
+        }
+    }
+    Ok(url)
+}
+
 fn last_segment_is(base: &str, version: &str) -> bool {
     base.trim_end_matches('/').rsplit('/').next() == Some(version)
 }
@@ -296,7 +310,7 @@ impl Client {
         let sink = Mutex::new(sink);
         let network = neutron_base(&self.session.endpoint(Resource::Networks.service()).await?);
         let identity = keystone_base(&self.session.endpoint(Resource::Projects.service()).await?);
-        let url = |base: &str, r: Resource| join(base, r.path());
+        let url = list_url;
         tokio::try_join!(
             self.list(
                 Resource::Networks,
@@ -349,7 +363,7 @@ impl Client {
             Ok(url) => nova_base(&url),
             Err(status) => return Ok(status),
         };
-        let url = join(&base, Resource::Servers.path())?;
+        let url = list_url(&base, Resource::Servers)?;
         Ok(match self.list(Resource::Servers, url, sink).await {
             Ok(()) => ServiceStatus::Ok,
             Err(e) => {
@@ -372,12 +386,12 @@ impl Client {
         let (lbs, amps) = tokio::join!(
             self.list(
                 Resource::LoadBalancers,
-                join(&base, Resource::LoadBalancers.path())?,
+                list_url(&base, Resource::LoadBalancers)?,
                 sink
             ),
             self.list(
                 Resource::Amphorae,
-                join(&base, Resource::Amphorae.path())?,
+                list_url(&base, Resource::Amphorae)?,
                 sink
             )
         );
