@@ -310,24 +310,31 @@ impl Client {
         let sink = Mutex::new(sink);
         let network = neutron_base(&self.session.endpoint(Resource::Networks.service()).await?);
         let identity = keystone_base(&self.session.endpoint(Resource::Projects.service()).await?);
-        let url = list_url;
         tokio::try_join!(
             self.list(
                 Resource::Networks,
-                url(&network, Resource::Networks)?,
+                list_url(&network, Resource::Networks)?,
                 &sink
             ),
-            self.list(Resource::Subnets, url(&network, Resource::Subnets)?, &sink),
-            self.list(Resource::Ports, url(&network, Resource::Ports)?, &sink),
-            self.list(Resource::Routers, url(&network, Resource::Routers)?, &sink),
+            self.list(
+                Resource::Subnets,
+                list_url(&network, Resource::Subnets)?,
+                &sink
+            ),
+            self.list(Resource::Ports, list_url(&network, Resource::Ports)?, &sink),
+            self.list(
+                Resource::Routers,
+                list_url(&network, Resource::Routers)?,
+                &sink
+            ),
             self.list(
                 Resource::FloatingIps,
-                url(&network, Resource::FloatingIps)?,
+                list_url(&network, Resource::FloatingIps)?,
                 &sink
             ),
             self.list(
                 Resource::Projects,
-                url(&identity, Resource::Projects)?,
+                list_url(&identity, Resource::Projects)?,
                 &sink
             ),
         )?;
