@@ -2,7 +2,8 @@
 //! subnets / 2 000 routers (`lachesis_sim::generate`) against the simulator
 //! on loopback, through the agent's real [`Reconciler`] with its
 //! [`OpenStackSource`] and its ledger owner, timed by phase: sync (the
-//! fetch), plan (parse + plan, freeing the lists), diff, apply (the rest:
+//! fetch, each page parsed as it arrives), plan (sorting the parsed lists,
+//! planning, freeing the snapshot), diff, apply (the rest:
 //! bindings, the settle batch with its drain and flushes, kernel writes,
 //! commit, prunes), with the kernel writes counted and their time shown
 //! apart.
@@ -258,7 +259,7 @@ async fn main() -> ExitCode {
         topology.servers.len(),
     );
     println!(
-        "medians; sync = fetch over HTTP, plan = parse + plan + freeing the lists, apply = the rest \
+        "medians; sync = fetch over HTTP with each page parsed, plan = sort + plan + freeing the lists, apply = the rest \
          of the pass (bindings, settle batch, kernel writes, commit, prunes), after sync = plan + diff + apply"
     );
     print_table(&all);

@@ -147,6 +147,99 @@ impl Resource {
         }
     }
 
+    /// The fields a sync asks Neutron for (`?fields=id&fields=name…`):
+    /// every field the parser reads from this list (`snapshot/parse.rs`),
+    /// `tenant_id` for its fallback and display-only ones included, plus
+    /// `revision_number` (the relay's guard, DESIGN §17). Neutron then
+    /// answers those fields and nothing else: about half the bytes of a
+    /// whole object. `None` where the list is taken whole: Keystone and
+    /// Nova have no field selection, and Octavia's lists are small.
+    ///
+    /// A field the parser starts to read must be added here, or a live
+    /// sync never sees it: the planner's property tests parse bodies with
+    /// and without the other fields and require the same snapshot.
+    #[must_use]
+    pub const fn fields(self) -> Option<&'static [&'static str]> {
+        match self {
+            Resource::Networks => Some(&[
+                "id",
+                "name",
+                "project_id",
+                "tenant_id",
+                "shared",
+                "router:external",
+                "revision_number",
+            ]),
+            Resource::Subnets => Some(&[
+                "id",
+                "network_id",
+                "project_id",
+                "tenant_id",
+                "cidr",
+                "gateway_ip",
+                "ip_version",
+                "revision_number",
+            ]),
+            Resource::Ports => Some(&[
+                "id",
+                "network_id",
+                "project_id",
+                "tenant_id",
+                "mac_address",
+                "device_id",
+                "device_owner",
+                "fixed_ips",
+                "allowed_address_pairs",
+                "trunk_details",
+                "revision_number",
+            ]),
+            Resource::Routers => Some(&[
+                "id",
+                "name",
+                "project_id",
+                "tenant_id",
+                "external_gateway_info",
+                "external_gateways",
+                "routes",
+                "revision_number",
+            ]),
+            Resource::FloatingIps => Some(&[
+                "id",
+                "floating_network_id",
+                "floating_ip_address",
+                "project_id",
+                "tenant_id",
+                "port_id",
+                "fixed_ip_address",
+                "revision_number",
+            ]),
+            Resource::Projects
+            | Resource::Servers
+            | Resource::LoadBalancers
+            | Resource::Amphorae => None,
+        }
+    }
+
+    /// `body` (this list's `{"<collection>": [...]}`) as a sync that asks
+    /// for [`Resource::fields`] receives it: each object keeps only those
+    /// fields (top-level keys; nested values whole, as Neutron answers). A
+    /// list without field selection is left as it is. For comparing a
+    /// field-selected sync with a full one (tests, `bench_sync`); a sync
+    /// itself asks the API.
+    pub fn select_fields(self, body: &mut Value) {
+        let Some(fields) = self.fields() else {
+            return;
+        };
+        let items = body
+            .get_mut(self.collection())
+            .and_then(Value::as_array_mut);
+        for item in items.into_iter().flatten() {
+            if let Some(obj) = item.as_object_mut() {
+                obj.retain(|key, _| fields.contains(&key.as_str()));
+            }
+        }
+    }
+
     /// Neutron and Keystone lists are required (a sync is all-or-nothing
     /// for them); Nova and Octavia are best-effort.
     #[must_use]
@@ -168,6 +261,39 @@ impl std::fmt::Display for Resource {
 }
 
 impl ApiBodies {
+    /// These bodies as a sync that asks for [`Resource::fields`] receives
+    /// them ([`Resource::select_fields`] on each list).
+    #[must_use]
+    pub fn field_selected(&self) -> ApiBodies {
+        let mut out = self.clone();
+        for resource in Resource::ALL {
+            if let Some(body) = out.body_mut(resource) {
+                resource.select_fields(body);
+            }
+        }
+        out
+    }
+
+    fn body_mut(&mut self, resource: Resource) -> Option<&mut Value> {
+        fn optional(body: &mut OptionalBody) -> Option<&mut Value> {
+            match body {
+                OptionalBody::Fetched(v) => Some(v),
+                OptionalBody::Failed | OptionalBody::NotDeployed => None,
+            }
+        }
+        match resource {
+            Resource::Networks => Some(&mut self.networks),
+            Resource::Subnets => Some(&mut self.subnets),
+            Resource::Ports => Some(&mut self.ports),
+            Resource::Routers => Some(&mut self.routers),
+            Resource::FloatingIps => Some(&mut self.floatingips),
+            Resource::Projects => Some(&mut self.projects),
+            Resource::Servers => optional(&mut self.servers),
+            Resource::LoadBalancers => optional(&mut self.loadbalancers),
+            Resource::Amphorae => optional(&mut self.amphorae),
+        }
+    }
+
     /// The body of `resource`: always present for a required list, present
     /// for a best-effort one only when it was fetched.
     #[must_use]
@@ -202,5 +328,25 @@ mod tests {
             .collect();
         assert_eq!(required.len(), 6);
         assert!(!Resource::Servers.is_required() && !Resource::Amphorae.is_required());
+    }
+
+    #[test]
+    fn neutron_lists_and_only_they_select_fields_id_and_revision_included() {
+        for r in Resource::ALL {
+            match r.fields() {
+                Some(fields) => {
+                    assert_eq!(r.service(), "network", "{r}");
+                    // Neutron answers exactly what is asked: without `id`
+                    // no entry could be parsed (nor paged past).
+                    assert!(fields.contains(&"id"), "{r}");
+                    assert!(fields.contains(&"revision_number"), "{r}");
+                    let mut unique = fields.to_vec();
+                    unique.sort_unstable();
+                    unique.dedup();
+                    assert_eq!(unique.len(), fields.len(), "{r}: a field twice");
+                }
+                None => assert_ne!(r.service(), "network", "{r}"),
+            }
+        }
     }
 }

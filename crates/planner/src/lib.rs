@@ -5,7 +5,12 @@
 //!
 //! ```text
 //! ApiBodies --parse_snapshot--> Snapshot --plan--> Plan --diff(old, new)--> PlanDelta
+//! pages ------SnapshotParser--> Snapshot
 //! ```
+//!
+//! A live sync feeds its pages to a [`SnapshotParser`] as they arrive;
+//! saved bodies (`lachesis plan --from-dir`) go through [`parse_snapshot`],
+//! which is the same parser fed one page per list.
 //!
 //! A reconcile pass plans with [`plan_with_previous`] and the last committed
 //! plan (the reconcile contract of docs/planner.md).
@@ -36,7 +41,7 @@ pub use plan::{
     AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, PlanOptions, RouterMac, Scope,
     TrieRow,
 };
-pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot};
+pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot, SnapshotParser};
 pub use sources::{SourceStatus, Sources};
 pub use taps::tap_name;
 pub use topology::{summarize, Topology};

@@ -4,7 +4,9 @@ mod common;
 
 use common::{anomaly_classes, Cloud};
 use lachesis_planner::snapshot::SkipReason;
-use lachesis_planner::{parse_snapshot, plan, ApiBodies, OptionalBody, PlanOptions};
+use lachesis_planner::{
+    parse_snapshot, plan, ApiBodies, OptionalBody, PlanOptions, Resource, SnapshotParser, Sources,
+};
 use serde_json::json;
 
 fn bodies(
@@ -279,6 +281,39 @@ fn duplicate_ids_keep_the_same_entry_in_any_order() {
         json!({"ports": []}),
     );
     assert_eq!(parse_snapshot(&one).unwrap(), parse_snapshot(&two).unwrap());
+}
+
+#[test]
+fn pages_report_by_index_in_the_whole_list_and_keep_one_entry_per_id() {
+    let mut parser = SnapshotParser::new();
+    parser.page(
+        Resource::Networks,
+        &[json!({"id": "n1", "name": "b"}), json!({"id": "n2"})],
+    );
+    parser.page(
+        Resource::Networks,
+        &[json!({"name": "no id"}), json!({"id": "n1", "name": "a"})],
+    );
+    let (snap, report) = parser.finish(Sources::default());
+    let kept: Vec<_> = snap
+        .networks
+        .iter()
+        .map(|n| (n.id.as_str(), n.name.as_deref()))
+        .collect();
+    // Of the two n1, the one whose parsed form sorts first ("a" < "b").
+    assert_eq!(kept, [("n1", Some("a")), ("n2", None)]);
+    let skipped: Vec<_> = report
+        .skipped
+        .iter()
+        .map(|s| (s.id.as_deref(), s.index, s.reason.kind()))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            (None, Some(2), "missing_id"),
+            (Some("n1"), None, "duplicate_id")
+        ]
+    );
 }
 
 /// A small cloud for the binding rules.

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use lachesis_planner::{
-    parse_snapshot, plan_with_previous, summarize, ParseError, Plan, PlanOptions, Sources, Topology,
+    plan_with_previous, summarize, Plan, PlanOptions, SnapshotParser, Sources, Topology,
 };
 
 use super::plan_metrics::{PlanMetrics, PlanStep};
@@ -78,9 +78,6 @@ pub enum SyncError {
         #[source]
         source: Box<lachesis_openstack::SyncError>,
     },
-    /// A list body was not the list response it should be.
-    #[error("parsing the OpenStack lists")]
-    Parse(#[source] ParseError),
     /// The planning task stopped without a plan (it panicked).
     #[error("planning the snapshot: {0}")]
     Plan(String),
@@ -120,9 +117,10 @@ impl<T: MetadataSource> MetadataSource for Arc<T> {
 /// Where the last successful sync of an [`OpenStackSource`] spent its time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SyncTimings {
-    /// Fetching every list (Keystone, Neutron, Nova, Octavia), pages merged.
+    /// Fetching every list (Keystone, Neutron, Nova, Octavia), each page
+    /// parsed as it arrives.
     pub fetch: Duration,
-    /// Parsing the bodies, planning the snapshot, freeing both.
+    /// Sorting the parsed lists, planning the snapshot, freeing it.
     pub plan: Duration,
 }
 
@@ -184,11 +182,11 @@ fn refused(e: &lachesis_openstack::SyncError) -> Option<u16> {
     }
 }
 
-/// Hands the pages a sync freed back to the kernel. A 20 000-port sync
-/// peaks near 300 MiB of JSON and parsed lists; glibc keeps freed heap for
-/// reuse, so without this the agent's resident set stays at its peak
-/// between syncs (measured with `make bench-agent`: ~290 MiB resident for
-/// ~45 MiB live). Other allocators return memory on their own.
+/// Hands the memory a sync freed back to the kernel. glibc keeps freed
+/// heap for reuse, so without this the agent's resident set stays at a
+/// sync's peak between syncs (measured with `make bench-agent` when a sync
+/// held every list as JSON: ~290 MiB resident for ~45 MiB live). Other
+/// allocators return memory on their own.
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory at the allocator's
@@ -205,20 +203,27 @@ impl MetadataSource for OpenStackSource {
         options: PlanOptions,
     ) -> Result<Synced, SyncError> {
         let started = Instant::now();
-        let fetched = self.client.sync().await.map_err(|e| match refused(&e) {
-            Some(status) => SyncError::Refused {
-                origin: self.origin.clone(),
-                status,
-                source: Box::new(e),
-            },
-            None => SyncError::Fetch(e),
-        })?;
+        // Each page is parsed as it arrives and dropped (DESIGN §17: a
+        // sync on a diet): no list is ever held whole as JSON.
+        let mut parser = SnapshotParser::new();
+        let services = self
+            .client
+            .sync_into(&mut parser)
+            .await
+            .map_err(|e| match refused(&e) {
+                Some(status) => SyncError::Refused {
+                    origin: self.origin.clone(),
+                    status,
+                    source: Box::new(e),
+                },
+                None => SyncError::Fetch(e),
+            })?;
         let fetch = started.elapsed();
-        // Parsing and planning a large cloud takes a CPU for a while: off the
-        // async workers, which serve the scraper and HTTP meanwhile.
+        // Planning a large cloud takes a CPU for a while: off the async
+        // workers, which serve the scraper and HTTP meanwhile.
         let (synced, plan) = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let (snapshot, report) = parse_snapshot(&fetched.bodies).map_err(SyncError::Parse)?;
+            let (snapshot, report) = parser.finish(services.sources());
             let plan = plan_with_previous(&snapshot, &options, previous.as_deref());
             let named = |id: &str, name: &str| Named::new(id, name);
             let synced = Synced {
@@ -235,16 +240,14 @@ impl MetadataSource for OpenStackSource {
                 skipped: report.skipped.len(),
                 topology: Arc::new(summarize(&snapshot)),
             };
-            // Freeing the bodies and the snapshot is part of the phase's
-            // cost (~0.1 s at 20 000 ports): done here, it is timed and
-            // stays off the async workers.
+            // Freeing the snapshot is part of the phase's cost: done here,
+            // it is timed and stays off the async workers.
             drop(snapshot);
-            drop(fetched);
             release_freed_memory();
-            Ok((synced, started.elapsed()))
+            (synced, started.elapsed())
         })
         .await
-        .map_err(|e| SyncError::Plan(e.to_string()))??;
+        .map_err(|e| SyncError::Plan(e.to_string()))?;
         let timings = SyncTimings { fetch, plan };
         tracing::debug!(fetch = ?timings.fetch, plan = ?timings.plan, "sync planned");
         self.steps.observe(PlanStep::Fetch, timings.fetch);

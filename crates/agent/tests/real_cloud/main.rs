@@ -3,7 +3,8 @@
 //! the real API, the client's fetched bodies checked against it with both
 //! auth kinds, and `lachesis plan --cloud` (both auth kinds, from a
 //! clouds.yaml) checked row by row against the plan that topology implies,
-//! then `lachesis agent` run against it (cold start, SIGKILL restart) with
+//! the agent's field-selected sync planned like the whole lists, then
+//! `lachesis agent` run against it (cold start, SIGKILL restart) with
 //! namespace traffic counted exactly; and the simulator's notifications
 //! and answers held to the real services' shapes (`shapes.rs`).
 //! Runs in `cargo test` as root; it fails loudly (never skips) when the
@@ -15,6 +16,7 @@ mod common;
 mod agent;
 mod bodies;
 mod expected;
+mod fields;
 mod harness;
 mod notify;
 mod shapes;
@@ -127,6 +129,13 @@ async fn real_keystone_and_neutron_yield_exactly_the_built_topology() {
         "plan --cloud (both auth kinds) and --from-dir replay checked in {:.1}s; tier body {:.1}s",
         plan_started.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
+    );
+
+    let fields_started = Instant::now();
+    fields::field_selected_sync_plans_like_whole_lists(&admin, password_cfg()).await;
+    eprintln!(
+        "the agent's field-selected sync planned like the whole lists in {:.1}s",
+        fields_started.elapsed().as_secs_f64()
     );
 
     let agent_started = Instant::now();

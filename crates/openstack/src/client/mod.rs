@@ -10,5 +10,5 @@ mod sync;
 
 pub use bodies_io::{load_bodies, save_bodies, LoadError, SaveError};
 pub use metrics::ApiMetrics;
-pub use session::{ApiError, Session};
-pub use sync::{fetch, Client, ServiceStatus, SyncError, SyncResult};
+pub use session::{ApiError, Session, Traffic};
+pub use sync::{fetch, Client, PageSink, ServiceStatus, Services, SyncError, SyncResult};

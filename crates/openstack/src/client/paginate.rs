@@ -40,13 +40,15 @@ pub enum PageError {
     },
 }
 
-/// The page's items.
-pub(crate) fn items<'a>(body: &'a Value, collection: &str) -> Result<&'a Vec<Value>, PageError> {
-    body.get(collection)
-        .and_then(Value::as_array)
-        .ok_or_else(|| PageError::MissingCollection {
+/// The page's items, taken out of the page (the rest of it, links and
+/// all, is read by [`next`] before).
+pub(crate) fn take_items(body: &mut Value, collection: &str) -> Result<Vec<Value>, PageError> {
+    match body.get_mut(collection).map(Value::take) {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(PageError::MissingCollection {
             collection: collection.to_owned(),
-        })
+        }),
+    }
 }
 
 /// The next link: `<collection>_links[rel=next]` (Neutron, Nova, Octavia) or
@@ -90,15 +92,18 @@ pub(crate) fn next(body: &Value, collection: &str) -> Result<Next, PageError> {
 /// from the catalog endpoint. Services behind a TLS-terminating proxy often
 /// write their own `http://internal-name` into links, and a token must never
 /// be sent to a host the catalog did not name. Query parameters of the first
-/// request that the link dropped (Octavia drops filters) are re-applied.
+/// request that the link dropped (Octavia drops filters) are re-applied,
+/// every value of a repeated one (`fields=id&fields=name`) included; a
+/// parameter the link kept keeps the link's values (`marker`, `limit`).
 #[must_use]
 pub(crate) fn next_url(first: &Url, href: &str) -> Option<Url> {
     let parsed = first.join(href).ok()?;
     let mut out = first.clone();
     out.set_path(parsed.path());
     let mut pairs: Vec<(String, String)> = parsed.query_pairs().into_owned().collect();
+    let kept: Vec<String> = pairs.iter().map(|(k, _)| k.clone()).collect();
     for (k, v) in first.query_pairs() {
-        if !pairs.iter().any(|(pk, _)| *pk == k) {
+        if !kept.iter().any(|key| *key == k) {
             pairs.push((k.into_owned(), v.into_owned()));
         }
     }
@@ -157,6 +162,25 @@ mod tests {
         assert_eq!(
             next.as_str(),
             "https://lb.example:9876/v2/octavia/amphorae?limit=2&marker=m1&status=READY"
+        );
+    }
+
+    #[test]
+    fn next_url_reapplies_every_value_of_a_dropped_repeated_parameter() {
+        let first = Url::parse("http://n/v2.0/ports?fields=id&fields=mac_address&limit=2").unwrap();
+        let dropped = next_url(&first, "http://n/v2.0/ports?limit=2&marker=p2").unwrap();
+        assert_eq!(
+            dropped.as_str(),
+            "http://n/v2.0/ports?limit=2&marker=p2&fields=id&fields=mac_address"
+        );
+        let kept = next_url(
+            &first,
+            "http://n/v2.0/ports?fields=id&fields=mac_address&limit=2&marker=p2",
+        )
+        .unwrap();
+        assert_eq!(
+            kept.as_str(),
+            "http://n/v2.0/ports?fields=id&fields=mac_address&limit=2&marker=p2"
         );
     }
 }

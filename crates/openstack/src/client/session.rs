@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::Mutex;
 use url::Url;
 
@@ -135,6 +135,28 @@ pub(crate) struct ListCall<'a> {
     pub url: Url,
 }
 
+/// What the list calls of a session have received so far: every page
+/// answered (any status), and the bytes of their bodies as they came off
+/// the wire. A sync's figures are the difference of two readings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// List GETs answered, one per page (a 401 retried counts twice).
+    pub requests: u64,
+    /// Bytes of those answers' bodies.
+    pub bytes: u64,
+}
+
+impl std::ops::Sub for Traffic {
+    type Output = Traffic;
+
+    fn sub(self, earlier: Traffic) -> Traffic {
+        Traffic {
+            requests: self.requests - earlier.requests,
+            bytes: self.bytes - earlier.bytes,
+        }
+    }
+}
+
 /// Keystone token + HTTP client, shared by every call of a sync.
 #[derive(Debug)]
 pub struct Session {
@@ -145,6 +167,7 @@ pub struct Session {
     auth_count: AtomicU64,
     /// Response-body bytes received, by endpoint label.
     received: std::sync::Mutex<BTreeMap<String, u64>>,
+    list_requests: AtomicU64,
 }
 
 const MAX_ERROR_BODY: usize = 512;
@@ -200,6 +223,7 @@ impl Session {
             token: Mutex::new(None),
             auth_count: AtomicU64::new(0),
             received: std::sync::Mutex::default(),
+            list_requests: AtomicU64::new(0),
         })
     }
 
@@ -233,6 +257,25 @@ impl Session {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *map.entry(endpoint.to_owned()).or_default() += bytes as u64;
+    }
+
+    /// What the list calls have received since the session began (the sync
+    /// benchmark reads it before and after a sync): their requests, and the
+    /// bytes of every endpoint but `auth`.
+    #[must_use]
+    pub fn traffic(&self) -> Traffic {
+        let bytes = self
+            .received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(endpoint, _)| endpoint.as_str() != "auth")
+            .map(|(_, b)| *b)
+            .sum();
+        Traffic {
+            requests: self.list_requests.load(Ordering::Relaxed),
+            bytes,
+        }
     }
 
     /// A token valid for at least the renew margin, reused when possible.
@@ -356,6 +399,7 @@ impl Session {
                 .await
                 .map_err(|e| self.network(service, endpoint, url.as_str(), &e))?;
             self.received(endpoint, bytes.len());
+            self.list_requests.fetch_add(1, Ordering::Relaxed);
             if status == 401 && !retried {
                 // Tokens can be revoked or expire early (clock skew, a
                 // Keystone restart with new fernet keys): one fresh token,
@@ -387,10 +431,16 @@ impl Session {
         }
     }
 
-    /// Fetches every page of a list and merges them into one body of the
-    /// same shape: `{"<collection>": [...all items...]}`.
-    pub(crate) async fn list(&self, call: &ListCall<'_>) -> Result<Value, ApiError> {
-        let mut all = Vec::new();
+    /// Fetches every page of a list, handing each page's items to
+    /// `on_page` as the page arrives (in order, an empty last page
+    /// included), so that no list is held whole. An error may come after
+    /// some pages were handed over: the list is then incomplete and the
+    /// caller must not use what it got of it.
+    pub(crate) async fn list(
+        &self,
+        call: &ListCall<'_>,
+        mut on_page: impl FnMut(Vec<Value>),
+    ) -> Result<(), ApiError> {
         let mut url = call.url.clone();
         if let Some(limit) = self.cfg.page_size {
             if !url.query_pairs().any(|(k, _)| k == "limit") {
@@ -418,13 +468,17 @@ impl Session {
                     url: url.to_string(),
                 });
             }
-            let body = self.get_json(call.service, call.collection, &url).await?;
-            let items = paginate::items(&body, call.collection).map_err(|e| page_err(&url, e))?;
-            let empty = items.is_empty();
-            all.extend(items.iter().cloned());
+            let mut body = self.get_json(call.service, call.collection, &url).await?;
+            let next = paginate::next(&body, call.collection);
+            let items =
+                paginate::take_items(&mut body, call.collection).map_err(|e| page_err(&url, e))?;
+            let next = next.map_err(|e| page_err(&url, e))?;
+            drop(body);
             // Neutron links a next page whenever this one is full, so the
             // last page may be empty: an empty page ends the list too.
-            match paginate::next(&body, call.collection).map_err(|e| page_err(&url, e))? {
+            let empty = items.is_empty();
+            on_page(items);
+            match next {
                 Next::Url(href) if !empty => {
                     url = paginate::next_url(&first, &href).ok_or_else(|| {
                         page_err(
@@ -439,9 +493,7 @@ impl Session {
                 _ => break,
             }
         }
-        let mut merged = Map::new();
-        merged.insert(call.collection.to_owned(), Value::Array(all));
-        Ok(Value::Object(merged))
+        Ok(())
     }
 }
 

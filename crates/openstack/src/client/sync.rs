@@ -1,8 +1,13 @@
 //! One full metadata sync (DESIGN §5): every list, all pages, with the
-//! all-or-nothing / best-effort split.
+//! all-or-nothing / best-effort split. Pages go to a [`PageSink`] as they
+//! arrive: the agent parses each one and drops it; `lachesis plan
+//! --save-dir` merges them into bodies.
 
-use lachesis_planner::{ApiBodies, OptionalBody, Resource};
-use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use lachesis_planner::{ApiBodies, OptionalBody, Resource, SnapshotParser, SourceStatus, Sources};
+use serde_json::{Map, Value};
 use url::Url;
 
 use super::catalog::CatalogError;
@@ -23,6 +28,105 @@ pub enum ServiceStatus {
     },
     /// The service type is absent from the catalog: a normal cloud shape.
     NotInCatalog,
+}
+
+/// Where a sync delivers each list, page by page, as the pages arrive.
+///
+/// The client's seam: it calls `page`; the agent hands it the planner's
+/// [`SnapshotParser`] (each page parsed, then dropped: no list is held
+/// whole), [`Client::sync`] a collector that merges the pages into
+/// [`ApiBodies`] (for `lachesis plan --save-dir` and tests).
+pub trait PageSink: Send {
+    /// The next page of `resource`'s list: its items, in order. The lists
+    /// of a sync are fetched concurrently, so pages of different lists
+    /// interleave. A best-effort list whose service then fails has had
+    /// pages delivered too: the sync's [`Services`] says which best-effort
+    /// lists are complete, and only those may be used.
+    fn page(&mut self, resource: Resource, items: Vec<Value>);
+}
+
+impl PageSink for SnapshotParser {
+    fn page(&mut self, resource: Resource, items: Vec<Value>) {
+        SnapshotParser::page(self, resource, &items);
+    }
+}
+
+/// How the best-effort services fared in a sync that succeeded (Neutron
+/// and Keystone complete).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Services {
+    /// The outcome of `servers`.
+    pub nova: ServiceStatus,
+    /// The outcome of `loadbalancers` and `amphorae` together: one failing
+    /// fails both, since either alone would attribute amphora ports wrongly.
+    pub octavia: ServiceStatus,
+}
+
+impl Services {
+    /// True when a best-effort service failed (not when it is absent).
+    #[must_use]
+    pub fn is_partial(&self) -> bool {
+        matches!(self.nova, ServiceStatus::Failed { .. })
+            || matches!(self.octavia, ServiceStatus::Failed { .. })
+    }
+
+    /// Each best-effort list's status in the planner's terms (what
+    /// [`SnapshotParser::finish`] keeps).
+    #[must_use]
+    pub fn sources(&self) -> Sources {
+        let of = |status: &ServiceStatus| match status {
+            ServiceStatus::Ok => SourceStatus::Ok,
+            ServiceStatus::Failed { .. } => SourceStatus::Failed,
+            ServiceStatus::NotInCatalog => SourceStatus::Absent,
+        };
+        Sources {
+            servers: of(&self.nova),
+            loadbalancers: of(&self.octavia),
+            amphorae: of(&self.octavia),
+        }
+    }
+}
+
+/// Pages merged into one body per list, as [`ApiBodies`] holds them.
+#[derive(Debug, Default)]
+struct Merged {
+    lists: BTreeMap<Resource, Vec<Value>>,
+}
+
+impl PageSink for Merged {
+    fn page(&mut self, resource: Resource, items: Vec<Value>) {
+        self.lists.entry(resource).or_default().extend(items);
+    }
+}
+
+impl Merged {
+    /// The bodies; a best-effort list is `Fetched` only when its service
+    /// is `Ok` (a failed fetch must never read as "not deployed": a failed
+    /// Octavia keeps the previous amphora attribution).
+    fn into_bodies(mut self, services: &Services) -> ApiBodies {
+        let mut body = |r: Resource| {
+            let mut body = Map::new();
+            let items = self.lists.remove(&r).unwrap_or_default();
+            body.insert(r.collection().to_owned(), Value::Array(items));
+            Value::Object(body)
+        };
+        let optional = |body: Value, status: &ServiceStatus| match status {
+            ServiceStatus::Ok => OptionalBody::Fetched(body),
+            ServiceStatus::NotInCatalog => OptionalBody::NotDeployed,
+            ServiceStatus::Failed { .. } => OptionalBody::Failed,
+        };
+        ApiBodies {
+            networks: body(Resource::Networks),
+            subnets: body(Resource::Subnets),
+            ports: body(Resource::Ports),
+            routers: body(Resource::Routers),
+            floatingips: body(Resource::FloatingIps),
+            projects: body(Resource::Projects),
+            servers: optional(body(Resource::Servers), &services.nova),
+            loadbalancers: optional(body(Resource::LoadBalancers), &services.octavia),
+            amphorae: optional(body(Resource::Amphorae), &services.octavia),
+        }
+    }
 }
 
 /// A successful sync: Neutron and Keystone complete, Nova/Octavia as marked.
@@ -95,6 +199,20 @@ fn join(base: &str, path: &str) -> Result<Url, SyncError> {
     })
 }
 
+/// The first page of `resource`'s list under `base`: its path and, for a
+/// list with field selection, one `fields=` per field (Neutron's form;
+/// it then answers those fields only, about half the bytes, DESIGN §17).
+fn list_url(base: &str, resource: Resource) -> Result<Url, SyncError> {
+    let mut url = join(base, resource.path())?;
+    if let Some(fields) = resource.fields() {
+        let mut query = url.query_pairs_mut();
+        for field in fields {
+            query.append_pair("fields", field);
+        }
+    }
+    Ok(url)
+}
+
 fn last_segment_is(base: &str, version: &str) -> bool {
     base.trim_end_matches('/').rsplit('/').next() == Some(version)
 }
@@ -127,16 +245,6 @@ fn octavia_base(url: &str) -> String {
     }
 }
 
-/// The planner's best-effort body: a failed fetch must never read as "not
-/// deployed" (a failed Octavia keeps the previous amphora attribution).
-fn optional_body(body: Option<Value>, status: &ServiceStatus) -> OptionalBody {
-    match (body, status) {
-        (Some(v), ServiceStatus::Ok) => OptionalBody::Fetched(v),
-        (_, ServiceStatus::NotInCatalog) => OptionalBody::NotDeployed,
-        _ => OptionalBody::Failed,
-    }
-}
-
 fn keystone_base(url: &str) -> String {
     if last_segment_is(url, "v3") {
         url.to_owned()
@@ -161,57 +269,79 @@ impl Client {
         &self.session
     }
 
-    async fn list(&self, resource: Resource, url: Url) -> Result<Value, ApiError> {
+    /// Fetches one list into the shared sink. The sink is locked only while
+    /// a page is handed over, never across a request.
+    async fn list<S: PageSink>(
+        &self,
+        resource: Resource,
+        url: Url,
+        sink: &Mutex<&mut S>,
+    ) -> Result<(), ApiError> {
+        let call = ListCall {
+            service: resource.service(),
+            collection: resource.collection(),
+            url,
+        };
         self.session
-            .list(&ListCall {
-                service: resource.service(),
-                collection: resource.collection(),
-                url,
+            .list(&call, |items| {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .page(resource, items);
             })
             .await
     }
 
-    /// Fetches every list of DESIGN §5.
+    /// Fetches every list of DESIGN §5, merged into one body per list.
     pub async fn sync(&self) -> Result<SyncResult, SyncError> {
+        let mut merged = Merged::default();
+        let services = self.sync_into(&mut merged).await?;
+        Ok(SyncResult {
+            bodies: merged.into_bodies(&services),
+            nova: services.nova,
+            octavia: services.octavia,
+        })
+    }
+
+    /// Fetches every list of DESIGN §5, handing each page to `sink` as it
+    /// arrives. On an error nothing `sink` got may be used (a Neutron or
+    /// Keystone list is incomplete); on success, a best-effort list is
+    /// complete only when [`Services`] says `Ok`.
+    pub async fn sync_into<S: PageSink>(&self, sink: &mut S) -> Result<Services, SyncError> {
+        let sink = Mutex::new(sink);
         let network = neutron_base(&self.session.endpoint(Resource::Networks.service()).await?);
         let identity = keystone_base(&self.session.endpoint(Resource::Projects.service()).await?);
-        let (networks, subnets, ports, routers, floatingips, projects) = tokio::try_join!(
+        tokio::try_join!(
             self.list(
                 Resource::Networks,
-                join(&network, Resource::Networks.path())?
+                list_url(&network, Resource::Networks)?,
+                &sink
             ),
-            self.list(Resource::Subnets, join(&network, Resource::Subnets.path())?),
-            self.list(Resource::Ports, join(&network, Resource::Ports.path())?),
-            self.list(Resource::Routers, join(&network, Resource::Routers.path())?),
+            self.list(
+                Resource::Subnets,
+                list_url(&network, Resource::Subnets)?,
+                &sink
+            ),
+            self.list(Resource::Ports, list_url(&network, Resource::Ports)?, &sink),
+            self.list(
+                Resource::Routers,
+                list_url(&network, Resource::Routers)?,
+                &sink
+            ),
             self.list(
                 Resource::FloatingIps,
-                join(&network, Resource::FloatingIps.path())?
+                list_url(&network, Resource::FloatingIps)?,
+                &sink
             ),
             self.list(
                 Resource::Projects,
-                join(&identity, Resource::Projects.path())?
+                list_url(&identity, Resource::Projects)?,
+                &sink
             ),
         )?;
-        let (nova, octavia) = tokio::join!(self.nova(), self.octavia());
-        let (servers, nova) = nova?;
-        let ((loadbalancers, amphorae), octavia) = octavia?;
-        let servers = optional_body(servers, &nova);
-        let loadbalancers = optional_body(loadbalancers, &octavia);
-        let amphorae = optional_body(amphorae, &octavia);
-        Ok(SyncResult {
-            bodies: ApiBodies {
-                networks,
-                subnets,
-                ports,
-                routers,
-                floatingips,
-                projects,
-                servers,
-                loadbalancers,
-                amphorae,
-            },
-            nova,
-            octavia,
+        let (nova, octavia) = tokio::join!(self.nova(&sink), self.octavia(&sink));
+        Ok(Services {
+            nova: nova?,
+            octavia: octavia?,
         })
     }
 
@@ -232,60 +362,55 @@ impl Client {
         }
     }
 
-    async fn nova(&self) -> Result<(Option<Value>, ServiceStatus), SyncError> {
+    async fn nova<S: PageSink>(&self, sink: &Mutex<&mut S>) -> Result<ServiceStatus, SyncError> {
         let base = match self
             .best_effort_endpoint(Resource::Servers.service())
             .await?
         {
             Ok(url) => nova_base(&url),
-            Err(status) => return Ok((None, status)),
+            Err(status) => return Ok(status),
         };
-        Ok(
-            match self
-                .list(Resource::Servers, join(&base, Resource::Servers.path())?)
-                .await
-            {
-                Ok(body) => (Some(body), ServiceStatus::Ok),
-                Err(e) => {
-                    tracing::warn!(error = %e, "Nova server list failed; servers marked failed for this sync");
-                    (
-                        None,
-                        ServiceStatus::Failed {
-                            error: e.to_string(),
-                        },
-                    )
+        let url = list_url(&base, Resource::Servers)?;
+        Ok(match self.list(Resource::Servers, url, sink).await {
+            Ok(()) => ServiceStatus::Ok,
+            Err(e) => {
+                tracing::warn!(error = %e, "Nova server list failed; servers marked failed for this sync");
+                ServiceStatus::Failed {
+                    error: e.to_string(),
                 }
-            },
-        )
+            }
+        })
     }
 
-    async fn octavia(&self) -> Result<((Option<Value>, Option<Value>), ServiceStatus), SyncError> {
+    async fn octavia<S: PageSink>(&self, sink: &Mutex<&mut S>) -> Result<ServiceStatus, SyncError> {
         let base = match self
             .best_effort_endpoint(Resource::LoadBalancers.service())
             .await?
         {
             Ok(url) => octavia_base(&url),
-            Err(status) => return Ok(((None, None), status)),
+            Err(status) => return Ok(status),
         };
         let (lbs, amps) = tokio::join!(
             self.list(
                 Resource::LoadBalancers,
-                join(&base, Resource::LoadBalancers.path())?
+                list_url(&base, Resource::LoadBalancers)?,
+                sink
             ),
-            self.list(Resource::Amphorae, join(&base, Resource::Amphorae.path())?)
+            self.list(
+                Resource::Amphorae,
+                list_url(&base, Resource::Amphorae)?,
+                sink
+            )
         );
         // Amphorae without their load balancers (or the reverse) would
         // attribute amphora ports wrongly: the service is one unit.
         Ok(match (lbs, amps) {
-            (Ok(l), Ok(a)) => ((Some(l), Some(a)), ServiceStatus::Ok),
+            (Ok(()), Ok(())) => ServiceStatus::Ok,
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "Octavia list failed; load balancers marked failed for this sync");
-                (
-                    (None, None),
-                    ServiceStatus::Failed {
-                        error: e.to_string(),
-                    },
-                )
+                ServiceStatus::Failed {
+                    error: e.to_string(),
+                }
             }
         })
     }

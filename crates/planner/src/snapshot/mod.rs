@@ -8,5 +8,5 @@ pub use model::{
     AddressPair, Amphora, FixedIp, FloatingIp, LoadBalancer, Network, Port, Project, Route, Router,
     Server, Snapshot, Subnet,
 };
-pub use parse::{parse_snapshot, ParseError};
+pub use parse::{parse_snapshot, ParseError, SnapshotParser};
 pub use report::{ParseReport, SkipReason, Skipped};

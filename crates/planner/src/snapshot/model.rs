@@ -12,6 +12,10 @@ use lachesis_abi::Prefix;
 /// The planner does not depend on the order of any list (DESIGN §6: same
 /// snapshot, same plan); the parser nevertheless sorts each list by id so
 /// that duplicates are resolved the same way whatever order the API used.
+///
+/// Every entry type is ordered field by field (`Ord`): of entries that
+/// share an id, the parser keeps the one that sorts first, a choice made
+/// from what was parsed alone (the pages it came in are gone by then).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     /// Neutron networks.
@@ -37,7 +41,7 @@ pub struct Snapshot {
 }
 
 /// A Neutron network.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Network {
     /// Network UUID.
     pub id: String,
@@ -60,7 +64,7 @@ impl Network {
 }
 
 /// A Neutron subnet.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Subnet {
     /// Subnet UUID.
     pub id: String,
@@ -75,7 +79,7 @@ pub struct Subnet {
 }
 
 /// One entry of a port's `fixed_ips`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FixedIp {
     /// Subnet holding the address.
     pub subnet_id: String,
@@ -84,7 +88,7 @@ pub struct FixedIp {
 }
 
 /// One entry of a port's `allowed_address_pairs`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct AddressPair {
     /// `ip_address` (Neutron accepts a single address or a CIDR).
     pub prefix: Prefix,
@@ -93,7 +97,7 @@ pub struct AddressPair {
 }
 
 /// A Neutron port.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Port {
     /// Port UUID.
     pub id: String,
@@ -126,7 +130,7 @@ pub struct Route {
 }
 
 /// A Neutron router.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Router {
     /// Router UUID.
     pub id: String,
@@ -144,7 +148,7 @@ pub struct Router {
 }
 
 /// A Neutron floating IP.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FloatingIp {
     /// Floating IP UUID.
     pub id: String,
@@ -162,7 +166,7 @@ pub struct FloatingIp {
 }
 
 /// A Keystone project.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Project {
     /// Project id.
     pub id: String,
@@ -171,7 +175,7 @@ pub struct Project {
 }
 
 /// A Nova server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Server {
     /// Server UUID.
     pub id: String,
@@ -182,7 +186,7 @@ pub struct Server {
 }
 
 /// An Octavia load balancer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct LoadBalancer {
     /// Load balancer UUID.
     pub id: String,
@@ -195,7 +199,7 @@ pub struct LoadBalancer {
 }
 
 /// An Octavia amphora.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Amphora {
     /// Amphora UUID.
     pub id: String,

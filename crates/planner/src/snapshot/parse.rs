@@ -17,8 +17,8 @@ use super::model::{
     Server, Snapshot, Subnet,
 };
 use super::report::{ParseReport, SkipReason, Skipped};
-use crate::bodies::ApiBodies;
-use crate::sources::Sources;
+use crate::bodies::{ApiBodies, Resource};
+use crate::sources::{SourceStatus, Sources};
 use lachesis_abi::Prefix;
 
 /// A body that is not the list response it should be.
@@ -37,28 +37,243 @@ type Obj = Map<String, Value>;
 
 /// Parses the merged list bodies into a snapshot and a report of what was
 /// skipped. Every list comes out sorted by id, duplicates removed.
+///
+/// The same parse as feeding a [`SnapshotParser`] each body as one page:
+/// `lachesis plan --from-dir` and a live sync plan alike.
 pub fn parse_snapshot(bodies: &ApiBodies) -> Result<(Snapshot, ParseReport), ParseError> {
-    let mut report = ParseReport::default();
-    let r = &mut report;
-    let snapshot = Snapshot {
-        networks: parse_list(&bodies.networks, "networks", r, network)?,
-        subnets: parse_list(&bodies.subnets, "subnets", r, subnet)?,
-        ports: parse_list(&bodies.ports, "ports", r, port)?,
-        routers: parse_list(&bodies.routers, "routers", r, router)?,
-        floating_ips: parse_list(&bodies.floatingips, "floatingips", r, floating_ip)?,
-        projects: parse_list(&bodies.projects, "projects", r, project)?,
-        servers: optional(bodies.servers.fetched(), "servers", r, server)?,
-        load_balancers: optional(
-            bodies.loadbalancers.fetched(),
-            "loadbalancers",
-            r,
-            load_balancer,
-        )?,
-        amphorae: optional(bodies.amphorae.fetched(), "amphorae", r, amphora)?,
-        sources: Sources::of(bodies),
+    let mut parser = SnapshotParser::new();
+    for resource in Resource::ALL {
+        if let Some(body) = bodies.body(resource) {
+            parser.page(resource, items(body, resource)?);
+        }
+    }
+    Ok(parser.finish(Sources::of(bodies)))
+}
+
+/// The array of a list body, or the error naming the body.
+fn items(body: &Value, resource: Resource) -> Result<&[Value], ParseError> {
+    let key = resource.collection();
+    body.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .ok_or_else(|| ParseError {
+            body: key,
+            key,
+            found: describe(body),
+        })
+}
+
+/// Parses a sync page by page: each page's items become the snapshot's
+/// typed entries (and the report's lines) as the page arrives, so a page
+/// can be dropped as soon as it is fed and no whole list is ever held as
+/// JSON. The result is the one [`parse_snapshot`] gives for the merged
+/// bodies, whatever the page boundaries.
+///
+/// Pages of one list must come in the list's order (an entry without an id
+/// is reported by its index in the whole list); lists may interleave.
+#[derive(Debug)]
+pub struct SnapshotParser {
+    networks: ListParser<Network>,
+    subnets: ListParser<Subnet>,
+    ports: ListParser<Port>,
+    routers: ListParser<Router>,
+    floating_ips: ListParser<FloatingIp>,
+    projects: ListParser<Project>,
+    servers: ListParser<Server>,
+    load_balancers: ListParser<LoadBalancer>,
+    amphorae: ListParser<Amphora>,
+}
+
+impl Default for SnapshotParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SnapshotParser {
+    /// A parser that has seen no page yet.
+    #[must_use]
+    pub fn new() -> Self {
+        SnapshotParser {
+            networks: ListParser::new(Resource::Networks, network),
+            subnets: ListParser::new(Resource::Subnets, subnet),
+            ports: ListParser::new(Resource::Ports, port),
+            routers: ListParser::new(Resource::Routers, router),
+            floating_ips: ListParser::new(Resource::FloatingIps, floating_ip),
+            projects: ListParser::new(Resource::Projects, project),
+            servers: ListParser::new(Resource::Servers, server),
+            load_balancers: ListParser::new(Resource::LoadBalancers, load_balancer),
+            amphorae: ListParser::new(Resource::Amphorae, amphora),
+        }
+    }
+
+    /// Parses the next page of `resource`'s list: its items, in order.
+    pub fn page(&mut self, resource: Resource, items: &[Value]) {
+        match resource {
+            Resource::Networks => self.networks.page(items),
+            Resource::Subnets => self.subnets.page(items),
+            Resource::Ports => self.ports.page(items),
+            Resource::Routers => self.routers.page(items),
+            Resource::FloatingIps => self.floating_ips.page(items),
+            Resource::Projects => self.projects.page(items),
+            Resource::Servers => self.servers.page(items),
+            Resource::LoadBalancers => self.load_balancers.page(items),
+            Resource::Amphorae => self.amphorae.page(items),
+        }
+    }
+
+    /// The snapshot and the report. `sources` says which best-effort lists
+    /// were fetched: a list that is not `ok` is `None` in the snapshot and
+    /// leaves nothing in the report, even if pages of it were fed before
+    /// its service failed (DESIGN §5: failed is unknown, never partial).
+    #[must_use]
+    pub fn finish(self, sources: Sources) -> (Snapshot, ParseReport) {
+        let mut report = ParseReport::default();
+        let r = &mut report;
+        let fetched = |status: SourceStatus| status == SourceStatus::Ok;
+        let snapshot = Snapshot {
+            networks: self.networks.finish(r),
+            subnets: self.subnets.finish(r),
+            ports: self.ports.finish(r),
+            routers: self.routers.finish(r),
+            floating_ips: self.floating_ips.finish(r),
+            projects: self.projects.finish(r),
+            servers: fetched(sources.servers).then(|| self.servers.finish(r)),
+            load_balancers: fetched(sources.loadbalancers).then(|| self.load_balancers.finish(r)),
+            amphorae: fetched(sources.amphorae).then(|| self.amphorae.finish(r)),
+            sources,
+        };
+        report.skipped.sort();
+        (snapshot, report)
+    }
+}
+
+/// An entry's id, by which a list is sorted and deduplicated.
+trait Identified {
+    fn id(&self) -> &str;
+}
+
+macro_rules! identified {
+    ($($t:ty),*) => {
+        $(impl Identified for $t {
+            fn id(&self) -> &str {
+                &self.id
+            }
+        })*
     };
-    report.skipped.sort();
-    Ok((snapshot, report))
+}
+
+identified!(
+    Network,
+    Subnet,
+    Port,
+    Router,
+    FloatingIp,
+    Project,
+    Server,
+    LoadBalancer,
+    Amphora
+);
+
+/// One list, parsed page by page.
+struct ListParser<T> {
+    key: &'static str,
+    build: fn(&Obj, &mut Entry) -> Result<T, SkipReason>,
+    entries: Vec<T>,
+    skipped: Vec<Skipped>,
+    /// Items fed so far, so that an entry without an id is reported by its
+    /// index in the whole list, not in its page.
+    seen: usize,
+}
+
+impl<T> std::fmt::Debug for ListParser<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListParser")
+            .field("list", &self.key)
+            .field("entries", &self.entries.len())
+            .field("skipped", &self.skipped.len())
+            .field("seen", &self.seen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Identified + Ord> ListParser<T> {
+    fn new(resource: Resource, build: fn(&Obj, &mut Entry) -> Result<T, SkipReason>) -> Self {
+        ListParser {
+            key: resource.collection(),
+            build,
+            entries: Vec::new(),
+            skipped: Vec::new(),
+            seen: 0,
+        }
+    }
+
+    fn page(&mut self, items: &[Value]) {
+        let key = self.key;
+        for (offset, item) in items.iter().enumerate() {
+            let index = self.seen + offset;
+            let whole = |reason| Skipped {
+                list: key,
+                id: None,
+                index: Some(index),
+                reason,
+                whole_entry: true,
+            };
+            let Some(obj) = item.as_object() else {
+                self.skipped.push(whole(SkipReason::NotAnObject));
+                continue;
+            };
+            let Some(id) = obj
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            else {
+                self.skipped.push(whole(SkipReason::MissingId));
+                continue;
+            };
+            let mut entry = Entry { parts: Vec::new() };
+            let outcome = (self.build)(obj, &mut entry);
+            let of_entry = |reason, whole_entry| Skipped {
+                list: key,
+                id: Some(id.to_owned()),
+                index: None,
+                reason,
+                whole_entry,
+            };
+            for reason in entry.parts {
+                self.skipped.push(of_entry(reason, false));
+            }
+            match outcome {
+                Ok(v) => self.entries.push(v),
+                Err(reason) => self.skipped.push(of_entry(reason, true)),
+            }
+        }
+        self.seen += items.len();
+    }
+
+    /// Sorts by id and keeps one entry per id: the one that sorts first, so
+    /// the choice is a function of the set of entries, not of their order
+    /// or of the pages they came in. Each other one is reported.
+    fn finish(self, report: &mut ParseReport) -> Vec<T> {
+        let mut entries = self.entries;
+        entries.sort_by(|a, b| a.id().cmp(b.id()).then_with(|| a.cmp(b)));
+        let mut out: Vec<T> = Vec::with_capacity(entries.len());
+        for e in entries {
+            if out.last().is_some_and(|kept| kept.id() == e.id()) {
+                report.skipped.push(Skipped {
+                    list: self.key,
+                    id: Some(e.id().to_owned()),
+                    index: None,
+                    reason: SkipReason::DuplicateId,
+                    whole_entry: true,
+                });
+            } else {
+                out.push(e);
+            }
+        }
+        report.skipped.extend(self.skipped);
+        out
+    }
 }
 
 /// Collects the parts of one entry that were dropped while keeping the rest.
@@ -162,124 +377,6 @@ fn bad(field: &'static str, value: &Value, expected: &'static str) -> SkipReason
         value: text,
         expected,
     }
-}
-
-fn optional<T>(
-    body: Option<&Value>,
-    key: &'static str,
-    report: &mut ParseReport,
-    build: fn(&Obj, &mut Entry) -> Result<T, SkipReason>,
-) -> Result<Option<Vec<T>>, ParseError> {
-    body.map(|b| parse_list(b, key, report, build)).transpose()
-}
-
-fn parse_list<T>(
-    body: &Value,
-    key: &'static str,
-    report: &mut ParseReport,
-    build: fn(&Obj, &mut Entry) -> Result<T, SkipReason>,
-) -> Result<Vec<T>, ParseError> {
-    let items = body
-        .get(key)
-        .and_then(Value::as_array)
-        .ok_or_else(|| ParseError {
-            body: key,
-            key,
-            found: describe(body),
-        })?;
-    let mut parsed: Vec<(&str, &Value, T)> = Vec::with_capacity(items.len());
-    for (index, item) in items.iter().enumerate() {
-        let Some(obj) = item.as_object() else {
-            report.skipped.push(Skipped {
-                list: key,
-                id: None,
-                index: Some(index),
-                reason: SkipReason::NotAnObject,
-                whole_entry: true,
-            });
-            continue;
-        };
-        let Some(id) = obj
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        else {
-            report.skipped.push(Skipped {
-                list: key,
-                id: None,
-                index: Some(index),
-                reason: SkipReason::MissingId,
-                whole_entry: true,
-            });
-            continue;
-        };
-        let mut entry = Entry { parts: Vec::new() };
-        let outcome = build(obj, &mut entry);
-        let list = key;
-        for reason in entry.parts {
-            report.skipped.push(Skipped {
-                list,
-                id: Some(id.to_owned()),
-                index: None,
-                reason,
-                whole_entry: false,
-            });
-        }
-        match outcome {
-            Ok(v) => parsed.push((id, item, v)),
-            Err(reason) => {
-                report.skipped.push(Skipped {
-                    list,
-                    id: Some(id.to_owned()),
-                    index: None,
-                    reason,
-                    whole_entry: true,
-                });
-            }
-        }
-    }
-    Ok(dedup_by_id(parsed, key, report))
-}
-
-/// Sorts by id and keeps one entry per id: the one whose JSON text sorts
-/// first, so the choice is a function of the set of entries, not their order.
-fn dedup_by_id<T>(
-    mut parsed: Vec<(&str, &Value, T)>,
-    key: &'static str,
-    report: &mut ParseReport,
-) -> Vec<T> {
-    parsed.sort_by(|a, b| a.0.cmp(b.0));
-    let mut out = Vec::with_capacity(parsed.len());
-    let mut i = 0;
-    while i < parsed.len() {
-        let mut j = i + 1;
-        while j < parsed.len() && parsed[j].0 == parsed[i].0 {
-            j += 1;
-        }
-        if j - i > 1 {
-            let group = &mut parsed[i..j];
-            group.sort_by_cached_key(|e| e.1.to_string());
-            for e in &group[1..] {
-                report.skipped.push(Skipped {
-                    list: key,
-                    id: Some(e.0.to_owned()),
-                    index: None,
-                    reason: SkipReason::DuplicateId,
-                    whole_entry: true,
-                });
-            }
-        }
-        i = j;
-    }
-    // Second pass moves the kept values out in id order.
-    let mut last: Option<&str> = None;
-    for (id, _, v) in parsed {
-        if last != Some(id) {
-            out.push(v);
-            last = Some(id);
-        }
-    }
-    out
 }
 
 fn describe(v: &Value) -> String {

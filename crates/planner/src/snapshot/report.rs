@@ -26,7 +26,7 @@ pub enum SkipReason {
         /// The form that was expected.
         expected: &'static str,
     },
-    /// A second entry with an id already seen; the one whose JSON text
+    /// A second entry with an id already seen; the one whose parsed form
     /// sorts first is kept so the outcome does not depend on list order.
     DuplicateId,
 }

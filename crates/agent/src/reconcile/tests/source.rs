@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use lachesis_openstack::config::{resolve, SearchPaths, Selection};
 use lachesis_openstack::{ApiMetrics, Client};
-use lachesis_planner::{PlanOptions, SourceStatus};
-use lachesis_sim::{self as sim, Fault, SimHandle, Store, Topology};
+use lachesis_planner::{PlanOptions, SourceStatus, Sources};
+use lachesis_sim::{self as sim, Fault, SettingsPatch, SimHandle, Store, Topology};
 use prometheus_client::registry::Registry;
 
 use super::super::{MetadataSource, Named, OpenStackSource, ReconcileMetrics, SyncError};
@@ -92,6 +92,53 @@ async fn a_failed_nova_is_unknown_not_empty() {
     let synced = source.sync(None, PlanOptions::default()).await.unwrap();
     assert_eq!(synced.servers, None);
     assert_eq!(synced.sources().servers, SourceStatus::Failed);
+}
+
+/// Pages are parsed as they arrive, so a best-effort list that fails on a
+/// later page has had its first pages parsed already: they must be
+/// dropped, the list unknown (DESIGN §5), never a partial one.
+#[tokio::test]
+async fn a_best_effort_list_failing_after_its_first_page_is_unknown_not_partial() {
+    let (sim, source) = source().await;
+    let healthy = source.sync(None, PlanOptions::default()).await.unwrap();
+    assert!(
+        !healthy.plan.amphora_ips.is_empty(),
+        "the example's amp-1 (the first amphora by id) has data ports"
+    );
+    let pass_once = |endpoint: &str| Fault {
+        status: None,
+        times: Some(1),
+        ..fault(endpoint)
+    };
+    sim.with_store(|s| {
+        s.apply_settings(SettingsPatch {
+            page_size: Some(1),
+            ..SettingsPatch::default()
+        })
+        .expect("valid settings");
+        for endpoint in ["servers", "amphorae"] {
+            s.add_fault(pass_once(endpoint));
+            s.add_fault(fault(endpoint));
+        }
+    });
+    let synced = source.sync(None, PlanOptions::default()).await.unwrap();
+    assert_eq!(synced.servers, None);
+    assert_eq!(
+        synced.sources(),
+        Sources {
+            servers: SourceStatus::Failed,
+            loadbalancers: SourceStatus::Failed,
+            amphorae: SourceStatus::Failed,
+        }
+    );
+    // amp-1 came in the first amphorae page; with no previous plan a
+    // failed Octavia attributes no amphora at all.
+    assert!(
+        synced.plan.amphora_ips.is_empty(),
+        "{:?}",
+        synced.plan.amphora_ips
+    );
+    assert!(synced.plan.bindings.iter().all(|b| !b.amphora));
 }
 
 #[tokio::test]
