@@ -89,6 +89,13 @@ deb: setup
 bench-reconcile: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_reconcile
 
+# What a fleet of agents in direct mode asks of OpenStack (docs/operations.md
+# "OpenStack load of a fleet"): K agents' metadata paths against one
+# simulator and one broker, per scenario; a table, then one JSON line. Root.
+.PHONY: bench-fleet
+bench-fleet: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_fleet
+
 # The daemon's figures (docs/operations.md "Figures"): boot time, memory at
 # 10 000 live flows, kick-to-kernel latency. Runs the built binary. Root.
 .PHONY: bench-agent
