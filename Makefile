@@ -96,6 +96,12 @@ bench-reconcile: setup
 bench-fleet: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_fleet
 
+# What one sync's port list costs a real Neutron (Debian's, from the
+# real-cloud tier), whole and field-selected: ms per row and bytes. Root.
+.PHONY: bench-neutron
+bench-neutron: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_neutron
+
 # The daemon's figures (docs/operations.md "Figures"): boot time, memory at
 # 10 000 live flows, kick-to-kernel latency. Runs the built binary. Root.
 .PHONY: bench-agent

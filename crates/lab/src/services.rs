@@ -14,6 +14,15 @@ pub const RABBITMQ_PORT: u16 = 16672;
 /// The AMQP port of the second, independent node (`up-rabbitmq2`).
 pub const RABBITMQ2_PORT: u16 = 16682;
 
+/// The real-cloud tier's Keystone (`scripts/real-cloud`'s `KS_PORT`).
+pub const KEYSTONE_URL: &str = "http://127.0.0.1:15000/v3";
+
+/// Its Neutron (`NEUTRON_PORT`), with the API version.
+pub const NEUTRON_URL: &str = "http://127.0.0.1:19696/v2.0";
+
+/// The password of its `admin` user, project `admin`, domain `Default`.
+pub const CLOUD_ADMIN_PASSWORD: &str = "lachesis-admin";
+
 /// Held (flock) for as long as a [`Services`] lives: the tier listens on
 /// fixed loopback ports, so two test runs on the machine (two worktrees, two
 /// users) take turns instead of stopping each other's brokers.

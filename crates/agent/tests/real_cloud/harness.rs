@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-pub const KEYSTONE: &str = "http://127.0.0.1:15000/v3";
-pub const NEUTRON: &str = "http://127.0.0.1:19696/v2.0";
-pub const ADMIN_PASSWORD: &str = "lachesis-admin";
+pub use lachesis_lab::services::{
+    CLOUD_ADMIN_PASSWORD as ADMIN_PASSWORD, KEYSTONE_URL as KEYSTONE, NEUTRON_URL as NEUTRON,
+};
 
 /// A thin admin session for building the topology (not the code under test).
 pub struct Admin {
