@@ -70,8 +70,10 @@ pub trait Sink: Send + Sync {
     fn gap(&self, transport: Transport, gap: Gap);
 }
 
-/// The wait before reconnection attempt `failures + 1`: 1 s, doubling, at
-/// most 30 s.
+/// The wait before attempt `failures + 1` of something that keeps failing:
+/// 1 s, doubling, at most 30 s. The one backoff of the process: the
+/// consumers' reconnections, and the agent's cold-start sync and degraded
+/// kicks (DESIGN §12 step 2), which use it from here.
 #[must_use]
 pub fn backoff(failures: u32) -> Duration {
     Duration::from_secs((1u64 << failures.min(5)).min(30))

@@ -24,6 +24,7 @@ use lachesis_abi::Mac;
 use lachesis_datapath::Datapath;
 use lachesis_ledger::state::{self, LoadSource, StatePaths};
 use lachesis_ledger::Exporter;
+use lachesis_notify::backoff;
 use lachesis_planner::{Plan, Topology};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -37,7 +38,7 @@ use tracing::{error, info, warn};
 pub use debug::{bindings, listing, DebugState, LiveConfig};
 pub use metrics::DaemonMetrics;
 pub use notify::check_notifications;
-pub use writes::{backoff, cold_writes};
+pub use writes::cold_writes;
 
 use crate::boot::{BootGate, Phase};
 use crate::config::{reload_file, Config, ConfigFile, Loaded, ReloadResult, SharedTunables};

@@ -7,7 +7,9 @@ use lachesis_abi::{EndpointValue, Mac, Prefix, Zone, ENDPOINT_FLAG_AMPHORA};
 use lachesis_ledger::{InternerFull, GLOBAL_TENANT_ID};
 use lachesis_planner::{AmphoraIp, Binding, Plan, Scope, TrieRow};
 
-use super::{backoff, cold_writes, Config, Exporter, Families, MetricsRoutes, Phase};
+use lachesis_notify::backoff;
+
+use super::{cold_writes, Config, Exporter, Families, MetricsRoutes, Phase};
 use crate::reconcile::Write;
 
 fn binding(mac: u8, tenant: &str, amphora: bool) -> Binding {

@@ -51,14 +51,3 @@ pub fn cold_writes(
     }
     Ok(out)
 }
-
-/// The wait before sync attempt `failures + 1` of a cold start: 1 s,
-/// doubling, at most 30 s.
-#[must_use]
-pub fn backoff(failures: u32) -> std::time::Duration {
-    let secs = 1u64
-        .checked_shl(failures.min(5))
-        .unwrap_or(u64::MAX)
-        .min(30);
-    std::time::Duration::from_secs(secs)
-}
