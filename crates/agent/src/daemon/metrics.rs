@@ -1,5 +1,6 @@
 //! The daemon's own families: the boot phase, degraded mode, SIGHUP
-//! reloads and the OpenStack sync age (docs/metrics.md).
+//! reloads and the OpenStack sync age (docs/metrics.md); and [`Families`],
+//! every family of the process in one registry.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -14,9 +15,12 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
+use super::notify::Notifications;
 use crate::boot::Phase;
-use crate::config::ReloadResult;
-use crate::reconcile::Committed;
+use crate::config::{Config, ReloadResult};
+use crate::links::LinkMetrics;
+use crate::order::OrderMetrics;
+use crate::reconcile::{Committed, ReconcileMetrics};
 
 type Labels = Vec<(&'static str, &'static str)>;
 
@@ -153,6 +157,40 @@ impl DaemonMetrics {
         self.reloads
             .get_or_create(&vec![("result", result.label())])
             .get()
+    }
+}
+
+/// Every metric family of the process, registered once at start.
+pub(super) struct Families {
+    pub(super) registry: Registry,
+    pub(super) daemon: DaemonMetrics,
+    pub(super) order: OrderMetrics,
+    pub(super) reconcile: ReconcileMetrics,
+    pub(super) links: LinkMetrics,
+    pub(super) api: lachesis_openstack::ApiMetrics,
+}
+
+impl Families {
+    /// Every family, and the notification consumers whose families are
+    /// among them (started after boot).
+    pub(super) fn register(config: &Config) -> (Families, Notifications) {
+        let mut registry = Registry::default();
+        let daemon = DaemonMetrics::register(&mut registry);
+        let order = OrderMetrics::register(&mut registry);
+        let reconcile = ReconcileMetrics::register(&mut registry);
+        let links = LinkMetrics::new(&mut registry);
+        let api = lachesis_openstack::ApiMetrics::default();
+        api.register(&mut registry);
+        let notifications = Notifications::register(&mut registry, &config.notifications);
+        let families = Families {
+            registry,
+            daemon,
+            order,
+            reconcile,
+            links,
+            api,
+        };
+        (families, notifications)
     }
 }
 

@@ -11,9 +11,8 @@ use lachesis_notify::{
     RabbitMqConfig, RabbitMqConsumer, Sasl, Sink, Transport,
 };
 use prometheus_client::registry::Registry;
-use tokio_util::sync::CancellationToken;
 
-use super::{named, Tasks};
+use super::tasks::{StartedEarly, Task, TaskSet};
 use crate::boot::{BootWaiter, Phase};
 use crate::config::{
     Issue, KafkaSasl, KafkaSettings, NotificationSettings, RabbitMqSettings, SaslMechanism,
@@ -54,14 +53,16 @@ impl Notifications {
     /// One task per configured transport. A consumer that cannot be built
     /// (an unreadable TLS file) is a task that fails at once, which stops
     /// the daemon naming the file.
-    pub(super) fn spawn(
+    ///
+    /// # Errors
+    /// Boot has not reached the consumers' phase.
+    pub(super) fn start(
         self,
         kicker: &Kicker,
         tunables: &Arc<SharedTunables>,
         waiter: &BootWaiter,
-        cancel: &CancellationToken,
-        tasks: &mut Tasks,
-    ) {
+        tasks: &mut TaskSet,
+    ) -> Result<(), StartedEarly> {
         let sink = Arc::new(KickSink {
             kicker: kicker.clone(),
             tunables: tunables.clone(),
@@ -69,7 +70,7 @@ impl Notifications {
         let m = &self.metrics;
         let consumers = [
             (
-                "rabbitmq consumer",
+                Task::RabbitMqConsumer,
                 "notifications.rabbitmq",
                 self.rabbitmq.map(|c| {
                     RabbitMqConsumer::new(c, m.transport(Transport::RabbitMq))
@@ -77,26 +78,27 @@ impl Notifications {
                 }),
             ),
             (
-                "kafka consumer",
+                Task::KafkaConsumer,
                 "notifications.kafka",
                 self.kafka.map(|c| {
                     KafkaConsumer::new(c, m.transport(Transport::Kafka)).map(Consumer::Kafka)
                 }),
             ),
         ];
-        for (name, section, built) in consumers {
+        for (task, section, built) in consumers {
             let Some(built) = built else { continue };
-            let (sink, mut waiter, cancel) = (sink.clone(), waiter.clone(), cancel.clone());
-            tasks.spawn(named(name, async move {
+            let (sink, mut waiter) = (sink.clone(), waiter.clone());
+            tasks.start(task, |cancel| async move {
                 let consumer = built.map_err(|e| format!("{section}: {e}"))?;
                 waiter
                     .reached(Phase::StateRestored)
                     .await
                     .map_err(|e| e.to_string())?;
                 consumer.run(sink.as_ref(), cancel).await;
-                Ok(())
-            }));
+                Ok::<(), String>(())
+            })?;
         }
+        Ok(())
     }
 }
 

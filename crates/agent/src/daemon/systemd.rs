@@ -17,15 +17,21 @@
 //!   agent whose drains stopped; the next instance drains the pinned map,
 //!   losing nothing.
 //! - `STOPPING=1` when a stop begins.
+//!
+//! [`Notifier`] says these from the daemon's state; [`Systemd`] speaks them.
 
 use std::os::linux::net::SocketAddrExt as _;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tracing::debug;
 
-use crate::boot::{BootState, Phase};
-use crate::reconcile::PassResult;
+use super::health::Health;
+use super::metrics::{DaemonMetrics, Families};
+use crate::boot::{BootGate, BootState, Phase};
+use crate::config::SharedTunables;
+use crate::reconcile::{PassResult, ReconcileMetrics};
 
 /// How often the status is refreshed when systemd set no watchdog.
 const STATUS_EVERY: Duration = Duration::from_secs(5);
@@ -174,6 +180,96 @@ pub(crate) fn status_line(s: &StatusInput) -> String {
             ),
             None => format!("booting ({})", phase.label()),
         },
+    }
+}
+
+/// What systemd is told, from the daemon's own state; does nothing when
+/// the process was not started by systemd as `Type=notify`.
+pub(super) struct Notifier {
+    systemd: Option<Systemd>,
+    gate: Arc<BootGate>,
+    daemon: DaemonMetrics,
+    reconcile: ReconcileMetrics,
+    health: Health,
+    /// Cold start's last failure while it waits for OpenStack.
+    waiting: Mutex<Option<String>>,
+}
+
+impl Notifier {
+    pub(super) fn new(
+        gate: &Arc<BootGate>,
+        families: &Families,
+        tunables: &Arc<SharedTunables>,
+    ) -> Self {
+        Notifier {
+            systemd: Systemd::from_env(),
+            gate: gate.clone(),
+            daemon: families.daemon.clone(),
+            reconcile: families.reconcile.clone(),
+            health: Health {
+                gate: gate.clone(),
+                order: families.order.clone(),
+                tunables: tunables.clone(),
+                running_since: std::sync::OnceLock::new(),
+            },
+            waiting: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn active(&self) -> bool {
+        self.systemd.is_some()
+    }
+
+    /// How often [`Notifier::tick`] runs (an hour when inactive: the
+    /// branch is off then anyway).
+    pub(super) fn period(&self) -> Duration {
+        self.systemd
+            .as_ref()
+            .map_or(Duration::from_hours(1), Systemd::period)
+    }
+
+    pub(super) fn ready(&self) {
+        if let Some(s) = &self.systemd {
+            s.send(&format!("READY=1\nSTATUS={}", self.status().0));
+        }
+    }
+
+    pub(super) fn stopping(&self) {
+        if let Some(s) = &self.systemd {
+            s.send("STOPPING=1\nSTATUS=stopping: final drain and flush; programs stay attached");
+        }
+    }
+
+    pub(super) fn waiting(&self, error: Option<String>) {
+        *self.waiting.lock().unwrap_or_else(PoisonError::into_inner) = error;
+        self.tick();
+    }
+
+    /// The status line and whether the agent is alive.
+    fn status(&self) -> (String, bool) {
+        let alive = crate::http::Readiness::alive(&self.health);
+        let input = StatusInput {
+            state: Some(self.gate.state()),
+            degraded: self.daemon.is_degraded(),
+            waiting: self
+                .waiting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            last_pass: self.reconcile.last_pass().map(|p| (p.result, p.error)),
+            stalled: alive.clone().err(),
+        };
+        (status_line(&input), alive.is_ok())
+    }
+
+    /// The status, with a watchdog ping while alive. Called from the
+    /// supervisor's own loop, so a loop that stopped turning stops the
+    /// pings too.
+    pub(super) fn tick(&self) {
+        if let Some(s) = &self.systemd {
+            let (line, alive) = self.status();
+            s.tick(&line, alive);
+        }
     }
 }
 

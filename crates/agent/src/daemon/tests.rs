@@ -4,12 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lachesis_abi::{EndpointValue, Mac, Prefix, Zone, ENDPOINT_FLAG_AMPHORA};
-use lachesis_ledger::{InternerFull, GLOBAL_TENANT_ID};
+use lachesis_ledger::{Exporter, InternerFull, GLOBAL_TENANT_ID};
+use lachesis_notify::backoff;
 use lachesis_planner::{AmphoraIp, Binding, Plan, Scope, TrieRow};
 
-use lachesis_notify::backoff;
-
-use super::{cold_writes, Config, Exporter, Families, MetricsRoutes, Phase};
+use super::metrics::Families;
+use super::{cold_writes, Phase};
+use crate::config::Config;
+use crate::http::MetricsRoutes;
 use crate::reconcile::Write;
 
 fn binding(mac: u8, tenant: &str, amphora: bool) -> Binding {
