@@ -9,7 +9,7 @@ use lachesis_abi::{FlowCounters, FlowKey, StatReason, FLOW_COUNTERS_SIZE, FLOW_K
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use crate::error::{Error, Result};
-use crate::object::slots_per_entry;
+use crate::sizing::slots_per_entry;
 
 /// Entries asked for per batch call; grown when a hash bucket holds more.
 const DEFAULT_BATCH: u32 = 4096;

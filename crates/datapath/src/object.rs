@@ -8,7 +8,7 @@ use libbpf_rs::{MapCore, MapHandle, MapInfo, MapType, Object, ObjectBuilder, Pro
 
 use crate::attach::AttachMode;
 use crate::error::{Error, Result};
-use crate::sizing::{flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET};
+use crate::sizing::{flows_max_entries, slots_per_entry, DEFAULT_FLOWS_MEMORY_BUDGET};
 use crate::{bpffs, drain::RetiredFlows};
 
 /// The compiled classifier, built from `bpf/lachesis.bpf.c` by build.rs.
@@ -140,15 +140,6 @@ pub(crate) struct Loaded {
 
 fn possible_cpus() -> Result<usize> {
     libbpf_rs::num_possible_cpus().map_err(Error::bpf("count possible CPUs"))
-}
-
-/// Values per entry a lookup of a `flows` map of this type copies out.
-pub(crate) fn slots_per_entry(map_type: MapType, possible_cpus: usize) -> usize {
-    if map_type.is_percpu() {
-        possible_cpus
-    } else {
-        1
-    }
 }
 
 /// A pinned map can be adopted only if everything the kernel fixed at its

@@ -4,6 +4,7 @@
 //! `tests/sizing.rs` holds this model against it on the running kernel).
 
 use lachesis_abi::FLOW_COUNTERS_SIZE;
+use libbpf_rs::MapType;
 
 /// Smallest `flows` size ever configured, whatever the budget. At 254 or
 /// more possible CPUs the budget's default 64 MiB holds fewer entries than
@@ -53,6 +54,18 @@ pub fn flows_max_entries(budget_bytes: u64, possible_cpus: u32) -> u32 {
         }
     }
     lo.max(FLOWS_MIN_ENTRIES)
+}
+
+/// Values per entry a lookup of a `flows` map of this type copies out:
+/// one per possible CPU for a per-CPU hash, one for a shared hash. Here,
+/// beside the sizing, so that both the loader (`object.rs`) and the drain
+/// (`drain.rs`) read it without one importing the other.
+pub(crate) fn slots_per_entry(map_type: MapType, possible_cpus: usize) -> usize {
+    if map_type.is_percpu() {
+        possible_cpus
+    } else {
+        1
+    }
 }
 
 #[cfg(test)]
