@@ -62,7 +62,7 @@ bench-cores: setup
 # two plans one router apart (DESIGN §16); last line is one JSON object.
 .PHONY: bench-plan
 bench-plan: setup
-	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-planner --example bench_plan
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-sim --example bench_plan
 
 # Ledger: drain apply, /metrics render and state flush at DESIGN §16 sizes.
 .PHONY: bench-ledger
