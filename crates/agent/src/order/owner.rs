@@ -131,7 +131,9 @@ struct Shared<K> {
 /// The one owner of ledger order: every drain, flush, settle batch, ghost
 /// sweep, prune, pressure relief and kernel flow delete of the process
 /// runs through it, one at a time (a `std` mutex held across each whole
-/// operation; the async entry points run it on the blocking pool).
+/// operation). Each operation is a blocking method (`scrape`, `flush`,
+/// `sweep`, `shutdown`) and the same on the blocking pool for async
+/// callers (`scrape_async`, …).
 /// Cheap to clone: clones share the same owner.
 pub struct LedgerOwner<K> {
     shared: Arc<Shared<K>>,
@@ -288,7 +290,10 @@ impl<K: FlowKernel> LedgerOwner<K> {
         self.lock().flush_and_release(Gc::Unresolved)
     }
 
-    /// [`LedgerOrder::settle_batch`], blocking.
+    /// [`LedgerOrder::settle_batch`], blocking. The one exception to the
+    /// owner's naming (a blocking `op` and its `op_async`): the async form
+    /// is the reconciler's seam, whose name a blocking inherent method
+    /// would shadow at every call on the owner.
     ///
     /// # Errors
     /// See [`BatchError`].
@@ -303,7 +308,7 @@ impl<K: FlowKernel> LedgerOwner<K> {
     /// # Errors
     /// A step failed; the ghosts not yet evicted stay and the next sweep
     /// retries them.
-    pub fn sweep_now(
+    pub fn sweep(
         &self,
         table: &mut BindingTable,
         now: Instant,
@@ -354,15 +359,19 @@ impl<K: FlowKernel> LedgerOwner<K> {
         self.blocking(LedgerOwner::flush).await
     }
 
-    /// [`LedgerOwner::sweep_now`] on the blocking pool, holding `table` for
+    /// [`LedgerOwner::sweep`] on the blocking pool, holding `table` for
     /// the whole sweep.
     ///
     /// # Errors
-    /// As [`LedgerOwner::sweep_now`].
-    pub async fn sweep(&self, table: SharedTable, grace: Duration) -> Result<usize, OrderError> {
+    /// As [`LedgerOwner::sweep`].
+    pub async fn sweep_async(
+        &self,
+        table: SharedTable,
+        grace: Duration,
+    ) -> Result<usize, OrderError> {
         let mut table = table.lock_owned().await;
         let now = Instant::now();
-        self.blocking(move |o| o.sweep_now(&mut table, now, grace))
+        self.blocking(move |o| o.sweep(&mut table, now, grace))
             .await
     }
 

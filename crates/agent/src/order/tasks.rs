@@ -117,7 +117,7 @@ pub async fn run_sweeper<K: FlowKernel>(
         |o, t| {
             let table = table.clone();
             async move {
-                let evicted = o.sweep(table, t.ghost_grace).await?;
+                let evicted = o.sweep_async(table, t.ghost_grace).await?;
                 if evicted > 0 {
                     tracing::info!(evicted, "ghost sweep");
                 }

@@ -261,7 +261,7 @@ fn the_sweep_runs_the_section_9_order_and_reads_the_last_bytes_of_a_counting_ent
     let mut sweep_at = |secs: u64| {
         let now = since + Duration::from_secs(secs);
         r.owner
-            .sweep_now(&mut table, now, Duration::from_mins(1))
+            .sweep(&mut table, now, Duration::from_mins(1))
             .unwrap()
     };
     // Inside the grace: nothing happens.
@@ -516,7 +516,7 @@ fn random_sequence(seed: u64) -> (u64, u64) {
             }
             8 => {
                 r.owner
-                    .sweep_now(
+                    .sweep(
                         &mut table,
                         epoch + Duration::from_secs(step),
                         Duration::ZERO,
@@ -842,13 +842,13 @@ fn a_ghost_survives_a_restart_and_is_swept_on_schedule() {
     let now = Instant::now();
     assert_eq!(
         owner
-            .sweep_now(&mut table, now + Duration::from_secs(30), grace)
+            .sweep(&mut table, now + Duration::from_secs(30), grace)
             .unwrap(),
         0
     );
     assert_eq!(
         owner
-            .sweep_now(&mut table, now + Duration::from_secs(41), grace)
+            .sweep(&mut table, now + Duration::from_secs(41), grace)
             .unwrap(),
         1
     );
@@ -910,7 +910,7 @@ fn a_refused_drain_is_answered_by_reading_the_map_again() {
     owner.flush().unwrap();
     assert_eq!(
         owner
-            .sweep_now(
+            .sweep(
                 &mut table,
                 since + Duration::from_mins(2),
                 Duration::from_mins(1)
