@@ -11,17 +11,9 @@ use crate::book::{Book, DrainReport, ReadKind};
 use crate::delta::DrainMark;
 use crate::health::Health;
 use crate::interner::{InternerConflict, InternerFull, TenantInterner};
-use crate::settle::{self, PruneError, PruneReport, SettleMode, SettleReport};
+use crate::settle::{self, PruneError, PruneReport, PruneTier, SettleMode, SettleReport};
 use crate::tiers::{aggregate, Tiers};
 use crate::unresolved::UnresolvedLimits;
-
-/// One tier's prune in the book (server or tenant lifecycle, §7).
-type TierPrune = fn(
-    &mut Book,
-    &dyn Attribution,
-    &FxHashSet<&str>,
-    &mut Health,
-) -> Result<PruneReport, PruneError>;
 
 pub(crate) struct Inner {
     pub book: Book,
@@ -455,7 +447,7 @@ impl Ledger {
         &self,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
-        self.prune(alive, settle::prune_servers)
+        self.prune(PruneTier::Server, alive)
     }
 
     /// Ends the tenant-settled buckets of projects absent from the Keystone
@@ -464,7 +456,7 @@ impl Ledger {
         &self,
         alive: impl IntoIterator<Item = &'s str>,
     ) -> Result<PruneReport, PruneError> {
-        self.prune(alive, settle::prune_tenants)
+        self.prune(PruneTier::Tenant, alive)
     }
 
     /// Ends the retention of evicted port series (docs/ledger.md,
@@ -484,16 +476,22 @@ impl Ledger {
     /// Runs one tier's prune under the lock with the current attribution; a
     /// prune that folded anything must be flushed before the next drain,
     /// like a settle.
-    fn prune<'s>(
+    pub fn prune<'s>(
         &self,
+        tier: PruneTier,
         alive: impl IntoIterator<Item = &'s str>,
-        tier: TierPrune,
     ) -> Result<PruneReport, PruneError> {
         let alive: FxHashSet<&str> = alive.into_iter().collect();
         let mut g = self.lock();
         let inner = &mut *g;
         let attr = self.source.load();
-        let report = tier(&mut inner.book, attr.as_ref(), &alive, &mut inner.health)?;
+        let report = settle::prune(
+            tier,
+            &mut inner.book,
+            attr.as_ref(),
+            &alive,
+            &mut inner.health,
+        )?;
         if report.folded > 0 {
             inner.settles += 1;
         }

@@ -172,5 +172,5 @@ pub use interner::{
     InternerConflict, InternerFull, InvalidInterner, TenantInterner, GLOBAL_TENANT_ID,
 };
 pub use ledger::{DrainError, Ledger, LedgerSizes, SettleError};
-pub use settle::{PruneError, PruneReport, Selector, SettleMode, SettleReport};
+pub use settle::{PruneError, PruneReport, PruneTier, Selector, SettleMode, SettleReport};
 pub use unresolved::{EvictReason, Pending, Tombstone, UnresolvedLimits};

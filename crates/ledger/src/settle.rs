@@ -378,10 +378,41 @@ fn referenced(book: &Book, attr: &dyn Attribution) -> (FxHashSet<String>, FxHash
     (servers, tenants)
 }
 
-/// Server tier lifecycle: buckets of servers absent from a successful,
-/// non-empty Nova list fold into tenant-settled (the tenant series keeps
-/// its value; the server series ends).
-pub(crate) fn prune_servers(
+/// The tier a prune ends the buckets of (§7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PruneTier {
+    /// Server-settled buckets of servers absent from a successful,
+    /// non-empty Nova list fold into tenant-settled (the tenant series
+    /// keeps its value; the server series ends).
+    Server,
+    /// Tenant-settled buckets of projects absent from the Keystone list
+    /// fold into total-settled. `unknown` is terminal and never pruned.
+    Tenant,
+}
+
+impl PruneTier {
+    /// `server` or `tenant`.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            PruneTier::Server => "server",
+            PruneTier::Tenant => "tenant",
+        }
+    }
+
+    /// What its alive list names.
+    fn listed(self) -> &'static str {
+        match self {
+            PruneTier::Server => "server",
+            PruneTier::Tenant => "project",
+        }
+    }
+}
+
+/// One tier's lifecycle: its buckets whose owner `alive` lacks fold into
+/// the tier above, unless the owner is still referenced (then deferred).
+pub(crate) fn prune(
+    tier: PruneTier,
     book: &mut Book,
     attr: &dyn Attribution,
     alive: &FxHashSet<&str>,
@@ -389,14 +420,62 @@ pub(crate) fn prune_servers(
 ) -> Result<PruneReport, PruneError> {
     if alive.is_empty() {
         return Err(PruneError::EmptyAliveList {
-            tier: "server",
-            what: "server",
+            tier: tier.label(),
+            what: tier.listed(),
         });
     }
-    // A retained port series of a server Nova no longer lists cannot come
-    // back under the same labels (server ids are never reused): it ends
-    // now, so the server's own series ends with this prune, not a
-    // retention window later.
+    let report = match tier {
+        PruneTier::Server => {
+            end_retained_of_gone_servers(book, attr, alive);
+            let (referenced, _) = referenced(book, attr);
+            prune_tier(
+                &mut book.absorbers.server,
+                &mut book.absorbers.tenant,
+                |b| (!alive.contains(&*b.server_id)).then_some(&*b.server_id),
+                &referenced,
+                |b| TenantBucket {
+                    tenant_id: b.tenant_id,
+                    zone: b.zone,
+                    external_network: b.external_network,
+                    direction: b.direction,
+                },
+            )
+        }
+        PruneTier::Tenant => {
+            let (_, mut referenced) = referenced(book, attr);
+            for b in book.absorbers.server.keys() {
+                referenced.insert(b.tenant_id.to_string());
+            }
+            prune_tier(
+                &mut book.absorbers.tenant,
+                &mut book.absorbers.total,
+                |b| {
+                    (&*b.tenant_id != UNKNOWN_TENANT && !alive.contains(&*b.tenant_id))
+                        .then_some(&*b.tenant_id)
+                },
+                &referenced,
+                |b| TotalBucket {
+                    zone: b.zone,
+                    external_network: b.external_network,
+                    direction: b.direction,
+                },
+            )
+        }
+    };
+    let pruned = match tier {
+        PruneTier::Server => &mut health.pruned_server,
+        PruneTier::Tenant => &mut health.pruned_tenant,
+    };
+    *pruned += report.folded as u64;
+    health.prunes_deferred += report.deferred as u64;
+    Ok(report)
+}
+
+/// A retained port series of a server Nova no longer lists cannot come
+/// back under the same labels (server ids are never reused): it ends now,
+/// so the server's own series ends with this prune, not a retention window
+/// later.
+fn end_retained_of_gone_servers(book: &mut Book, attr: &dyn Attribution, alive: &FxHashSet<&str>) {
     let a = &mut book.absorbers;
     let mut dead: Vec<Mac> = a
         .retained
@@ -422,59 +501,6 @@ pub(crate) fn prune_servers(
         a.retained.remove(&m);
         end_port_buckets(a, attr, m, Keep::Nothing);
     }
-    let (referenced, _) = referenced(book, attr);
-    let report = prune_tier(
-        &mut book.absorbers.server,
-        &mut book.absorbers.tenant,
-        |b| (!alive.contains(&*b.server_id)).then_some(&*b.server_id),
-        &referenced,
-        |b| TenantBucket {
-            tenant_id: b.tenant_id,
-            zone: b.zone,
-            external_network: b.external_network,
-            direction: b.direction,
-        },
-    );
-    health.pruned_server += report.folded as u64;
-    health.prunes_deferred += report.deferred as u64;
-    Ok(report)
-}
-
-/// Tenant tier lifecycle: buckets of projects absent from the Keystone
-/// list fold into total-settled. `unknown` is terminal and never pruned.
-pub(crate) fn prune_tenants(
-    book: &mut Book,
-    attr: &dyn Attribution,
-    alive: &FxHashSet<&str>,
-    health: &mut Health,
-) -> Result<PruneReport, PruneError> {
-    if alive.is_empty() {
-        return Err(PruneError::EmptyAliveList {
-            tier: "tenant",
-            what: "project",
-        });
-    }
-    let (_, mut referenced) = referenced(book, attr);
-    for b in book.absorbers.server.keys() {
-        referenced.insert(b.tenant_id.to_string());
-    }
-    let report = prune_tier(
-        &mut book.absorbers.tenant,
-        &mut book.absorbers.total,
-        |b| {
-            (&*b.tenant_id != UNKNOWN_TENANT && !alive.contains(&*b.tenant_id))
-                .then_some(&*b.tenant_id)
-        },
-        &referenced,
-        |b| TotalBucket {
-            zone: b.zone,
-            external_network: b.external_network,
-            direction: b.direction,
-        },
-    );
-    health.pruned_tenant += report.folded as u64;
-    health.prunes_deferred += report.deferred as u64;
-    Ok(report)
 }
 
 /// Ends the buckets of one tier whose owner is gone (`gone_owner` names it),

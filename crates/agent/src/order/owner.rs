@@ -9,8 +9,8 @@ use lachesis_abi::{FlowCounters, FlowKey, Mac};
 use lachesis_datapath::DrainBuffer;
 use lachesis_ledger::state::{Loaded, StateError, StateFile, StatePaths};
 use lachesis_ledger::{
-    DrainError, InternerConflict, InternerFull, Ledger, Selector, SettleError, SettleMode,
-    UnresolvedLimits,
+    DrainError, InternerConflict, InternerFull, Ledger, PruneTier, Selector, SettleError,
+    SettleMode, UnresolvedLimits,
 };
 use tokio::time::Instant;
 
@@ -649,30 +649,29 @@ impl<K: FlowKernel> LedgerOrder for LedgerOwner<K> {
     }
 
     async fn prune_servers(&self, alive: BTreeSet<String>) -> Result<(), PruneFailed> {
-        self.blocking(move |o| o.prune("server", &alive)).await
+        self.blocking(move |o| o.prune(PruneTier::Server, &alive))
+            .await
     }
 
     async fn prune_tenants(&self, alive: BTreeSet<String>) -> Result<(), PruneFailed> {
-        self.blocking(move |o| o.prune("tenant", &alive)).await
+        self.blocking(move |o| o.prune(PruneTier::Tenant, &alive))
+            .await
     }
 }
 
 impl<K: FlowKernel> LedgerOwner<K> {
-    /// A prune of `tier` (`server` or `tenant`); flushed right away when it
-    /// folded anything (else the next drain would wait for that flush).
-    fn prune(&self, tier: &'static str, alive: &BTreeSet<String>) -> Result<(), PruneFailed> {
+    /// A prune of `tier`; flushed right away when it folded anything (else
+    /// the next drain would wait for that flush).
+    fn prune(&self, tier: PruneTier, alive: &BTreeSet<String>) -> Result<(), PruneFailed> {
         let mut g = self.lock();
-        let names = alive.iter().map(String::as_str);
-        let ledger = &g.shared.ledger;
-        let report = if tier == "server" {
-            ledger.prune_servers(names)
-        } else {
-            ledger.prune_tenants(names)
-        }
-        .map_err(|e| PruneFailed {
-            tier,
-            source: Box::new(e),
-        })?;
+        let report = g
+            .shared
+            .ledger
+            .prune(tier, alive.iter().map(String::as_str))
+            .map_err(|e| PruneFailed {
+                tier: tier.label(),
+                source: Box::new(e),
+            })?;
         if report.folded > 0 {
             if let Err(e) = g.flush_and_release(Gc::Unresolved) {
                 tracing::warn!(error = %e, "flush after a prune failed; drains wait for the next one");
