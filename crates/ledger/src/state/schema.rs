@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use lachesis_abi::FlowKey;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::fields::{counts, u64_string, DirectionField, L4Field, MacField, ZoneField};
@@ -210,77 +211,192 @@ struct RetainedDto {
     since: u64,
 }
 
+/// One absorber tier's bucket as the file holds it: each `*Dto` beside
+/// the bucket it writes and reads, so every tier goes through the same
+/// [`write_tier`] and [`read_tier`].
+trait BucketDto: Sized {
+    /// The in-memory key.
+    type Bucket: Ord + std::hash::Hash;
+    fn write(bucket: &Self::Bucket, counts: Counts) -> Self;
+    /// The key (its labels shared through `labels`) and its counts.
+    fn read(self, labels: &mut LabelPool) -> (Self::Bucket, Counts);
+}
+
+/// A tier's buckets, sorted so two flushes of the same state are
+/// byte-identical.
+fn write_tier<D: BucketDto>(tier: &FxHashMap<D::Bucket, Counts>) -> Vec<D> {
+    sorted(tier.iter().collect::<Vec<_>>(), |(b, _)| *b)
+        .into_iter()
+        .map(|(b, c)| D::write(b, *c))
+        .collect()
+}
+
+/// Adds the file's buckets of a tier to `tier`.
+fn read_tier<D: BucketDto>(
+    dtos: Vec<D>,
+    tier: &mut FxHashMap<D::Bucket, Counts>,
+    labels: &mut LabelPool,
+) {
+    for d in dtos {
+        let (bucket, counts) = d.read(labels);
+        tier.entry(bucket).or_default().add(counts);
+    }
+}
+
+impl BucketDto for PortDto {
+    type Bucket = PortBucket;
+    fn write(b: &PortBucket, counts: Counts) -> Self {
+        PortDto {
+            vm_mac: MacField(b.vm_mac),
+            server_id: b.server_id.clone(),
+            port_id: b.port_id.clone(),
+            tenant_id: b.tenant_id.clone(),
+            zone: ZoneField(b.zone),
+            external_network: b.external_network.clone(),
+            direction: DirectionField(b.direction),
+            counts,
+        }
+    }
+    fn read(self, labels: &mut LabelPool) -> (PortBucket, Counts) {
+        let bucket = PortBucket {
+            vm_mac: self.vm_mac.0,
+            server_id: labels.get(self.server_id),
+            port_id: labels.get(self.port_id),
+            tenant_id: labels.get(self.tenant_id),
+            zone: self.zone.0,
+            external_network: labels.get(self.external_network),
+            direction: self.direction.0,
+        };
+        (bucket, self.counts)
+    }
+}
+
+impl BucketDto for PortProtoDto {
+    type Bucket = PortProtoBucket;
+    fn write(b: &PortProtoBucket, counts: Counts) -> Self {
+        PortProtoDto {
+            vm_mac: MacField(b.vm_mac),
+            server_id: b.server_id.clone(),
+            port_id: b.port_id.clone(),
+            tenant_id: b.tenant_id.clone(),
+            proto: L4Field(b.proto),
+            direction: DirectionField(b.direction),
+            counts,
+        }
+    }
+    fn read(self, labels: &mut LabelPool) -> (PortProtoBucket, Counts) {
+        let bucket = PortProtoBucket {
+            vm_mac: self.vm_mac.0,
+            server_id: labels.get(self.server_id),
+            port_id: labels.get(self.port_id),
+            tenant_id: labels.get(self.tenant_id),
+            proto: self.proto.0,
+            direction: self.direction.0,
+        };
+        (bucket, self.counts)
+    }
+}
+
+impl BucketDto for ServerDto {
+    type Bucket = ServerBucket;
+    fn write(b: &ServerBucket, counts: Counts) -> Self {
+        ServerDto {
+            server_id: b.server_id.clone(),
+            tenant_id: b.tenant_id.clone(),
+            zone: ZoneField(b.zone),
+            external_network: b.external_network.clone(),
+            direction: DirectionField(b.direction),
+            counts,
+        }
+    }
+    fn read(self, labels: &mut LabelPool) -> (ServerBucket, Counts) {
+        let bucket = ServerBucket {
+            server_id: labels.get(self.server_id),
+            tenant_id: labels.get(self.tenant_id),
+            zone: self.zone.0,
+            external_network: labels.get(self.external_network),
+            direction: self.direction.0,
+        };
+        (bucket, self.counts)
+    }
+}
+
+impl BucketDto for TenantDto {
+    type Bucket = TenantBucket;
+    fn write(b: &TenantBucket, counts: Counts) -> Self {
+        TenantDto {
+            tenant_id: b.tenant_id.clone(),
+            zone: ZoneField(b.zone),
+            external_network: b.external_network.clone(),
+            direction: DirectionField(b.direction),
+            counts,
+        }
+    }
+    fn read(self, labels: &mut LabelPool) -> (TenantBucket, Counts) {
+        let bucket = TenantBucket {
+            tenant_id: labels.get(self.tenant_id),
+            zone: self.zone.0,
+            external_network: labels.get(self.external_network),
+            direction: self.direction.0,
+        };
+        (bucket, self.counts)
+    }
+}
+
+impl BucketDto for TotalDto {
+    type Bucket = TotalBucket;
+    fn write(b: &TotalBucket, counts: Counts) -> Self {
+        TotalDto {
+            zone: ZoneField(b.zone),
+            external_network: b.external_network.clone(),
+            direction: DirectionField(b.direction),
+            counts,
+        }
+    }
+    fn read(self, labels: &mut LabelPool) -> (TotalBucket, Counts) {
+        let bucket = TotalBucket {
+            zone: self.zone.0,
+            external_network: labels.get(self.external_network),
+            direction: self.direction.0,
+        };
+        (bucket, self.counts)
+    }
+}
+
+/// The `unknown` pseudo-tenant's rows: a flow key with zero MACs.
+impl BucketDto for UnknownDto {
+    type Bucket = FlowKey;
+    fn write(k: &FlowKey, counts: Counts) -> Self {
+        let kd = KeyDto::from(k);
+        UnknownDto {
+            eth_proto: k.eth_proto,
+            direction: kd.direction,
+            zone: kd.zone,
+            l4: kd.l4,
+            counts,
+        }
+    }
+    fn read(self, _: &mut LabelPool) -> (FlowKey, Counts) {
+        let key = FlowKey {
+            eth_proto: self.eth_proto,
+            direction: self.direction.0.code(),
+            zone: self.zone.0.code(),
+            l4: self.l4.0.code(),
+            ..FlowKey::default()
+        };
+        (key, self.counts)
+    }
+}
+
 impl AbsorbersDto {
     fn from_absorbers(a: &Absorbers) -> AbsorbersDto {
         AbsorbersDto {
-            port: sorted(a.port.iter().collect::<Vec<_>>(), |(b, _)| *b)
-                .into_iter()
-                .map(|(b, c)| PortDto {
-                    vm_mac: MacField(b.vm_mac),
-                    server_id: b.server_id.clone(),
-                    port_id: b.port_id.clone(),
-                    tenant_id: b.tenant_id.clone(),
-                    zone: ZoneField(b.zone),
-                    external_network: b.external_network.clone(),
-                    direction: DirectionField(b.direction),
-                    counts: *c,
-                })
-                .collect(),
-            port_proto: sorted(a.port_proto.iter().collect::<Vec<_>>(), |(b, _)| *b)
-                .into_iter()
-                .map(|(b, c)| PortProtoDto {
-                    vm_mac: MacField(b.vm_mac),
-                    server_id: b.server_id.clone(),
-                    port_id: b.port_id.clone(),
-                    tenant_id: b.tenant_id.clone(),
-                    proto: L4Field(b.proto),
-                    direction: DirectionField(b.direction),
-                    counts: *c,
-                })
-                .collect(),
-            server: sorted(a.server.iter().collect::<Vec<_>>(), |(b, _)| *b)
-                .into_iter()
-                .map(|(b, c)| ServerDto {
-                    server_id: b.server_id.clone(),
-                    tenant_id: b.tenant_id.clone(),
-                    zone: ZoneField(b.zone),
-                    external_network: b.external_network.clone(),
-                    direction: DirectionField(b.direction),
-                    counts: *c,
-                })
-                .collect(),
-            tenant: sorted(a.tenant.iter().collect::<Vec<_>>(), |(b, _)| *b)
-                .into_iter()
-                .map(|(b, c)| TenantDto {
-                    tenant_id: b.tenant_id.clone(),
-                    zone: ZoneField(b.zone),
-                    external_network: b.external_network.clone(),
-                    direction: DirectionField(b.direction),
-                    counts: *c,
-                })
-                .collect(),
-            total: sorted(a.total.iter().collect::<Vec<_>>(), |(b, _)| *b)
-                .into_iter()
-                .map(|(b, c)| TotalDto {
-                    zone: ZoneField(b.zone),
-                    external_network: b.external_network.clone(),
-                    direction: DirectionField(b.direction),
-                    counts: *c,
-                })
-                .collect(),
-            unknown: sorted(a.unknown.iter().collect::<Vec<_>>(), |(k, _)| **k)
-                .into_iter()
-                .map(|(k, c)| {
-                    let kd = KeyDto::from(k);
-                    UnknownDto {
-                        eth_proto: k.eth_proto,
-                        direction: kd.direction,
-                        zone: kd.zone,
-                        l4: kd.l4,
-                        counts: *c,
-                    }
-                })
-                .collect(),
+            port: write_tier(&a.port),
+            port_proto: write_tier(&a.port_proto),
+            server: write_tier(&a.server),
+            tenant: write_tier(&a.tenant),
+            total: write_tier(&a.total),
+            unknown: write_tier(&a.unknown),
             retained: sorted(a.retained.iter().collect::<Vec<_>>(), |(m, _)| **m)
                 .into_iter()
                 .map(|(m, since)| RetainedDto {
@@ -293,80 +409,15 @@ impl AbsorbersDto {
 
     fn into_absorbers(self) -> Absorbers {
         let mut a = Absorbers::default();
-        let d = self;
         // Labels repeat across thousands of buckets: share one allocation each.
         let mut labels = LabelPool::default();
-        for b in d.port {
-            a.port
-                .entry(PortBucket {
-                    vm_mac: b.vm_mac.0,
-                    server_id: labels.get(b.server_id),
-                    port_id: labels.get(b.port_id),
-                    tenant_id: labels.get(b.tenant_id),
-                    zone: b.zone.0,
-                    external_network: labels.get(b.external_network),
-                    direction: b.direction.0,
-                })
-                .or_default()
-                .add(b.counts);
-        }
-        for b in d.port_proto {
-            a.port_proto
-                .entry(PortProtoBucket {
-                    vm_mac: b.vm_mac.0,
-                    server_id: labels.get(b.server_id),
-                    port_id: labels.get(b.port_id),
-                    tenant_id: labels.get(b.tenant_id),
-                    proto: b.proto.0,
-                    direction: b.direction.0,
-                })
-                .or_default()
-                .add(b.counts);
-        }
-        for b in d.server {
-            a.server
-                .entry(ServerBucket {
-                    server_id: labels.get(b.server_id),
-                    tenant_id: labels.get(b.tenant_id),
-                    zone: b.zone.0,
-                    external_network: labels.get(b.external_network),
-                    direction: b.direction.0,
-                })
-                .or_default()
-                .add(b.counts);
-        }
-        for b in d.tenant {
-            a.tenant
-                .entry(TenantBucket {
-                    tenant_id: labels.get(b.tenant_id),
-                    zone: b.zone.0,
-                    external_network: labels.get(b.external_network),
-                    direction: b.direction.0,
-                })
-                .or_default()
-                .add(b.counts);
-        }
-        for b in d.total {
-            a.total
-                .entry(TotalBucket {
-                    zone: b.zone.0,
-                    external_network: labels.get(b.external_network),
-                    direction: b.direction.0,
-                })
-                .or_default()
-                .add(b.counts);
-        }
-        for u in d.unknown {
-            let key = FlowKey {
-                eth_proto: u.eth_proto,
-                direction: u.direction.0.code(),
-                zone: u.zone.0.code(),
-                l4: u.l4.0.code(),
-                ..FlowKey::default()
-            };
-            a.unknown.entry(key).or_default().add(u.counts);
-        }
-        for r in d.retained {
+        read_tier(self.port, &mut a.port, &mut labels);
+        read_tier(self.port_proto, &mut a.port_proto, &mut labels);
+        read_tier(self.server, &mut a.server, &mut labels);
+        read_tier(self.tenant, &mut a.tenant, &mut labels);
+        read_tier(self.total, &mut a.total, &mut labels);
+        read_tier(self.unknown, &mut a.unknown, &mut labels);
+        for r in self.retained {
             a.retained.insert(r.vm_mac.0, r.since);
         }
         a
