@@ -626,7 +626,7 @@ async fn boot(
         api,
     } = families;
     // 1. The program and maps; the pinned `flows` reused or retired.
-    let dp_config = config.datapath.datapath_config();
+    let dp_config = config.datapath.clone();
     let (dp, pin, retired) = tokio::task::block_in_place(|| Datapath::load(&dp_config))
         .with_context(|| {
             format!(
