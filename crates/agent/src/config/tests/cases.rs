@@ -595,6 +595,39 @@ fn several_errors_are_all_reported_once() {
     );
 }
 
+/// serde stops at the first bad value of a file; the reading goes on past
+/// it: a missing required key, a bad item of a list and a bad URL each
+/// leave the rest of their section to be checked.
+#[test]
+fn a_bad_value_hides_no_other_problem() {
+    assert_eq!(
+        errors("notifications:\n  kafka:\n    brokers: [k:1]\n    sasl: {password: ''}\n"),
+        [
+            "notifications.kafka.sasl.mechanism: is required when notifications.kafka.sasl is set",
+            "notifications.kafka.sasl.username: is required when notifications.kafka.sasl is set",
+            "notifications.kafka.sasl.password: is empty; expected the SASL password",
+        ]
+    );
+    assert_eq!(
+        errors("datapath:\n  interfaces: [a/b, eth1, eth1, c/d]\n"),
+        [
+            "datapath.interfaces[0]: \"a/b\" is not an interface name; expected 1 to 15 characters without '/', ':' or spaces",
+            "datapath.interfaces[2]: \"eth1\" is listed twice",
+            "datapath.interfaces[3]: \"c/d\" is not an interface name; expected 1 to 15 characters without '/', ':' or spaces",
+        ]
+    );
+    let got = errors("notifications:\n  rabbitmq: {url: 'amqp://u:p@h:0/', exchanges: []}\n");
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got[0].starts_with("notifications.rabbitmq.url: host 1 of 1: "),
+        "{got:?}"
+    );
+    assert_eq!(
+        got[1],
+        "notifications.rabbitmq.exchanges: is empty: the agent's queue would receive nothing"
+    );
+}
+
 #[test]
 fn the_reference_states_every_bound_the_check_enforces() {
     use crate::config::validate::{FLOWS_BUDGET_MAX, FLOWS_BUDGET_MIN, SPANS};

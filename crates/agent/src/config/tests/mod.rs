@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use lachesis_config::Schema;
+use lachesis_config::{Schema, Shape};
 use lachesis_datapath::{AttachMode, DatapathConfig, DEFAULT_FLOWS_MEMORY_BUDGET};
 use lachesis_ledger::UnresolvedLimits;
 use lachesis_planner::PlanOptions;
@@ -17,6 +17,7 @@ use super::model::{is_hot, SCHEMA};
 use super::reload::compared;
 use super::*;
 
+mod adding;
 mod cases;
 mod files;
 mod layering;
