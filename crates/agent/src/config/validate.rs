@@ -6,7 +6,8 @@
 //! each one with that value taken out (its default, or for a required key
 //! its section, stands in); the rules then skip every key that was bad.
 //! Problems of the file's structure (an unknown key, a list where a
-//! section belongs) end the reading at the first one, alone.
+//! section or a single value belongs) end the reading at the first one,
+//! alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -106,7 +107,10 @@ impl Read {
             let path = keys.join(".");
             let taken = if let Some(field) = missing_field(&message) {
                 self.missing(&path, field)
-            } else if SCHEMA.key(&path).is_some() {
+            } else if SCHEMA.key(&path).is_some() && !message.starts_with("invalid type: ") {
+                // A value of the key's form that does not read. A list or a
+                // mapping where a value belongs (serde's "invalid type") is
+                // the file's structure, like a list where a section belongs.
                 self.bad_value(&path, index, &message)
             } else {
                 false

@@ -570,6 +570,11 @@ fn wrong_shapes_name_the_key() {
         errors("tunables: [5s, 5m]\n"),
         ["tunables: found sequence; expected a mapping of tunables keys"]
     );
+    // A shape problem stops the reading alone, wherever it is.
+    assert_eq!(
+        errors("openstack:\n  cloud: [a]\nlog:\n  level: loud\n"),
+        ["openstack.cloud: found sequence; expected a single value (text, number or true/false)"]
+    );
     assert_eq!(
         errors("datapath:\n  interfaces: [[a]]\n"),
         ["datapath.interfaces[0]: found sequence; expected a single value (text, number or true/false)"]
