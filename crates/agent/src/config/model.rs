@@ -367,6 +367,56 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn keys_are_unique_and_in_file_order() {
+        let paths: Vec<&str> = SCHEMA.keys().iter().map(|k| k.path.as_str()).collect();
+        for (i, p) in paths.iter().enumerate() {
+            assert!(!paths[i + 1..].contains(p), "{p} twice");
+        }
+        assert_eq!(
+            SCHEMA.children(""),
+            [
+                "openstack",
+                "listen",
+                "datapath",
+                "state",
+                "notifications",
+                "tunables",
+                "log"
+            ]
+        );
+        assert_eq!(SCHEMA.children("notifications"), ["rabbitmq", "kafka"]);
+        assert_eq!(SCHEMA.children("notifications.kafka.tls").len(), 4);
+        assert!(SCHEMA.children("tunables.scrape_interval").is_empty());
+        // A prefix of a name is not a section.
+        assert!(SCHEMA.children("tun").is_empty());
+        let sections: Vec<(&str, bool)> = SCHEMA
+            .sections()
+            .iter()
+            .map(|s| (s.path.as_str(), s.optional))
+            .collect();
+        assert_eq!(
+            sections,
+            [
+                ("openstack", false),
+                ("listen", false),
+                ("datapath", false),
+                ("state", false),
+                ("notifications", false),
+                // Off unless present; Kafka's TLS is off unless enabled.
+                ("notifications.rabbitmq", true),
+                ("notifications.kafka", true),
+                ("notifications.kafka.tls", false),
+                ("notifications.kafka.sasl", true),
+                ("tunables", false),
+                ("log", false),
+            ]
+        );
+        for s in SCHEMA.sections() {
+            assert!(!s.children.is_empty(), "{} has no keys", s.path);
+        }
+    }
+
     /// Each choice's label in the reference is its words.
     #[test]
     fn choice_labels_are_their_words() {
