@@ -115,18 +115,32 @@ pub enum AttachMode {
     Tc,
 }
 
+/// `datapath.attach_mode`.
+impl lachesis_config::Choice for AttachMode {
+    const ALL: &'static [Self] = &[AttachMode::Auto, AttachMode::Tcx, AttachMode::Tc];
+    const LABEL: &'static str = "auto | tcx | tc";
+
+    fn word(self) -> &'static str {
+        match self {
+            AttachMode::Auto => "auto",
+            AttachMode::Tcx => "tcx",
+            AttachMode::Tc => "tc",
+        }
+    }
+}
+
 impl AttachMode {
     /// Parses the configuration spelling (`auto`, `tcx`, `tc`).
     pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "auto" => Ok(AttachMode::Auto),
-            "tcx" => Ok(AttachMode::Tcx),
-            "tc" => Ok(AttachMode::Tc),
-            other => Err(Error::Invalid {
+        use lachesis_config::Choice as _;
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|m| m.word() == s)
+            .ok_or_else(|| Error::Invalid {
                 what: "attach mode",
-                detail: format!("{other:?}: expected auto, tcx or tc"),
-            }),
-        }
+                detail: format!("{s:?}: expected auto, tcx or tc"),
+            })
     }
 
     /// The concrete mode on this kernel.
@@ -779,6 +793,8 @@ mod tests {
 
     #[test]
     fn attach_mode_spellings() {
+        use lachesis_config::Choice as _;
+        assert_eq!(AttachMode::LABEL, AttachMode::words().join(" | "));
         assert_eq!(AttachMode::parse("tc").unwrap(), AttachMode::Tc);
         assert_eq!(AttachMode::parse("auto").unwrap(), AttachMode::Auto);
         assert!(AttachMode::parse("xdp")

@@ -4,7 +4,11 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use lachesis_config::form;
 use libbpf_rs::{MapCore, MapHandle, MapInfo, MapType, Object, ObjectBuilder, ProgramAttachType};
+use serde::{Deserialize, Serialize};
+use serde_inline_default::serde_inline_default;
+use serde_with::serde_as;
 
 use crate::attach::AttachMode;
 use crate::error::{Error, Result};
@@ -89,27 +93,43 @@ const FLOWS_PIN: &str = "flows";
 /// (bpffs refuses dots in names).
 const RETIRED_PREFIX: &str = "flows_retired_";
 
-/// How the datapath is set up.
-#[derive(Debug, Clone)]
+/// How the datapath is set up: the `datapath` section of the agent's
+/// configuration (DESIGN §13), one field per key.
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of datapath keys")]
 pub struct DatapathConfig {
+    /// Interfaces whose names start with one of these are metered (Nova's
+    /// taps).
+    #[serde_inline_default(vec!["tap".to_owned()])]
+    #[serde_as(as = "form::List<form::Interface>")]
+    pub interface_prefixes: Vec<String>,
+    /// Extra interfaces metered by exact name.
+    #[serde_inline_default(Vec::new())]
+    #[serde_as(as = "form::List<form::Interface>")]
+    pub interfaces: Vec<String>,
     /// Our directory on bpffs; pins live here (`flows`, `links/`).
+    #[serde_inline_default(PathBuf::from("/sys/fs/bpf/lachesis"))]
+    #[serde_as(as = "form::Path")]
     pub bpffs_dir: PathBuf,
     /// Kernel memory budget for `flows` (DESIGN §4.5).
+    #[serde_inline_default(DEFAULT_FLOWS_MEMORY_BUDGET)]
+    #[serde_as(as = "form::Size")]
     pub flows_memory_budget: u64,
-    /// Exact `flows` size, overriding the budget (benchmarks and tests).
-    pub flows_max_entries: Option<u32>,
     /// TCX, legacy cls_bpf, or the best the kernel offers.
+    #[serde_inline_default(AttachMode::Auto)]
+    #[serde_as(as = "form::OneOf")]
     pub attach_mode: AttachMode,
+    /// Exact `flows` size, overriding the budget (benchmarks and tests; no
+    /// key).
+    #[serde(skip)]
+    pub flows_max_entries: Option<u32>,
 }
 
 impl Default for DatapathConfig {
     fn default() -> Self {
-        DatapathConfig {
-            bpffs_dir: PathBuf::from("/sys/fs/bpf/lachesis"),
-            flows_memory_budget: DEFAULT_FLOWS_MEMORY_BUDGET,
-            flows_max_entries: None,
-            attach_mode: AttachMode::Auto,
-        }
+        lachesis_config::defaults()
     }
 }
 

@@ -16,15 +16,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use lachesis_config::{form, Choice, Secret};
 use rskafka::client::error::{Error as ClientError, ProtocolError};
 use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling};
 use rskafka::client::{Client, ClientBuilder, Credentials, SaslConfig};
 use rskafka::BackoffConfig;
+use serde::{Deserialize, Serialize};
+use serde_inline_default::serde_inline_default;
+use serde_with::serde_as;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -54,26 +57,52 @@ const FETCH_MAX_BYTES: i32 = 8 << 20;
 const EMPTY_FAST: Duration = Duration::from_millis(50);
 const EMPTY_PAUSE: Duration = Duration::from_millis(100);
 
-/// `notifications.kafka.*`.
-#[derive(Debug, Clone)]
+/// `notifications.kafka.*` (DESIGN §8, §13): the section as written, one
+/// field per key.
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of kafka keys")]
 pub struct KafkaConfig {
-    /// Bootstrap brokers, `host:port`.
+    /// Bootstrap brokers, `host:port`. Required.
+    #[serde_as(as = "form::List<form::Broker>")]
     pub brokers: Vec<String>,
     /// The notifications topic.
+    #[serde_inline_default("notifications.info".to_owned())]
+    #[serde_as(as = "form::Topic")]
     pub topic: String,
-    /// TLS, `None`: plaintext.
-    pub tls: Option<KafkaTlsFiles>,
-    /// SASL, `None`: no authentication.
+    /// TLS to the brokers (off unless enabled).
+    #[serde(default)]
+    pub tls: KafkaTls,
+    /// SASL; `None`: no authentication.
     pub sasl: Option<Sasl>,
 }
 
-/// `notifications.kafka.tls.*` with `enabled: true`.
-#[derive(Debug, Clone, Default)]
-pub struct KafkaTlsFiles {
+/// `notifications.kafka.tls.*`.
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of tls keys")]
+pub struct KafkaTls {
+    /// Connect with TLS; the files below are refused while this is off.
+    #[serde_inline_default(false)]
+    #[serde_as(as = "form::Bool")]
+    pub enabled: bool,
     /// CA bundle; `None`: the system roots.
+    #[serde_as(as = "Option<form::Path>")]
     pub ca_file: Option<PathBuf>,
-    /// Client certificate and key (PEM), for mutual TLS.
-    pub client: Option<(PathBuf, PathBuf)>,
+    /// Client certificate (PEM chain) for mutual TLS, with `key_file`.
+    #[serde_as(as = "Option<form::Path>")]
+    pub cert_file: Option<PathBuf>,
+    /// Client private key (PEM), with `cert_file`.
+    #[serde_as(as = "Option<form::Path>")]
+    pub key_file: Option<PathBuf>,
+}
+
+impl Default for KafkaTls {
+    fn default() -> Self {
+        lachesis_config::defaults()
+    }
 }
 
 /// The SASL mechanisms offered (all three are built into rskafka).
@@ -87,30 +116,42 @@ pub enum SaslMechanism {
     ScramSha512,
 }
 
-/// `notifications.kafka.sasl.*`.
-#[derive(Clone)]
-pub struct Sasl {
-    /// The mechanism.
-    pub mechanism: SaslMechanism,
-    /// User name.
-    pub username: String,
-    /// Password; never shown.
-    pub password: String,
+/// `notifications.kafka.sasl.mechanism`.
+impl Choice for SaslMechanism {
+    const ALL: &'static [Self] = &[
+        SaslMechanism::Plain,
+        SaslMechanism::ScramSha256,
+        SaslMechanism::ScramSha512,
+    ];
+    const LABEL: &'static str = "plain | scram-sha-256 | scram-sha-512";
+
+    fn word(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "plain",
+            SaslMechanism::ScramSha256 => "scram-sha-256",
+            SaslMechanism::ScramSha512 => "scram-sha-512",
+        }
+    }
 }
 
-impl fmt::Debug for Sasl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sasl")
-            .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
-            .field("password", &"REDACTED")
-            .finish()
-    }
+/// `notifications.kafka.sasl.*`: all three keys required.
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of sasl keys")]
+pub struct Sasl {
+    /// The mechanism.
+    #[serde_as(as = "form::OneOf")]
+    pub mechanism: SaslMechanism,
+    /// User name.
+    #[serde_as(as = "form::Text")]
+    pub username: String,
+    /// Password; exposed only to the client's credentials.
+    pub password: Secret,
 }
 
 impl Sasl {
     fn config(&self) -> SaslConfig {
-        let c = Credentials::new(self.username.clone(), self.password.clone());
+        let c = Credentials::new(self.username.clone(), self.password.expose().to_owned());
         match self.mechanism {
             SaslMechanism::Plain => SaslConfig::Plain(c),
             SaslMechanism::ScramSha256 => SaslConfig::ScramSha256(c),
@@ -216,13 +257,13 @@ impl KafkaConsumer {
                 "notifications.kafka.brokers is empty".into(),
             ));
         }
-        let tls = config
-            .tls
-            .as_ref()
-            .map(|t| {
+        let t = &config.tls;
+        let tls = t
+            .enabled
+            .then(|| {
                 client_config(
                     t.ca_file.as_deref(),
-                    t.client.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+                    t.cert_file.as_deref().zip(t.key_file.as_deref()),
                 )
             })
             .transpose()?;
@@ -465,10 +506,11 @@ mod tests {
         let s = Sasl {
             mechanism: SaslMechanism::ScramSha512,
             username: "lachesis".into(),
-            password: "s3cret".into(),
+            password: Secret::new("s3cret"),
         };
         assert!(!format!("{s:?}").contains("s3cret"));
         assert!(matches!(s.config(), SaslConfig::ScramSha512(_)));
+        assert_eq!(SaslMechanism::LABEL, SaslMechanism::words().join(" | "));
     }
 
     #[test]
@@ -486,18 +528,22 @@ mod tests {
         let mut c = KafkaConfig {
             brokers: Vec::new(),
             topic: "notifications.info".into(),
-            tls: None,
+            tls: KafkaTls::default(),
             sasl: None,
         };
         assert!(KafkaConsumer::new(c.clone(), m.clone()).is_err());
         c.brokers = vec!["127.0.0.1:9092".into()];
-        c.tls = Some(KafkaTlsFiles {
+        c.tls = KafkaTls {
+            enabled: true,
             ca_file: Some("/nonexistent/ca.pem".into()),
-            client: None,
-        });
+            ..KafkaTls::default()
+        };
         let e = KafkaConsumer::new(c.clone(), m.clone()).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
-        c.tls = Some(KafkaTlsFiles::default());
+        c.tls = KafkaTls {
+            enabled: true,
+            ..KafkaTls::default()
+        };
         assert!(KafkaConsumer::new(c, m).is_ok(), "system roots");
     }
 }

@@ -22,7 +22,7 @@ mod tls;
 use std::time::Duration;
 
 pub use decode::{classify, decide, Decision, DecodeError, Ignored, Notification, Rule};
-pub use kafka::{KafkaConfig, KafkaConsumer, KafkaError, KafkaTlsFiles, Sasl, SaslMechanism};
+pub use kafka::{KafkaConfig, KafkaConsumer, KafkaError, KafkaTls, Sasl, SaslMechanism};
 pub use metrics::{
     ErrorKind, NotifyMetrics, Snapshot, SubscribeFailure, Transport, TransportMetrics,
 };

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{decisions, kinds, nothing_more, spawn, wait_until, Recorder, Seen};
 use lachesis_notify::{
-    Gap, KafkaConfig, KafkaConsumer, NotifyMetrics, Transport, TransportMetrics,
+    Gap, KafkaConfig, KafkaConsumer, KafkaTls, NotifyMetrics, Transport, TransportMetrics,
 };
 use prometheus_client::registry::Registry;
 use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandling};
@@ -99,7 +99,7 @@ async fn every_partition_from_the_end_lag_moves_and_a_broker_restart_resumes() {
             KafkaConfig {
                 brokers: vec![BROKER.into()],
                 topic: topic.clone(),
-                tls: None,
+                tls: KafkaTls::default(),
                 sasl: None,
             },
             m.clone(),

@@ -15,8 +15,10 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use lachesis_config::{Key, Shape, REDACTED};
+
 use super::error::Issue;
-use super::keys::{self, Fallback, Key, Kind};
+use super::model::SCHEMA;
 
 /// Prefix of every configuration variable.
 pub const ENV_PREFIX: &str = "LACHESIS_";
@@ -32,8 +34,9 @@ pub(crate) struct Override {
 
 impl fmt::Debug for Override {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = if matches!(self.key.kind, Kind::Secret | Kind::RabbitUrl) {
-            super::secret::REDACTED
+        // `secret`, `broker URL (secret passwords)`.
+        let shown = if self.key.label.contains("secret") {
+            REDACTED
         } else {
             &self.value
         };
@@ -53,7 +56,7 @@ pub(crate) fn from_env<I>(vars: I) -> (Vec<Override>, Vec<Issue>)
 where
     I: IntoIterator<Item = (OsString, OsString)>,
 {
-    let sections = keys::children("");
+    let sections = SCHEMA.children("");
     let mut vars: Vec<(String, OsString)> = vars
         .into_iter()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
@@ -79,7 +82,7 @@ where
             continue;
         }
         let path = rest.to_lowercase().replace("__", ".");
-        let Some(key) = keys::find(&path) else {
+        let Some(key) = SCHEMA.key(&path) else {
             issues.push(Issue::new(
                 &name,
                 format!("not a configuration variable ({})", unknown_key(&path)),
@@ -111,7 +114,7 @@ pub(crate) fn from_flags(set: &[String], log_level: Option<&str>) -> (Vec<Overri
             ));
             continue;
         };
-        match keys::find(path.trim()) {
+        match SCHEMA.key(path.trim()) {
             Some(key) => overrides.push(Override {
                 key,
                 value: value.to_owned(),
@@ -125,7 +128,7 @@ pub(crate) fn from_flags(set: &[String], log_level: Option<&str>) -> (Vec<Overri
     }
     if let Some(level) = log_level {
         overrides.push(Override {
-            key: keys::find("log.level").expect("log.level is in the table"),
+            key: SCHEMA.key("log.level").expect("log.level is a key"),
             value: level.to_owned(),
             origin: "--log-level".into(),
         });
@@ -135,17 +138,18 @@ pub(crate) fn from_flags(set: &[String], log_level: Option<&str>) -> (Vec<Overri
 
 /// Explains an unknown path by what its deepest known section holds.
 pub(crate) fn unknown_key(path: &str) -> String {
-    if !keys::children(path).is_empty() {
+    let children = SCHEMA.children(path);
+    if !children.is_empty() {
         return format!(
             "{path} is a section, not a key; it holds {}",
-            keys::children(path).join(", ")
+            children.join(", ")
         );
     }
     let segments: Vec<&str> = path.split('.').collect();
     let section = (0..segments.len())
         .rev()
         .map(|n| segments[..n].join("."))
-        .find(|s| !keys::children(s).is_empty())
+        .find(|s| !SCHEMA.children(s).is_empty())
         .unwrap_or_default();
     let holder = if section.is_empty() {
         "the top level".to_owned()
@@ -154,12 +158,13 @@ pub(crate) fn unknown_key(path: &str) -> String {
     };
     format!(
         "no key {path}; {holder} holds {}",
-        keys::children(&section).join(", ")
+        SCHEMA.children(&section).join(", ")
     )
 }
 
-/// The YAML tree: the file (or nothing), the overrides in order, then the
-/// defaults under whatever is still unset.
+/// The YAML tree: the file (or nothing), then the overrides in order. A
+/// key or section left empty (`null`) is taken out: it means its default,
+/// and an optional section left empty stays off.
 pub(crate) fn tree(text: Option<&str>, overrides: &[Override]) -> Result<Value, Vec<Issue>> {
     let mut root = match text.map(parse_yaml).transpose()? {
         None | Some(Value::Null) => Value::Object(Map::new()),
@@ -169,36 +174,35 @@ pub(crate) fn tree(text: Option<&str>, overrides: &[Override]) -> Result<Value, 
                 FILE_KEY,
                 format!(
                     "expected a mapping of sections ({})",
-                    keys::children("").join(", ")
+                    SCHEMA.children("").join(", ")
                 ),
             )])
         }
     };
+    drop_nulls(&mut root);
     let mut issues = Vec::new();
     for o in overrides {
-        if let Err(blocker) = set(&mut root, o.key.path, override_value(o)) {
+        if let Err(blocker) = set(&mut root, &o.key.path, override_value(o)) {
             issues.push(Issue::new(
                 &o.origin,
                 format!("cannot set {}: {blocker} is not a mapping", o.key.path),
             ));
         }
     }
-    for key in keys::KEYS {
-        let Fallback::Value(text) = key.fallback else {
-            continue;
-        };
-        let sections_present =
-            keys::optional_ancestors(key.path).all(|s| !get(&root, s).is_none_or(Value::is_null));
-        if sections_present && get(&root, key.path).is_none_or(Value::is_null) {
-            let value = parse_yaml(text).expect("table defaults are valid YAML (tested)");
-            // A blocked path is a structural error the raw read reports.
-            let _ = set(&mut root, key.path, value);
-        }
-    }
     if issues.is_empty() {
         Ok(root)
     } else {
         Err(issues)
+    }
+}
+
+/// Takes out every `null` of every mapping, depth first.
+fn drop_nulls(v: &mut Value) {
+    if let Value::Object(map) = v {
+        map.retain(|_, child| !child.is_null());
+        for child in map.values_mut() {
+            drop_nulls(child);
+        }
     }
 }
 
@@ -226,10 +230,10 @@ fn parse_yaml(text: &str) -> Result<Value, Vec<Issue>> {
 /// An override's text as a YAML value of its key's kind.
 fn override_value(o: &Override) -> Value {
     let raw = o.value.as_str();
-    if o.key.kind.is_verbatim() {
+    if o.key.shape == Shape::Text {
         return Value::String(raw.to_owned());
     }
-    if o.key.kind.is_list() && !raw.trim_start().starts_with('[') {
+    if o.key.shape == Shape::List && !raw.trim_start().starts_with('[') {
         return Value::Array(
             raw.split(',')
                 .map(str::trim)
@@ -279,6 +283,23 @@ pub(crate) fn set(root: &mut Value, path: &str, value: Value) -> Result<(), Stri
     Ok(())
 }
 
+/// The value at a dotted path, to change it.
+pub(crate) fn get_mut<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
+    path.split('.').try_fold(root, |v, seg| v.get_mut(seg))
+}
+
+/// Takes out the value at a dotted path; whether there was one.
+pub(crate) fn remove(root: &mut Value, path: &str) -> bool {
+    let (parent, name) = match path.rsplit_once('.') {
+        Some((parent, name)) => (get_mut(root, parent), name),
+        None => (Some(root), path),
+    };
+    parent
+        .and_then(Value::as_object_mut)
+        .and_then(|map| map.remove(name))
+        .is_some()
+}
+
 /// Every non-null leaf of a tree by dotted path (lists are leaves).
 pub(crate) fn leaves(root: &Value) -> Vec<(String, Value)> {
     fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
@@ -319,8 +340,8 @@ mod tests {
             env_name("tunables.scrape_interval"),
             "LACHESIS_TUNABLES__SCRAPE_INTERVAL"
         );
-        for key in keys::KEYS {
-            let (o, issues) = from_env(env(&[(&env_name(key.path), "x")]));
+        for key in SCHEMA.keys() {
+            let (o, issues) = from_env(env(&[(&env_name(&key.path), "x")]));
             assert!(issues.is_empty(), "{issues:?}");
             assert_eq!(o[0].key.path, key.path);
         }
@@ -371,7 +392,7 @@ mod tests {
         );
         let got: Vec<(&str, &str, &str)> = o
             .iter()
-            .map(|o| (o.key.path, o.value.as_str(), o.origin.as_str()))
+            .map(|o| (o.key.path.as_str(), o.value.as_str(), o.origin.as_str()))
             .collect();
         assert_eq!(
             got,
@@ -389,7 +410,7 @@ mod tests {
     #[test]
     fn override_values_take_their_key_kind() {
         let o = |path: &str, value: &str| Override {
-            key: keys::find(path).unwrap(),
+            key: SCHEMA.key(path).unwrap(),
             value: value.into(),
             origin: "test".into(),
         };
@@ -432,42 +453,37 @@ mod tests {
 
     #[test]
     fn defaults_fill_only_present_optional_sections() {
-        let t = tree(
-            Some("notifications:\n  kafka:\n    brokers: [k:9092]\n"),
-            &[],
-        )
-        .unwrap();
+        use crate::config::Config;
+        let c = Config::from_yaml("notifications:\n  kafka:\n    brokers: [k:9092]\n").unwrap();
+        let kafka = c.notifications.kafka.unwrap();
+        assert_eq!(kafka.topic, "notifications.info");
+        // tls is absent, so it is off.
+        assert_eq!(kafka.tls, lachesis_notify::KafkaTls::default());
+        assert!(!kafka.tls.enabled);
+        assert_eq!(c.notifications.rabbitmq, None);
         assert_eq!(
-            get(&t, "notifications.kafka.topic"),
-            Some(&Value::from("notifications.info"))
-        );
-        // tls is absent, so its defaults are not filled in.
-        assert_eq!(get(&t, "notifications.kafka.tls"), None);
-        assert_eq!(get(&t, "notifications.rabbitmq"), None);
-        assert_eq!(
-            get(&t, "tunables.scrape_interval"),
-            Some(&Value::from("10s"))
+            c.tunables.scrape_interval,
+            std::time::Duration::from_secs(10)
         );
         // A null key takes its default like an absent one.
         let t = tree(Some("tunables:\n  scrape_interval:\n"), &[]).unwrap();
+        assert_eq!(get(&t, "tunables.scrape_interval"), None);
+        let c = Config::from_yaml("tunables:\n  scrape_interval:\n").unwrap();
         assert_eq!(
-            get(&t, "tunables.scrape_interval"),
-            Some(&Value::from("10s"))
+            c.tunables.scrape_interval,
+            std::time::Duration::from_secs(10)
         );
     }
 
     #[test]
     fn overrides_create_sections_and_win_over_the_file() {
         let o = Override {
-            key: keys::find("notifications.rabbitmq.url").unwrap(),
+            key: SCHEMA.key("notifications.rabbitmq.url").unwrap(),
             value: "amqp://u:p@h/".into(),
             origin: "LACHESIS_NOTIFICATIONS__RABBITMQ__URL".into(),
         };
-        let t = tree(Some("notifications:\n"), std::slice::from_ref(&o)).unwrap();
-        assert_eq!(
-            get(&t, "notifications.rabbitmq.exchanges").map(|v| v.as_array().unwrap().len()),
-            Some(5)
-        );
+        let c = crate::config::Config::parse(Some("notifications:\n"), vec![o.clone()]).unwrap();
+        assert_eq!(c.notifications.rabbitmq.map(|r| r.exchanges.len()), Some(5));
         let blocked = tree(Some("notifications: 5\n"), &[o]).unwrap_err();
         assert_eq!(
             blocked[0].to_string(),

@@ -141,10 +141,7 @@ impl Config {
         text: Option<&str>,
         overrides: Vec<Override>,
     ) -> Result<Config, ConfigError> {
-        let built = layers::tree(text, &overrides).and_then(|tree| {
-            let raw = validate::read_raw(tree).map_err(|i| vec![i])?;
-            validate::config(raw)
-        });
+        let built = layers::tree(text, &overrides).and_then(validate::config);
         match built {
             Ok(mut config) => {
                 config.overrides = overrides;
@@ -156,7 +153,7 @@ impl Config {
                         issue.key == o.key.path
                             || issue
                                 .key
-                                .strip_prefix(o.key.path)
+                                .strip_prefix(o.key.path.as_str())
                                 .is_some_and(|r| r.starts_with('['))
                     });
                     if let Some(o) = setter {
@@ -179,7 +176,7 @@ impl Config {
     pub fn overridden(&self) -> Vec<(&'static str, &str)> {
         self.overrides
             .iter()
-            .map(|o| (o.key.path, o.origin.as_str()))
+            .map(|o| (o.key.path.as_str(), o.origin.as_str()))
             .collect()
     }
 }

@@ -1,12 +1,15 @@
 //! The agent's configuration (DESIGN §13).
 //!
-//! Defaults ([`keys::KEYS`], the one table), then the YAML file
+//! Defaults (each field's own, in [`model`] and the datapath's and
+//! notification consumers' sections), then the YAML file
 //! ([`DEFAULT_CONFIG_PATH`] or `--config`), then `LACHESIS_*` environment
 //! variables, then flags (`--set key.path=value`, `--log-level`). Every layer
-//! is applied to the YAML tree, read into serde structs that reject unknown
-//! keys, and validated into [`Config`]; every problem names the
-//! key's dotted path (or the variable or flag) and the expected form.
-//! `docs/configuration.md` is the reference, checked against the table.
+//! is applied to the YAML tree, read into typed sections that refuse
+//! unknown keys, then checked by the rules that involve several keys; every
+//! problem names the key's dotted path (and the variable or flag that set
+//! it) and the expected form. The keys themselves are read off the types
+//! (`lachesis_config::Schema`), and `docs/configuration.md` is checked
+//! against them.
 //!
 //! ```
 //! use lachesis_agent::config::{reload, Config};
@@ -20,29 +23,26 @@
 
 mod cli;
 mod error;
-pub mod keys;
 mod layers;
 mod load;
 mod model;
-mod raw;
 mod reload;
-mod render;
-mod secret;
 mod validate;
-mod values;
 
 #[cfg(test)]
 mod tests;
 
 pub use cli::{check_config, check_report, AgentArgs, CheckReport};
 pub use error::{ConfigError, Issue};
+pub use lachesis_config::{Secret, REDACTED};
+pub use lachesis_datapath::DatapathConfig;
+pub use lachesis_notify::{KafkaConfig, KafkaTls, RabbitMqConfig, Sasl, SaslMechanism};
 pub use layers::{env_name, ENV_PREFIX};
 pub use load::{load, ConfigFile, Flags, Loaded, DEFAULT_CONFIG_PATH};
 pub use model::{
-    attach_mode_str, ClientCert, Config, DatapathSettings, KafkaSasl, KafkaSettings, KafkaTls,
-    ListenSettings, LogFormat, LogLevel, LogSettings, NotificationSettings, OpenStackSettings,
-    RabbitMqSettings, SaslMechanism, StateSettings, Tunables,
+    parse_log_level, Config, ListenSettings, LogFormat, LogLevel, LogSettings,
+    NotificationSettings, OpenStackSettings, StateSettings, Tunables, HOT, ROUTE_HOP_LIMIT_MAX,
+    UNRESOLVED_CAP_MAX,
 };
 pub use reload::{reload, reload_file, ReloadOutcome, ReloadResult, SharedTunables};
-pub use secret::{Secret, REDACTED};
-pub use validate::{parse_log_level, KICK_DEBOUNCE_CAP, ROUTE_HOP_LIMIT_MAX, UNRESOLVED_CAP_MAX};
+pub use validate::KICK_DEBOUNCE_CAP;

@@ -1,242 +1,224 @@
-//! The validated configuration the agent runs with. Built only by
-//! [`super::Config::parse`] (or [`Default`]), so every value here has passed
-//! its checks.
+//! The configuration the agent runs with (DESIGN §13): one typed section
+//! per component, one field per key with its doc, its default and its
+//! value form. The datapath's and the notification consumers' sections are
+//! their crates' own types. Built only by [`Config::parse`] (or
+//! [`Default`]), so every value here has passed its checks.
+//!
+//! Which keys a reload applies follows this layout: [`HOT`] names the
+//! parts swapped whole, everything else is read once at start.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use lachesis_datapath::{AttachMode, DatapathConfig};
+use lachesis_config::{form, Choice, Schema};
+use lachesis_datapath::{DatapathConfig, FLOWS_MAX_ENTRIES};
 use lachesis_ledger::UnresolvedLimits;
+use lachesis_notify::{KafkaConfig, RabbitMqConfig};
 use lachesis_planner::PlanOptions;
+use serde::{Deserialize, Serialize};
+use serde_inline_default::serde_inline_default;
+use serde_with::serde_as;
 
 use super::layers::Override;
-use lachesis_notify::RabbitUrl;
 
-use super::secret::Secret;
+/// Most router hops a static route may be configured to take.
+pub const ROUTE_HOP_LIMIT_MAX: u64 = 255;
+/// Most rows the unresolved buffer may be configured to hold.
+pub const UNRESOLVED_CAP_MAX: u64 = 10_000_000;
 
-/// The whole configuration (DESIGN §13).
-#[derive(Debug, Clone, PartialEq)]
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of configuration sections")]
 pub struct Config {
-    /// `openstack.*`
+    /// Which cloud the metadata comes from.
+    #[serde(default)]
     pub openstack: OpenStackSettings,
-    /// `listen.*`
+    /// The two HTTP listeners.
+    #[serde(default)]
     pub listen: ListenSettings,
-    /// `datapath.*`
-    pub datapath: DatapathSettings,
-    /// `state.*`
+    /// Which interfaces are metered and how the kernel side is set up.
+    #[serde(default)]
+    pub datapath: DatapathConfig,
+    /// The state file.
+    #[serde(default)]
     pub state: StateSettings,
-    /// `notifications.*`
+    /// Change notifications that trigger a reconcile early.
+    #[serde(default)]
     pub notifications: NotificationSettings,
-    /// `tunables.*`: the hot-reloadable snapshot.
+    /// Intervals and limits: the hot-reloadable snapshot.
+    #[serde(default)]
     pub tunables: Tunables,
-    /// `log.*`
+    /// Logging.
+    #[serde(default)]
     pub log: LogSettings,
     /// The environment and flag layers this was built with, re-applied over
     /// the file at every reload.
+    #[serde(skip)]
     pub(crate) overrides: Vec<Override>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config::parse(None, Vec::new()).expect("the defaults table is valid (tested)")
+        lachesis_config::defaults()
     }
 }
 
+/// What a reload applies: the tunables, swapped whole, and the log level.
+/// Every other key is read once at start (a change is warned about).
+pub const HOT: &[&str] = &["tunables", "log.level"];
+
+impl Config {
+    /// Takes [`HOT`] from `new`.
+    pub(crate) fn take_hot(&mut self, new: &Config) {
+        self.tunables = new.tunables;
+        self.log.level = new.log.level;
+    }
+
+    /// The effective configuration as YAML, every key present (unset ones
+    /// as `null`), secrets redacted. Reads back to the same configuration
+    /// except for the secrets.
+    #[must_use]
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).expect("plain structs of scalars serialize")
+    }
+}
+
+/// Every key and section of [`Config`], from its types.
+pub(crate) static SCHEMA: LazyLock<Schema> = LazyLock::new(Schema::of::<Config>);
+
+/// Whether a reload applies the key at `path`.
+pub(crate) fn is_hot(path: &str) -> bool {
+    HOT.iter()
+        .any(|h| path == *h || path.strip_prefix(h).is_some_and(|r| r.starts_with('.')))
+}
+
 /// `openstack.*`
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[serde_as]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of openstack keys")]
 pub struct OpenStackSettings {
     /// Entry of `clouds.yaml`; `None`: `OS_CLOUD` or the `OS_*` variables.
+    #[serde_as(as = "Option<form::Text>")]
     pub cloud: Option<String>,
     /// Explicit `clouds.yaml`; `None`: the standard search path.
+    #[serde_as(as = "Option<form::Path>")]
     pub clouds_file: Option<PathBuf>,
 }
 
 /// `listen.*`
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of listen keys")]
 pub struct ListenSettings {
     /// `/metrics`, `/healthz`, `/readyz`.
+    #[serde_inline_default(SocketAddr::from(([0, 0, 0, 0], 9847)))]
+    #[serde_as(as = "form::Address")]
     pub metrics: SocketAddr,
     /// `/debug/…` (loopback unless deliberately configured otherwise).
+    #[serde_inline_default(SocketAddr::from(([127, 0, 0, 1], 9848)))]
+    #[serde_as(as = "form::Address")]
     pub debug: SocketAddr,
 }
 
-/// `datapath.*`
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DatapathSettings {
-    /// Interface name prefixes to meter.
-    pub interface_prefixes: Vec<String>,
-    /// Extra interfaces to meter by exact name.
-    pub interfaces: Vec<String>,
-    /// Our bpffs directory.
-    pub bpffs_dir: PathBuf,
-    /// Kernel memory budget for `flows`, bytes (DESIGN §4.5).
-    pub flows_memory_budget: u64,
-    /// TCX, cls_bpf, or the best the kernel offers.
-    pub attach_mode: AttachMode,
-}
-
-impl DatapathSettings {
-    /// Whether an interface of this name is metered.
-    #[must_use]
-    pub fn matches(&self, ifname: &str) -> bool {
-        self.interfaces.iter().any(|n| n == ifname)
-            || self
-                .interface_prefixes
-                .iter()
-                .any(|p| ifname.starts_with(p.as_str()))
-    }
-
-    /// The datapath crate's setup for these settings.
-    #[must_use]
-    pub fn datapath_config(&self) -> DatapathConfig {
-        DatapathConfig {
-            bpffs_dir: self.bpffs_dir.clone(),
-            flows_memory_budget: self.flows_memory_budget,
-            flows_max_entries: None,
-            attach_mode: self.attach_mode,
-        }
-    }
-}
-
 /// `state.*`
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of state keys")]
 pub struct StateSettings {
     /// The state file (DESIGN §11).
+    #[serde_inline_default(PathBuf::from("/var/lib/lachesis/state.json"))]
+    #[serde_as(as = "form::Path")]
     pub path: PathBuf,
 }
 
-/// `notifications.*`: each transport is off when `None`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// `notifications.*`: each transport is off unless its section is present
+/// (its crate's own configuration type).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of notifications keys")]
 pub struct NotificationSettings {
     /// `notifications.rabbitmq.*`
-    pub rabbitmq: Option<RabbitMqSettings>,
+    pub rabbitmq: Option<RabbitMqConfig>,
     /// `notifications.kafka.*`
-    pub kafka: Option<KafkaSettings>,
-}
-
-/// `notifications.rabbitmq.*` (DESIGN §8). TLS follows from the URL
-/// (`amqps://`, or `?ssl=1` in an oslo transport URL).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RabbitMqSettings {
-    /// The brokers (an oslo transport URL or an AMQP URI, each with one or
-    /// more hosts); every password is redacted wherever it is shown.
-    pub url: RabbitUrl,
-    /// Exchanges the agent's queue is bound to.
-    pub exchanges: Vec<String>,
-    /// Whether those exchanges are durable (must match their declaration).
-    pub durable: bool,
-    /// CA bundle for TLS; `None`: the system roots.
-    pub ca_file: Option<PathBuf>,
-}
-
-/// `notifications.kafka.*` (DESIGN §8).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaSettings {
-    /// Bootstrap brokers, `host:port`.
-    pub brokers: Vec<String>,
-    /// The notifications topic.
-    pub topic: String,
-    /// TLS; `None`: plaintext.
-    pub tls: Option<KafkaTls>,
-    /// SASL; `None`: no authentication.
-    pub sasl: Option<KafkaSasl>,
-}
-
-/// `notifications.kafka.tls.*` with `enabled: true`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaTls {
-    /// CA bundle; `None`: the system roots.
-    pub ca_file: Option<PathBuf>,
-    /// Client certificate and key, for mutual TLS.
-    pub client: Option<ClientCert>,
-}
-
-/// A client certificate and its key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientCert {
-    /// PEM certificate (chain).
-    pub cert_file: PathBuf,
-    /// PEM private key.
-    pub key_file: PathBuf,
-}
-
-/// `notifications.kafka.sasl.*`
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaSasl {
-    /// The SASL mechanism.
-    pub mechanism: SaslMechanism,
-    /// User name.
-    pub username: String,
-    /// Password (redacted wherever it is shown).
-    pub password: Secret,
-}
-
-/// SASL mechanisms a Kafka broker offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    /// `PLAIN`: the password crosses the wire (use TLS).
-    Plain,
-    /// `SCRAM-SHA-256`.
-    ScramSha256,
-    /// `SCRAM-SHA-512`.
-    ScramSha512,
-}
-
-impl SaslMechanism {
-    /// In the order of [`super::keys::SASL_MECHANISMS`].
-    pub const ALL: [SaslMechanism; 3] = [
-        SaslMechanism::Plain,
-        SaslMechanism::ScramSha256,
-        SaslMechanism::ScramSha512,
-    ];
-
-    /// The configuration spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "plain",
-            SaslMechanism::ScramSha256 => "scram-sha-256",
-            SaslMechanism::ScramSha512 => "scram-sha-512",
-        }
-    }
+    pub kafka: Option<KafkaConfig>,
 }
 
 /// The hot-reloadable tunables (DESIGN §13): one snapshot, swapped whole by
-/// a reload and read at each use.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// a reload and read at each use. Durations have their bounds in
+/// `validate::SPANS`.
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of tunables keys")]
 pub struct Tunables {
-    /// Drain period.
+    /// How often `flows` is drained into the ledger.
+    #[serde_inline_default(Duration::from_secs(10))]
+    #[serde_as(as = "form::Duration")]
     pub scrape_interval: Duration,
-    /// Reconcile period without a kick.
+    /// Full reconcile period when no notification kicked one.
+    #[serde_inline_default(Duration::from_mins(5))]
+    #[serde_as(as = "form::Duration")]
     pub reconcile_interval: Duration,
-    /// Quiet window after a kick (at most 5 s).
+    /// Quiet window after a kick before the reconcile runs.
+    #[serde_inline_default(Duration::from_secs(1))]
+    #[serde_as(as = "form::Duration")]
     pub kick_debounce: Duration,
-    /// How long a ghost binding is kept.
+    /// How long a vanished port's binding is kept before it is swept.
+    #[serde_inline_default(Duration::from_mins(1))]
+    #[serde_as(as = "form::Duration")]
     pub ghost_grace: Duration,
-    /// Ghost sweep period.
+    /// How often ghosts past their grace are swept.
+    #[serde_inline_default(Duration::from_mins(1))]
+    #[serde_as(as = "form::Duration")]
     pub ghost_sweep_interval: Duration,
-    /// State file flush period.
+    /// How often the state file is written (also after every settle batch).
+    #[serde_inline_default(Duration::from_mins(1))]
+    #[serde_as(as = "form::Duration")]
     pub state_flush_interval: Duration,
     /// `flows` fill that starts pressure relief (below 1.0).
+    #[serde_inline_default(0.80)]
+    #[serde_as(as = "form::Ratio")]
     pub pressure_high_watermark: f64,
     /// `flows` fill that pressure relief evicts down to (below the high one).
+    #[serde_inline_default(0.75)]
+    #[serde_as(as = "form::Ratio")]
     pub pressure_low_watermark: f64,
-    /// Most entries one relief pass evicts.
+    /// Most entries one relief pass evicts (at most the largest `flows`).
+    #[serde_inline_default(1000)]
+    #[serde_as(as = "form::Count<{ FLOWS_MAX_ENTRIES as u64 }>")]
     pub pressure_max_evictions: u32,
-    /// Unresolved buffer capacity.
+    /// Most rows waiting for their VM MAC to be bound.
+    #[serde_inline_default(10_000)]
+    #[serde_as(as = "form::Count<UNRESOLVED_CAP_MAX>")]
     pub unresolved_cap: usize,
-    /// Unresolved buffer TTL.
+    /// Longest a row waits for its VM MAC before it goes to `unknown`.
+    #[serde_inline_default(Duration::from_mins(1))]
+    #[serde_as(as = "form::Duration")]
     pub unresolved_ttl: Duration,
-    /// Static-route resolver hop limit.
+    /// Router hops a static route may take (DESIGN §6.2).
+    #[serde_inline_default(16)]
+    #[serde_as(as = "form::Count<ROUTE_HOP_LIMIT_MAX>")]
     pub route_hop_limit: u32,
     /// How long the port series of a swept binding stays, flat, so the
     /// port bound again continues it (docs/ledger.md, "Returning port
     /// series"); 0 ends it at the sweep.
+    #[serde_inline_default(Duration::from_hours(24))]
+    #[serde_as(as = "form::Duration")]
     pub port_series_retention: Duration,
     /// A notification gap's pass waits a random time up to this
     /// (DESIGN §17): a broker restart must not make a fleet sync at once.
+    #[serde_inline_default(Duration::from_secs(30))]
+    #[serde_as(as = "form::Duration")]
     pub resync_spread: Duration,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        lachesis_config::defaults()
+    }
 }
 
 impl Tunables {
@@ -259,12 +241,38 @@ impl Tunables {
 }
 
 /// `log.*`
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of log keys")]
 pub struct LogSettings {
-    /// Least severe level written (hot-reloadable).
+    /// Least severe level written (hot-reloadable; `--log-level` and
+    /// `RUST_LOG` win at start).
+    #[serde_inline_default(LogLevel::Info)]
+    #[serde_as(as = "form::OneOf")]
     pub level: LogLevel,
-    /// Line format (restart-only).
+    /// Line format, one line per event (restart-only).
+    #[serde_inline_default(LogFormat::Text)]
+    #[serde_as(as = "form::OneOf")]
     pub format: LogFormat,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        lachesis_config::defaults()
+    }
+}
+
+impl Default for ListenSettings {
+    fn default() -> Self {
+        lachesis_config::defaults()
+    }
+}
+
+impl Default for StateSettings {
+    fn default() -> Self {
+        lachesis_config::defaults()
+    }
 }
 
 /// Log levels, most to least severe (`log.level`, and every subcommand's
@@ -283,8 +291,17 @@ pub enum LogLevel {
     Trace,
 }
 
+impl Choice for LogLevel {
+    const ALL: &'static [Self] = &LogLevel::ALL;
+    const LABEL: &'static str = "error | warn | info | debug | trace";
+
+    fn word(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl LogLevel {
-    /// In the order of [`super::keys::LOG_LEVELS`].
+    /// Most to least severe.
     pub const ALL: [LogLevel; 5] = [
         LogLevel::Error,
         LogLevel::Warn,
@@ -315,8 +332,17 @@ pub enum LogFormat {
     Json,
 }
 
+impl Choice for LogFormat {
+    const ALL: &'static [Self] = &LogFormat::ALL;
+    const LABEL: &'static str = "text | json";
+
+    fn word(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl LogFormat {
-    /// In the order of [`super::keys::LOG_FORMATS`].
+    /// Every format.
     pub const ALL: [LogFormat; 2] = [LogFormat::Text, LogFormat::Json];
 
     /// The configuration spelling.
@@ -329,34 +355,81 @@ impl LogFormat {
     }
 }
 
-/// Attach modes in the order of [`super::keys::ATTACH_MODES`].
-pub const ATTACH_MODES_ALL: [AttachMode; 3] = [AttachMode::Auto, AttachMode::Tcx, AttachMode::Tc];
-
-/// The configuration spelling of an attach mode.
-#[must_use]
-pub fn attach_mode_str(mode: AttachMode) -> &'static str {
-    match mode {
-        AttachMode::Auto => "auto",
-        AttachMode::Tcx => "tcx",
-        AttachMode::Tc => "tc",
-    }
+/// Parses a `log.level` spelling (the `PUT /debug/log-level` body).
+pub fn parse_log_level(text: &str) -> Result<LogLevel, String> {
+    LogLevel::pick(&lachesis_config::Scalar::Str(text.trim().to_owned()))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::keys::{ATTACH_MODES, LOG_FORMATS, LOG_LEVELS, SASL_MECHANISMS};
+    use lachesis_datapath::AttachMode;
+    use lachesis_notify::SaslMechanism;
+
     use super::*;
 
-    /// Each choice key's words and its enum agree position by position (the
-    /// parser maps a word to the variant at its index).
     #[test]
-    fn choice_words_match_the_enums() {
-        assert_eq!(LogLevel::ALL.map(LogLevel::as_str), LOG_LEVELS);
-        assert_eq!(LogFormat::ALL.map(LogFormat::as_str), LOG_FORMATS);
+    fn keys_are_unique_and_in_file_order() {
+        let paths: Vec<&str> = SCHEMA.keys().iter().map(|k| k.path.as_str()).collect();
+        for (i, p) in paths.iter().enumerate() {
+            assert!(!paths[i + 1..].contains(p), "{p} twice");
+        }
         assert_eq!(
-            SaslMechanism::ALL.map(SaslMechanism::as_str),
-            SASL_MECHANISMS
+            SCHEMA.children(""),
+            [
+                "openstack",
+                "listen",
+                "datapath",
+                "state",
+                "notifications",
+                "tunables",
+                "log"
+            ]
         );
-        assert_eq!(ATTACH_MODES_ALL.map(attach_mode_str), ATTACH_MODES);
+        assert_eq!(SCHEMA.children("notifications"), ["rabbitmq", "kafka"]);
+        assert_eq!(SCHEMA.children("notifications.kafka.tls").len(), 4);
+        assert!(SCHEMA.children("tunables.scrape_interval").is_empty());
+        // A prefix of a name is not a section.
+        assert!(SCHEMA.children("tun").is_empty());
+        let sections: Vec<(&str, bool)> = SCHEMA
+            .sections()
+            .iter()
+            .map(|s| (s.path.as_str(), s.optional))
+            .collect();
+        assert_eq!(
+            sections,
+            [
+                ("openstack", false),
+                ("listen", false),
+                ("datapath", false),
+                ("state", false),
+                ("notifications", false),
+                // Off unless present; Kafka's TLS is off unless enabled.
+                ("notifications.rabbitmq", true),
+                ("notifications.kafka", true),
+                ("notifications.kafka.tls", false),
+                ("notifications.kafka.sasl", true),
+                ("tunables", false),
+                ("log", false),
+            ]
+        );
+        for s in SCHEMA.sections() {
+            assert!(!s.children.is_empty(), "{} has no keys", s.path);
+        }
+    }
+
+    /// Each choice's label in the reference is its words.
+    #[test]
+    fn choice_labels_are_their_words() {
+        fn label<T: Choice>() -> (String, &'static str) {
+            (T::words().join(" | "), T::LABEL)
+        }
+        for (words, label) in [
+            label::<LogLevel>(),
+            label::<LogFormat>(),
+            label::<SaslMechanism>(),
+            label::<AttachMode>(),
+        ] {
+            assert_eq!(words, label);
+        }
     }
 }

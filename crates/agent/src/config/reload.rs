@@ -3,15 +3,23 @@
 //! effect as one snapshot, restart-only changes are reported (to be warned
 //! about), and an invalid file is rejected whole. SIGHUP and the
 //! `lachesis_config_reloads_total{result}` counter belong to the daemon.
+//!
+//! Which keys changed is read off the two configurations as the effective
+//! YAML shows them (secrets as fingerprints: a rotated password is a
+//! change), key by key of the schema; whether a change applies follows
+//! [`super::model::HOT`].
 
 use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock};
 
+use lachesis_config::Schema;
+use serde::Serialize;
+use serde_json::Value;
+
 use super::error::ConfigError;
-use super::keys::{self, Reload};
+use super::layers;
 use super::load::ConfigFile;
-use super::model::{Config, LogLevel, Tunables};
-use super::render::Secrets;
+use super::model::{is_hot, Config, LogLevel, Tunables, SCHEMA};
 
 /// The `result` label of `lachesis_config_reloads_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,28 +82,36 @@ impl ReloadOutcome {
 /// `old`'s environment and flag layers and compares it with `old`.
 pub fn reload(old: &Config, new_text: &str) -> Result<ReloadOutcome, ConfigError> {
     let new = Config::parse(Some(new_text), old.overrides.clone())?;
-    let before: BTreeMap<String, serde_json::Value> =
-        old.leaves(Secrets::Keep).into_iter().collect();
-    let after: BTreeMap<String, serde_json::Value> =
-        new.leaves(Secrets::Keep).into_iter().collect();
-    let mut applied = Vec::new();
-    let mut restart_required = Vec::new();
-    for key in keys::KEYS {
-        if before.get(key.path) != after.get(key.path) {
-            match key.reload {
-                Reload::Hot => applied.push(key.path),
-                Reload::Restart => restart_required.push(key.path),
-            }
-        }
-    }
+    let (applied, restart_required) = changed(&SCHEMA, old, &new)
+        .into_iter()
+        .partition(|path| is_hot(path));
     let mut config = old.clone();
-    config.tunables = new.tunables;
-    config.log.level = new.log.level;
+    config.take_hot(&new);
     Ok(ReloadOutcome {
         config,
         applied,
         restart_required,
     })
+}
+
+/// The keys of `schema` whose values differ between `old` and `new`, in
+/// file order.
+pub(crate) fn changed<'s, T: Serialize>(schema: &'s Schema, old: &T, new: &T) -> Vec<&'s str> {
+    let (before, after) = (compared(old), compared(new));
+    schema
+        .keys()
+        .iter()
+        .map(|k| k.path.as_str())
+        .filter(|path| before.get(*path) != after.get(*path))
+        .collect()
+}
+
+/// Every set key's value as the effective YAML shows it, with each secret
+/// as its fingerprint.
+pub(crate) fn compared<T: Serialize>(config: &T) -> BTreeMap<String, Value> {
+    let tree = lachesis_config::secret::comparing(|| serde_json::to_value(config))
+        .expect("plain structs serialize");
+    layers::leaves(&tree).into_iter().collect()
 }
 
 /// Reads `file` again and reloads; the error carries the counter's label.

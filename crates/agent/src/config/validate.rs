@@ -1,62 +1,209 @@
-//! The raw tree → [`Config`]: every value parsed with its key's path in the
-//! error, then the checks that involve several keys. All problems are
-//! collected, not just the first.
+//! The layered tree → [`Config`]: every value read by its key's form, then
+//! the rules that involve several keys or a bound. All problems are
+//! collected, not just the first, in file order.
+//!
+//! serde stops at the first bad value, so the tree is read again after
+//! each one with that value taken out (its default, or for a required key
+//! its section, stands in); the rules then skip every key that was bad.
+//! Problems of the file's structure (an unknown key, a list where a
+//! section or a single value belongs) end the reading at the first one,
+//! alone.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use lachesis_datapath::FLOWS_MAX_ENTRIES;
-use lachesis_notify::RabbitUrl;
+use lachesis_config::form::{duration, show_duration, show_size};
+use lachesis_config::{Key, Scalar, Shape};
+use lachesis_notify::SaslMechanism;
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::error::Issue;
-use super::keys::{self, ATTACH_MODES, LOG_FORMATS, LOG_LEVELS, SASL_MECHANISMS};
 use super::layers;
-use super::model::{
-    ClientCert, Config, DatapathSettings, KafkaSasl, KafkaSettings, KafkaTls, ListenSettings,
-    LogFormat, LogLevel, LogSettings, NotificationSettings, OpenStackSettings, RabbitMqSettings,
-    SaslMechanism, StateSettings, Tunables, ATTACH_MODES_ALL,
-};
-use super::raw::{
-    RawConfig, RawDatapath, RawKafka, RawKafkaSasl, RawKafkaTls, RawListen, RawRabbitMq,
-    RawTunables, Scalar,
-};
-use super::secret::Secret;
-use super::values;
+use super::model::{Config, SCHEMA};
 
 /// The reconciler never debounces a kick longer than this (issue 8: "quiet
 /// window `kick_debounce`, cap 5 s").
 pub const KICK_DEBOUNCE_CAP: Duration = Duration::from_secs(5);
-/// Most router hops a static route may be configured to take.
-pub const ROUTE_HOP_LIMIT_MAX: u64 = 255;
 /// Longest a swept port's series may be retained (30 days).
 pub const PORT_SERIES_RETENTION_MAX: Duration = Duration::from_hours(30 * 24);
-/// Most rows the unresolved buffer may be configured to hold.
-pub const UNRESOLVED_CAP_MAX: u64 = 10_000_000;
 
-/// Reads the layered tree into the raw structs: unknown keys and wrong
-/// shapes (a list where a section belongs) end here, with their path.
-pub(crate) fn read_raw(tree: Value) -> Result<RawConfig, Issue> {
+/// Reads the layered tree: the configuration, or every problem found.
+pub(crate) fn config(tree: Value) -> Result<Config, Vec<Issue>> {
     // serde reads a list as a struct's fields in order; a configuration
     // section must be a mapping.
-    for section in keys::sections() {
-        if layers::get(&tree, &section).is_some_and(Value::is_array) {
-            let name = section.rsplit('.').next().unwrap_or(&section);
-            return Err(Issue::new(
-                &section,
+    for section in SCHEMA.sections() {
+        if layers::get(&tree, &section.path).is_some_and(Value::is_array) {
+            let name = section.path.rsplit('.').next().unwrap_or(&section.path);
+            return Err(vec![Issue::new(
+                &section.path,
                 format!("found sequence; expected a mapping of {name} keys"),
-            ));
+            )]);
         }
     }
-    serde_path_to_error::deserialize(tree).map_err(|e| {
-        let path = e.path().to_string();
-        let key = if path == "." {
-            "(top level)".to_owned()
-        } else {
-            path
+    let mut read = Read {
+        tree,
+        issues: Vec::new(),
+        bad: BTreeSet::new(),
+        kept: BTreeMap::new(),
+        stood_in: BTreeSet::new(),
+    };
+    let config = read.values()?;
+    let mut issues = read.issues;
+    let rules = Rules {
+        config: &config,
+        tree: &read.tree,
+        bad: &read.bad,
+        issues: &mut issues,
+    };
+    rules.check();
+    // File order; a problem the rules found about a key stays after the
+    // key's own.
+    issues.sort_by_key(|i| SCHEMA.position(key_of(&i.key)).unwrap_or(usize::MAX));
+    if issues.is_empty() {
+        Ok(config)
+    } else {
+        Err(issues)
+    }
+}
+
+/// `datapath.interfaces[2]` → `datapath.interfaces`.
+fn key_of(path: &str) -> &str {
+    path.split_once('[').map_or(path, |(key, _)| key)
+}
+
+/// The tree as it is read again and again.
+struct Read {
+    tree: Value,
+    issues: Vec<Issue>,
+    /// Keys (and sections) that were bad: the rules leave them alone.
+    bad: BTreeSet<String>,
+    /// For a list an item was taken out of: the original index of every
+    /// item still in it, so the next bad item is named where it was written.
+    kept: BTreeMap<String, Vec<usize>>,
+    /// Required keys given a stand-in (once each).
+    stood_in: BTreeSet<String>,
+}
+
+impl Read {
+    /// Reads until the tree is valid; a structural problem ends it alone.
+    fn values(&mut self) -> Result<Config, Vec<Issue>> {
+        loop {
+            let e = match serde_path_to_error::deserialize::<_, Config>(self.tree.clone()) {
+                Ok(config) => return Ok(config),
+                Err(e) => e,
+            };
+            let message = e.inner().to_string();
+            let mut keys = Vec::new();
+            let mut index = None;
+            for segment in e.path() {
+                match segment {
+                    serde_path_to_error::Segment::Map { key } => keys.push(key.as_str()),
+                    serde_path_to_error::Segment::Seq { index: i } => index = Some(*i),
+                    _ => {}
+                }
+            }
+            let path = keys.join(".");
+            let taken = if let Some(field) = missing_field(&message) {
+                self.missing(&path, field)
+            } else if SCHEMA.key(&path).is_some() && !message.starts_with("invalid type: ") {
+                // A value of the key's form that does not read. A list or a
+                // mapping where a value belongs (serde's "invalid type") is
+                // the file's structure, like a list where a section belongs.
+                self.bad_value(&path, index, &message)
+            } else {
+                false
+            };
+            if !taken {
+                let key = if path.is_empty() {
+                    "(top level)".to_owned()
+                } else {
+                    e.path().to_string()
+                };
+                return Err(vec![Issue::new(key, explain_serde(&message))]);
+            }
+        }
+    }
+
+    /// A required key of a present section: reported (unless its value was
+    /// reported bad already). A stand-in of its form takes its place, so
+    /// the section's other keys are still read (serde names one missing
+    /// key at a time); without one, the section is taken out.
+    fn missing(&mut self, section: &str, field: &str) -> bool {
+        let key = format!("{section}.{field}");
+        if self.bad.insert(key.clone()) {
+            self.issues.push(Issue::new(
+                &key,
+                format!("is required when {section} is set"),
+            ));
+        }
+        let stand_in = SCHEMA.key(&key).and_then(stand_in);
+        match stand_in {
+            Some(value) if self.stood_in.insert(key.clone()) => {
+                layers::set(&mut self.tree, &key, value).is_ok()
+            }
+            _ => {
+                self.bad.insert(section.to_owned());
+                layers::remove(&mut self.tree, section)
+            }
+        }
+    }
+
+    /// A bad value, or a bad item of a list: reported and taken out.
+    fn bad_value(&mut self, key: &str, index: Option<usize>, message: &str) -> bool {
+        if self.stood_in.contains(key) {
+            // A stand-in that does not read: the section goes instead.
+            let section = key.rsplit_once('.').map_or("", |(s, _)| s);
+            self.bad.insert(section.to_owned());
+            return layers::remove(&mut self.tree, section);
+        }
+        self.bad.insert(key.to_owned());
+        let Some(i) = index else {
+            self.issues.push(Issue::new(key, explain_serde(message)));
+            return layers::remove(&mut self.tree, key);
         };
-        Issue::new(key, explain_serde(&e.inner().to_string()))
-    })
+        let Some(Value::Array(items)) = layers::get_mut(&mut self.tree, key) else {
+            return false;
+        };
+        let kept = self
+            .kept
+            .entry(key.to_owned())
+            .or_insert_with(|| (0..items.len()).collect());
+        if i >= items.len() || i >= kept.len() {
+            return false;
+        }
+        items.remove(i);
+        let written_at = kept.remove(i);
+        self.issues.push(Issue::new(
+            format!("{key}[{written_at}]"),
+            explain_serde(message),
+        ));
+        true
+    }
+}
+
+/// A value of a required key's form that reads well, standing in for it
+/// while the rest of its section is read (the key itself is reported, and
+/// the rules leave it alone). `None`: the section is taken out instead.
+fn stand_in(key: &Key) -> Option<Value> {
+    match (key.shape, key.label) {
+        (Shape::List, "list of host:port") => Some(Value::from(vec!["stand-in:1"])),
+        (Shape::List, _) => Some(Value::from(vec!["stand-in"])),
+        (Shape::Text, "broker URL (secret passwords)") => Some(Value::from("amqp://stand-in/")),
+        (Shape::Text, _) => Some(Value::from("stand-in")),
+        (Shape::Scalar, choice) if choice.contains(" | ") => {
+            choice.split(" | ").next().map(Value::from)
+        }
+        (Shape::Scalar, _) => None,
+    }
+}
+
+/// The field of serde's "missing field `x`".
+fn missing_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("missing field `")
+        .and_then(|r| r.strip_suffix('`'))
 }
 
 /// serde's wording, in the words of a configuration file.
@@ -83,339 +230,6 @@ fn explain_serde(message: &str) -> String {
     message.to_owned()
 }
 
-/// Raw → typed, or every problem found.
-pub(crate) fn config(raw: RawConfig) -> Result<Config, Vec<Issue>> {
-    let mut c = Check::default();
-    let openstack = raw.openstack.unwrap_or_default();
-    let openstack = OpenStackSettings {
-        cloud: c.opt("openstack.cloud", openstack.cloud.as_ref(), values::text),
-        clouds_file: c.opt(
-            "openstack.clouds_file",
-            openstack.clouds_file.as_ref(),
-            values::path,
-        ),
-    };
-    let listen = listen(&mut c, &raw.listen.unwrap_or_default());
-    let datapath = datapath(&mut c, &raw.datapath.unwrap_or_default());
-    let state_path = c.req(
-        "state.path",
-        raw.state.unwrap_or_default().path.as_ref(),
-        values::path,
-    );
-    let notifications = raw.notifications.unwrap_or_default();
-    // Outer `None`: invalid; inner `None`: the transport is off.
-    let rabbitmq = match notifications.rabbitmq {
-        None => Some(None),
-        Some(r) => rabbitmq(&mut c, &r).map(Some),
-    };
-    let kafka = match notifications.kafka {
-        None => Some(None),
-        Some(k) => kafka(&mut c, &k).map(Some),
-    };
-    let tunables = tunables(&mut c, &raw.tunables.unwrap_or_default());
-    let log = raw.log.unwrap_or_default();
-    let level = c.req("log.level", log.level.as_ref(), |v| {
-        pick(v, LOG_LEVELS, &LogLevel::ALL)
-    });
-    let format = c.req("log.format", log.format.as_ref(), |v| {
-        pick(v, LOG_FORMATS, &LogFormat::ALL)
-    });
-    let built = match (
-        listen, datapath, state_path, rabbitmq, kafka, tunables, level, format,
-    ) {
-        (
-            Some(listen),
-            Some(datapath),
-            Some(path),
-            Some(rabbitmq),
-            Some(kafka),
-            Some(tunables),
-            Some(level),
-            Some(format),
-        ) => Some(Config {
-            openstack,
-            listen,
-            datapath,
-            state: StateSettings { path },
-            notifications: NotificationSettings { rabbitmq, kafka },
-            tunables,
-            log: LogSettings { level, format },
-            overrides: Vec::new(),
-        }),
-        _ => None,
-    };
-    match built {
-        Some(config) if c.issues.is_empty() => Ok(config),
-        _ => Err(c.issues),
-    }
-}
-
-/// One of `words`, as the variant at the same position of `all`.
-fn pick<T: Copy>(v: &Scalar, words: &'static [&'static str], all: &[T]) -> Result<T, String> {
-    let word = values::choice(v, words)?;
-    let at = words
-        .iter()
-        .position(|w| *w == word)
-        .expect("choice returns one of the words");
-    Ok(all[at])
-}
-
-/// Parses a `log.level` spelling (the `PUT /debug/log-level` body).
-pub fn parse_log_level(text: &str) -> Result<LogLevel, String> {
-    pick(
-        &Scalar::Str(text.trim().to_owned()),
-        LOG_LEVELS,
-        &LogLevel::ALL,
-    )
-}
-
-fn listen(c: &mut Check, raw: &RawListen) -> Option<ListenSettings> {
-    let metrics = c.req("listen.metrics", raw.metrics.as_ref(), values::address);
-    let debug = c.req("listen.debug", raw.debug.as_ref(), values::address);
-    let (metrics, debug) = (metrics?, debug?);
-    if metrics.port() != 0 && metrics.port() == debug.port() && overlaps(metrics, debug) {
-        c.error(
-            "listen.debug",
-            format!("{debug} collides with listen.metrics ({metrics}); use another port"),
-        );
-    }
-    Some(ListenSettings { metrics, debug })
-}
-
-/// Two listeners on one port conflict when their addresses are equal or
-/// either is the unspecified address of the same family.
-fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
-    a.ip() == b.ip()
-        || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified()))
-}
-
-fn datapath(c: &mut Check, raw: &RawDatapath) -> Option<DatapathSettings> {
-    let prefixes = c.list(
-        "datapath.interface_prefixes",
-        raw.interface_prefixes.as_ref(),
-        values::interface,
-    );
-    let interfaces = c.list(
-        "datapath.interfaces",
-        raw.interfaces.as_ref(),
-        values::interface,
-    );
-    let bpffs_dir = c.req("datapath.bpffs_dir", raw.bpffs_dir.as_ref(), values::path);
-    let budget = c.req(
-        "datapath.flows_memory_budget",
-        raw.flows_memory_budget.as_ref(),
-        values::size,
-    );
-    if let Some(b) = budget {
-        let (min, max) = (
-            values::show_size(FLOWS_BUDGET_MIN),
-            values::show_size(FLOWS_BUDGET_MAX),
-        );
-        if b < FLOWS_BUDGET_MIN {
-            c.error(
-                "datapath.flows_memory_budget",
-                format!(
-                    "{} is below {min} (every smaller budget gives the flows map's floor of 8 192 entries); \
-                     expected {min} to {max}",
-                    values::show_size(b)
-                ),
-            );
-        } else if b > FLOWS_BUDGET_MAX {
-            c.error(
-                "datapath.flows_memory_budget",
-                format!(
-                    "{} is above {max} (the flows map's ceiling of 262 144 entries needs less at any CPU count); \
-                     expected {min} to {max}",
-                    values::show_size(b)
-                ),
-            );
-        }
-    }
-    let attach_mode = c.req("datapath.attach_mode", raw.attach_mode.as_ref(), |v| {
-        pick(v, ATTACH_MODES, &ATTACH_MODES_ALL)
-    });
-    let (interface_prefixes, interfaces) = (prefixes?, interfaces?);
-    if interface_prefixes.is_empty() && interfaces.is_empty() {
-        c.error(
-            "datapath.interface_prefixes",
-            "is empty and so is datapath.interfaces: no interface would be metered",
-        );
-    }
-    Some(DatapathSettings {
-        interface_prefixes,
-        interfaces,
-        bpffs_dir: bpffs_dir?,
-        flows_memory_budget: budget?,
-        attach_mode: attach_mode?,
-    })
-}
-
-fn rabbitmq(c: &mut Check, raw: &RawRabbitMq) -> Option<RabbitMqSettings> {
-    let url = c.req(
-        "notifications.rabbitmq.url",
-        raw.url.as_ref().map(|s| &s.0),
-        |v| RabbitUrl::parse(&v.text()).map_err(|e| e.to_string()),
-    );
-    let exchanges = c.list(
-        "notifications.rabbitmq.exchanges",
-        raw.exchanges.as_ref(),
-        values::exchange,
-    );
-    let durable = c.req(
-        "notifications.rabbitmq.durable",
-        raw.durable.as_ref(),
-        values::boolean,
-    );
-    let ca_file = c.opt(
-        "notifications.rabbitmq.ca_file",
-        raw.ca_file.as_ref(),
-        values::path,
-    );
-    if exchanges.as_ref().is_some_and(Vec::is_empty) {
-        c.error(
-            "notifications.rabbitmq.exchanges",
-            "is empty: the agent's queue would receive nothing",
-        );
-    }
-    if ca_file.is_some() && url.as_ref().is_some_and(|u| !u.is_tls()) {
-        c.error(
-            "notifications.rabbitmq.ca_file",
-            "is set but notifications.rabbitmq.url has no TLS; use amqps://, or ?ssl=1 in a rabbit:// URL",
-        );
-    }
-    Some(RabbitMqSettings {
-        url: url?,
-        exchanges: exchanges?,
-        durable: durable?,
-        ca_file,
-    })
-}
-
-fn kafka(c: &mut Check, raw: &RawKafka) -> Option<KafkaSettings> {
-    let brokers = c.list(
-        "notifications.kafka.brokers",
-        raw.brokers.as_ref(),
-        values::broker,
-    );
-    if brokers.as_ref().is_some_and(Vec::is_empty) {
-        c.error(
-            "notifications.kafka.brokers",
-            "is empty; expected at least one host:port",
-        );
-    }
-    let topic = c.req(
-        "notifications.kafka.topic",
-        raw.topic.as_ref(),
-        values::topic,
-    );
-    // Outer `None`: invalid; inner `None`: off.
-    let tls = match raw.tls.as_ref() {
-        None => Some(None),
-        Some(t) => kafka_tls(c, t).ok(),
-    };
-    let sasl = match raw.sasl.as_ref() {
-        None => Some(None),
-        Some(s) => kafka_sasl(c, s).map(Some),
-    };
-    Some(KafkaSettings {
-        brokers: brokers?,
-        topic: topic?,
-        tls: tls?,
-        sasl: sasl?,
-    })
-}
-
-/// `Ok(None)` when TLS is present but off; `Err` when invalid (reported).
-fn kafka_tls(c: &mut Check, raw: &RawKafkaTls) -> Result<Option<KafkaTls>, ()> {
-    const P: &str = "notifications.kafka.tls";
-    let enabled = c.req(
-        "notifications.kafka.tls.enabled",
-        raw.enabled.as_ref(),
-        values::boolean,
-    );
-    let ca_file = c.opt(
-        "notifications.kafka.tls.ca_file",
-        raw.ca_file.as_ref(),
-        values::path,
-    );
-    let cert_file = c.opt(
-        "notifications.kafka.tls.cert_file",
-        raw.cert_file.as_ref(),
-        values::path,
-    );
-    let key_file = c.opt(
-        "notifications.kafka.tls.key_file",
-        raw.key_file.as_ref(),
-        values::path,
-    );
-    let enabled = enabled.ok_or(())?;
-    if !enabled {
-        for (name, set) in [
-            ("ca_file", ca_file.is_some()),
-            ("cert_file", cert_file.is_some()),
-            ("key_file", key_file.is_some()),
-        ] {
-            if set {
-                c.error(
-                    format!("{P}.{name}"),
-                    format!("is set but {P}.enabled is false"),
-                );
-            }
-        }
-        return Ok(None);
-    }
-    let client = match (cert_file, key_file) {
-        (Some(cert_file), Some(key_file)) => Some(ClientCert {
-            cert_file,
-            key_file,
-        }),
-        (None, None) => None,
-        (Some(_), None) => {
-            c.error(
-                format!("{P}.key_file"),
-                format!("is required with {P}.cert_file"),
-            );
-            None
-        }
-        (None, Some(_)) => {
-            c.error(
-                format!("{P}.cert_file"),
-                format!("is required with {P}.key_file"),
-            );
-            None
-        }
-    };
-    Ok(Some(KafkaTls { ca_file, client }))
-}
-
-fn kafka_sasl(c: &mut Check, raw: &RawKafkaSasl) -> Option<KafkaSasl> {
-    let mechanism = c.req(
-        "notifications.kafka.sasl.mechanism",
-        raw.mechanism.as_ref(),
-        |v| pick(v, SASL_MECHANISMS, &SaslMechanism::ALL),
-    );
-    let username = c.req(
-        "notifications.kafka.sasl.username",
-        raw.username.as_ref(),
-        values::text,
-    );
-    let password = c.req(
-        "notifications.kafka.sasl.password",
-        raw.password.as_ref().map(|s| &s.0),
-        // Never echo it, even in an error.
-        |v| {
-            values::text(v)
-                .map(Secret::new)
-                .map_err(|_| "is empty; expected the SASL password".to_owned())
-        },
-    );
-    Some(KafkaSasl {
-        mechanism: mechanism?,
-        username: username?,
-        password: password?,
-    })
-}
-
 /// The values a duration tunable accepts, and why its ends are where they
 /// are: an error names both ends and the reason for the one crossed.
 #[derive(Debug, Clone, Copy)]
@@ -434,7 +248,7 @@ impl Span {
     /// `Err` with the message for a value outside the span; `written` is
     /// the value as the operator wrote it.
     pub fn check(&self, d: Duration, written: &str) -> Result<Duration, String> {
-        let show = values::show_duration;
+        let show = show_duration;
         let range = format!("expected {} to {}", show(self.min), show(self.max));
         if d < self.min {
             let (min, why) = (show(self.min), self.below);
@@ -534,15 +348,6 @@ pub const SPANS: &[(&str, Span)] = &[
     ),
 ];
 
-/// The span of `tunables.<name>`.
-fn span(name: &str) -> &'static Span {
-    &SPANS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .unwrap_or_else(|| panic!("no span for tunables.{name}"))
-        .1
-}
-
 /// The smallest `datapath.flows_memory_budget`: below it every budget gives
 /// the map's floor of 8 192 entries anyway.
 pub const FLOWS_BUDGET_MIN: u64 = 1 << 20;
@@ -554,91 +359,208 @@ pub const FLOWS_BUDGET_MAX: u64 = 16 << 30;
 /// every pass is a full sync of the cloud, from every node.
 pub const RECONCILE_INTERVAL_WARN: Duration = Duration::from_mins(1);
 
-fn tunables(c: &mut Check, raw: &RawTunables) -> Option<Tunables> {
-    const P: &str = "tunables";
-    fn bounded(c: &mut Check, name: &str, v: Option<&Scalar>) -> Option<Duration> {
-        let span = span(name);
-        c.req(&format!("{P}.{name}"), v, |v| {
-            span.check(values::duration(v)?, v.text().trim())
-        })
-    }
-    let scrape_interval = bounded(c, "scrape_interval", raw.scrape_interval.as_ref());
-    let reconcile_interval = bounded(c, "reconcile_interval", raw.reconcile_interval.as_ref());
-    let ghost_sweep_interval =
-        bounded(c, "ghost_sweep_interval", raw.ghost_sweep_interval.as_ref());
-    let state_flush_interval =
-        bounded(c, "state_flush_interval", raw.state_flush_interval.as_ref());
-    let unresolved_ttl = bounded(c, "unresolved_ttl", raw.unresolved_ttl.as_ref());
-    let kick_debounce = bounded(c, "kick_debounce", raw.kick_debounce.as_ref());
-    let ghost_grace = bounded(c, "ghost_grace", raw.ghost_grace.as_ref());
-    let high = c.req(
-        "tunables.pressure_high_watermark",
-        raw.pressure_high_watermark.as_ref(),
-        values::ratio,
-    );
-    let low = c.req(
-        "tunables.pressure_low_watermark",
-        raw.pressure_low_watermark.as_ref(),
-        values::ratio,
-    );
-    if let (Some(high), Some(low)) = (high, low) {
-        watermarks(c, high, low);
-    }
-    let max_evictions = c.req(
-        "tunables.pressure_max_evictions",
-        raw.pressure_max_evictions.as_ref(),
-        |v| values::count(v, u64::from(FLOWS_MAX_ENTRIES)),
-    );
-    let unresolved_cap = c.req(
-        "tunables.unresolved_cap",
-        raw.unresolved_cap.as_ref(),
-        |v| values::count(v, UNRESOLVED_CAP_MAX),
-    );
-    let port_series_retention = bounded(
-        c,
-        "port_series_retention",
-        raw.port_series_retention.as_ref(),
-    );
-    let resync_spread = bounded(c, "resync_spread", raw.resync_spread.as_ref());
-    let hop_limit = c.req(
-        "tunables.route_hop_limit",
-        raw.route_hop_limit.as_ref(),
-        |v| values::count(v, ROUTE_HOP_LIMIT_MAX),
-    );
-    Some(Tunables {
-        scrape_interval: scrape_interval?,
-        reconcile_interval: reconcile_interval?,
-        kick_debounce: kick_debounce?,
-        ghost_grace: ghost_grace?,
-        ghost_sweep_interval: ghost_sweep_interval?,
-        state_flush_interval: state_flush_interval?,
-        pressure_high_watermark: high?,
-        pressure_low_watermark: low?,
-        // The maxima above fit the target types.
-        pressure_max_evictions: max_evictions? as u32,
-        unresolved_cap: unresolved_cap? as usize,
-        unresolved_ttl: unresolved_ttl?,
-        route_hop_limit: hop_limit? as u32,
-        port_series_retention: port_series_retention?,
-        resync_spread: resync_spread?,
-    })
+/// The rules over read values: each runs only when none of its keys was bad.
+struct Rules<'a> {
+    config: &'a Config,
+    tree: &'a Value,
+    bad: &'a BTreeSet<String>,
+    issues: &'a mut Vec<Issue>,
 }
 
-/// 0 < low < high < 1.0 (DESIGN §9: a full `flows` map drops new flows, so
-/// relief must start before it is full).
-fn watermarks(c: &mut Check, high: f64, low: f64) {
-    const HIGH: &str = "tunables.pressure_high_watermark";
-    const LOW: &str = "tunables.pressure_low_watermark";
-    if high >= 1.0 {
-        c.error(HIGH, format!("{high} must be below 1.0"));
-    } else if high <= 0.0 {
-        c.error(HIGH, format!("{high} must be above 0"));
+impl Rules<'_> {
+    fn error(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.issues.push(Issue::new(key, message));
     }
-    if low <= 0.0 {
-        c.error(LOW, format!("{low} must be above 0"));
-    } else if low >= high {
-        c.error(LOW, format!("{low} must be below {HIGH} ({high})"));
+
+    /// Whether every key (or section) named was read well.
+    fn good(&self, keys: &[&str]) -> bool {
+        keys.iter().all(|k| !self.bad.contains(*k))
     }
+
+    /// A list that must hold something (an empty one is valid YAML).
+    fn not_empty(&mut self, key: &str, list: &[String], message: &str) {
+        if self.good(&[key]) && list.is_empty() {
+            self.error(key, message);
+        }
+    }
+
+    fn check(mut self) {
+        self.spans();
+        self.listen();
+        self.datapath();
+        self.rabbitmq();
+        self.kafka();
+        self.watermarks();
+    }
+
+    /// Each bounded duration within its span, named as written.
+    fn spans(&mut self) {
+        for (name, span) in SPANS {
+            let key = format!("tunables.{name}");
+            let written = layers::get(self.tree, &key).and_then(|v| Scalar::deserialize(v).ok());
+            let (Some(written), true) = (written, self.good(&[&key])) else {
+                continue;
+            };
+            let checked = duration(&written).and_then(|d| span.check(d, written.text().trim()));
+            if let Err(message) = checked {
+                self.error(key, message);
+            }
+        }
+    }
+
+    fn listen(&mut self) {
+        const METRICS: &str = "listen.metrics";
+        const DEBUG: &str = "listen.debug";
+        let (metrics, debug) = (self.config.listen.metrics, self.config.listen.debug);
+        if self.good(&[METRICS, DEBUG])
+            && metrics.port() != 0
+            && metrics.port() == debug.port()
+            && overlaps(metrics, debug)
+        {
+            self.error(
+                DEBUG,
+                format!("{debug} collides with listen.metrics ({metrics}); use another port"),
+            );
+        }
+    }
+
+    fn datapath(&mut self) {
+        const BUDGET: &str = "datapath.flows_memory_budget";
+        const PREFIXES: &str = "datapath.interface_prefixes";
+        let d = &self.config.datapath;
+        let b = d.flows_memory_budget;
+        let (min, max) = (show_size(FLOWS_BUDGET_MIN), show_size(FLOWS_BUDGET_MAX));
+        if !self.good(&[BUDGET]) {
+            // Its own error said enough.
+        } else if b < FLOWS_BUDGET_MIN {
+            self.error(
+                BUDGET,
+                format!(
+                    "{} is below {min} (every smaller budget gives the flows map's floor of 8 192 entries); \
+                     expected {min} to {max}",
+                    show_size(b)
+                ),
+            );
+        } else if b > FLOWS_BUDGET_MAX {
+            self.error(
+                BUDGET,
+                format!(
+                    "{} is above {max} (the flows map's ceiling of 262 144 entries needs less at any CPU count); \
+                     expected {min} to {max}",
+                    show_size(b)
+                ),
+            );
+        }
+        if self.good(&[PREFIXES, "datapath.interfaces"])
+            && d.interface_prefixes.is_empty()
+            && d.interfaces.is_empty()
+        {
+            self.error(
+                PREFIXES,
+                "is empty and so is datapath.interfaces: no interface would be metered",
+            );
+        }
+    }
+
+    fn rabbitmq(&mut self) {
+        const P: &str = "notifications.rabbitmq";
+        let Some(r) = &self.config.notifications.rabbitmq else {
+            return;
+        };
+        self.not_empty(
+            &format!("{P}.exchanges"),
+            &r.exchanges,
+            "is empty: the agent's queue would receive nothing",
+        );
+        if self.good(&[&format!("{P}.url"), &format!("{P}.ca_file")])
+            && r.ca_file.is_some()
+            && !r.url.is_tls()
+        {
+            self.error(
+                format!("{P}.ca_file"),
+                format!(
+                    "is set but {P}.url has no TLS; use amqps://, or ?ssl=1 in a rabbit:// URL"
+                ),
+            );
+        }
+    }
+
+    fn kafka(&mut self) {
+        const P: &str = "notifications.kafka";
+        const TLS: &str = "notifications.kafka.tls";
+        let Some(k) = &self.config.notifications.kafka else {
+            return;
+        };
+        self.not_empty(
+            &format!("{P}.brokers"),
+            &k.brokers,
+            "is empty; expected at least one host:port",
+        );
+        // A file key that was bad reads as unset here.
+        let files = [
+            ("ca_file", k.tls.ca_file.is_some()),
+            ("cert_file", k.tls.cert_file.is_some()),
+            ("key_file", k.tls.key_file.is_some()),
+        ];
+        if self.good(&[&format!("{TLS}.enabled")]) {
+            if !k.tls.enabled {
+                for (name, set) in files {
+                    if set {
+                        self.error(
+                            format!("{TLS}.{name}"),
+                            format!("is set but {TLS}.enabled is false"),
+                        );
+                    }
+                }
+            } else if files[1].1 && !files[2].1 {
+                self.error(
+                    format!("{TLS}.key_file"),
+                    format!("is required with {TLS}.cert_file"),
+                );
+            } else if files[2].1 && !files[1].1 {
+                self.error(
+                    format!("{TLS}.cert_file"),
+                    format!("is required with {TLS}.key_file"),
+                );
+            }
+        }
+        if let Some(sasl) = &k.sasl {
+            let key = format!("{P}.sasl.password");
+            // Never echo it, even in an error.
+            if self.good(&[&key]) && sasl.password.is_empty() {
+                self.error(key, "is empty; expected the SASL password");
+            }
+        }
+    }
+
+    /// 0 < low < high < 1.0 (DESIGN §9: a full `flows` map drops new flows,
+    /// so relief must start before it is full).
+    fn watermarks(&mut self) {
+        const HIGH: &str = "tunables.pressure_high_watermark";
+        const LOW: &str = "tunables.pressure_low_watermark";
+        if !self.good(&[HIGH, LOW]) {
+            return;
+        }
+        let t = self.config.tunables;
+        let (high, low) = (t.pressure_high_watermark, t.pressure_low_watermark);
+        if high >= 1.0 {
+            self.error(HIGH, format!("{high} must be below 1.0"));
+        } else if high <= 0.0 {
+            self.error(HIGH, format!("{high} must be above 0"));
+        }
+        if low <= 0.0 {
+            self.error(LOW, format!("{low} must be above 0"));
+        } else if low >= high {
+            self.error(LOW, format!("{low} must be below {HIGH} ({high})"));
+        }
+    }
+}
+
+/// Two listeners on one port conflict when their addresses are equal or
+/// either is the unspecified address of the same family.
+fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+    a.ip() == b.ip()
+        || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified()))
 }
 
 /// Warnings: allowed, but worth an operator's look.
@@ -660,13 +582,13 @@ pub(crate) fn warnings(config: &Config) -> Vec<Issue> {
             format!(
                 "{} is under {}: every pass lists every port, network, router and server \
                  of the cloud, from every node; notifications already kick a pass within seconds of a change",
-                values::show_duration(config.tunables.reconcile_interval),
-                values::show_duration(RECONCILE_INTERVAL_WARN)
+                show_duration(config.tunables.reconcile_interval),
+                show_duration(RECONCILE_INTERVAL_WARN)
             ),
         ));
     }
     if let Some(kafka) = &config.notifications.kafka {
-        if kafka.tls.is_none()
+        if !kafka.tls.enabled
             && kafka
                 .sasl
                 .as_ref()
@@ -679,80 +601,4 @@ pub(crate) fn warnings(config: &Config) -> Vec<Issue> {
         }
     }
     out
-}
-
-/// Collects problems while values are parsed.
-#[derive(Default)]
-struct Check {
-    issues: Vec<Issue>,
-}
-
-impl Check {
-    fn error(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        self.issues.push(Issue::new(key, message));
-    }
-
-    fn missing(&mut self, path: &str) {
-        let section = path.rsplit_once('.').map_or(path, |(s, _)| s);
-        self.error(path, format!("is required when {section} is set"));
-    }
-
-    /// A key that must have a value (defaults are already layered in, so
-    /// only a required key of an optional section can be missing).
-    fn req<T>(
-        &mut self,
-        path: &str,
-        v: Option<&Scalar>,
-        parse: impl FnOnce(&Scalar) -> Result<T, String>,
-    ) -> Option<T> {
-        let Some(v) = v else {
-            self.missing(path);
-            return None;
-        };
-        parse(v).map_err(|m| self.error(path, m)).ok()
-    }
-
-    /// A key that may stay unset. An invalid value is reported and treated
-    /// as unset (the whole config is rejected anyway).
-    fn opt<T>(
-        &mut self,
-        path: &str,
-        v: Option<&Scalar>,
-        parse: impl FnOnce(&Scalar) -> Result<T, String>,
-    ) -> Option<T> {
-        v.and_then(|v| parse(v).map_err(|m| self.error(path, m)).ok())
-    }
-
-    /// A list: each item checked (its error names `path[i]`), duplicates
-    /// refused.
-    fn list<T: PartialEq>(
-        &mut self,
-        path: &str,
-        v: Option<&Vec<Scalar>>,
-        parse: impl Fn(&Scalar) -> Result<T, String>,
-    ) -> Option<Vec<T>> {
-        let Some(items) = v else {
-            self.missing(path);
-            return None;
-        };
-        let mut out = Vec::with_capacity(items.len());
-        let mut ok = true;
-        for (i, item) in items.iter().enumerate() {
-            match parse(item) {
-                Ok(v) if out.contains(&v) => {
-                    ok = false;
-                    self.error(
-                        format!("{path}[{i}]"),
-                        format!("{} is listed twice", item.shown()),
-                    );
-                }
-                Ok(v) => out.push(v),
-                Err(m) => {
-                    ok = false;
-                    self.error(format!("{path}[{i}]"), m);
-                }
-            }
-        }
-        ok.then_some(out)
-    }
 }

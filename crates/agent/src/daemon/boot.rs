@@ -190,7 +190,7 @@ impl Boot<'_> {
     /// The program and maps; the pinned `flows` reused, or retired for a
     /// last drain at step 4. → `bpf_loaded`
     fn load_datapath(&self) -> anyhow::Result<(Arc<Datapath>, Vec<RetiredFlows>)> {
-        let dp_config = self.config.datapath.datapath_config();
+        let dp_config = self.config.datapath.clone();
         let (dp, pin, retired) = tokio::task::block_in_place(|| Datapath::load(&dp_config))
             .with_context(|| {
                 format!(

@@ -3,21 +3,17 @@
 //! transport started as a task of its own that waits for `state_restored`
 //! and turns every kick decision and every gap into a reconciler kick.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use lachesis_notify::{
-    Consumer, Decision, Gap, KafkaConfig, KafkaConsumer, KafkaTlsFiles, NotifyMetrics,
-    RabbitMqConfig, RabbitMqConsumer, Sasl, Sink, Transport,
+    Consumer, Decision, Gap, KafkaConfig, KafkaConsumer, NotifyMetrics, RabbitMqConfig,
+    RabbitMqConsumer, Sink, Transport,
 };
 use prometheus_client::registry::Registry;
 
 use super::tasks::{StartedEarly, Task, TaskSet};
 use crate::boot::{BootWaiter, Phase};
-use crate::config::{
-    Issue, KafkaSasl, KafkaSettings, NotificationSettings, RabbitMqSettings, SaslMechanism,
-    SharedTunables,
-};
+use crate::config::{Issue, NotificationSettings, SharedTunables};
 use crate::reconcile::Kicker;
 
 /// The configured consumers and their families, from registration to
@@ -33,7 +29,7 @@ impl Notifications {
     /// neither is).
     pub(super) fn register(registry: &mut Registry, settings: &NotificationSettings) -> Self {
         let rabbitmq = settings.rabbitmq.as_ref().map(rabbitmq_config);
-        let kafka = settings.kafka.as_ref().map(kafka_config);
+        let kafka = settings.kafka.clone();
         let mut transports = Vec::new();
         if rabbitmq.is_some() {
             transports.push(Transport::RabbitMq);
@@ -122,7 +118,7 @@ pub fn check_notifications(settings: &NotificationSettings) -> Vec<Issue> {
         }
     }
     if let Some(config) = n.kafka {
-        let key = if config.tls.is_some() {
+        let key = if config.tls.enabled {
             "notifications.kafka.tls"
         } else {
             "notifications.kafka"
@@ -156,46 +152,19 @@ impl Sink for KickSink {
     }
 }
 
-fn rabbitmq_config(s: &RabbitMqSettings) -> RabbitMqConfig {
+/// The configured section with the host this agent tries first.
+fn rabbitmq_config(s: &RabbitMqConfig) -> RabbitMqConfig {
     RabbitMqConfig {
-        url: s.url.clone(),
-        exchanges: s.exchanges.clone(),
-        durable: s.durable,
-        ca_file: s.ca_file.clone(),
         // Spread a fleet over the cluster's nodes (DESIGN §17).
         first_host: fastrand::usize(..s.url.hosts().len().max(1)),
-    }
-}
-
-fn kafka_config(s: &KafkaSettings) -> KafkaConfig {
-    KafkaConfig {
-        brokers: s.brokers.clone(),
-        topic: s.topic.clone(),
-        tls: s.tls.as_ref().map(|t| KafkaTlsFiles {
-            ca_file: t.ca_file.clone(),
-            client: t
-                .client
-                .as_ref()
-                .map(|c| -> (PathBuf, PathBuf) { (c.cert_file.clone(), c.key_file.clone()) }),
-        }),
-        sasl: s.sasl.as_ref().map(sasl),
-    }
-}
-
-fn sasl(s: &KafkaSasl) -> Sasl {
-    Sasl {
-        mechanism: match s.mechanism {
-            SaslMechanism::Plain => lachesis_notify::SaslMechanism::Plain,
-            SaslMechanism::ScramSha256 => lachesis_notify::SaslMechanism::ScramSha256,
-            SaslMechanism::ScramSha512 => lachesis_notify::SaslMechanism::ScramSha512,
-        },
-        username: s.username.clone(),
-        password: s.password.expose().to_owned(),
+        ..s.clone()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::config::Config;
 
@@ -279,18 +248,22 @@ mod tests {
         let k = n.kafka.unwrap();
         assert_eq!(k.brokers, ["k1:9093", "k2:9093"]);
         assert_eq!(k.topic, "os.notifications");
-        let tls = k.tls.unwrap();
+        let tls = k.tls;
+        assert!(tls.enabled);
         assert_eq!(tls.ca_file, Some(PathBuf::from("/etc/kca.pem")));
         assert_eq!(
-            tls.client,
-            Some((PathBuf::from("/etc/c.pem"), PathBuf::from("/etc/k.pem")))
+            (tls.cert_file, tls.key_file),
+            (
+                Some(PathBuf::from("/etc/c.pem")),
+                Some(PathBuf::from("/etc/k.pem"))
+            )
         );
         let sasl = k.sasl.unwrap();
         assert_eq!(
             (
                 sasl.mechanism,
                 sasl.username.as_str(),
-                sasl.password.as_str()
+                sasl.password.expose()
             ),
             (
                 lachesis_notify::SaslMechanism::ScramSha512,

@@ -1,7 +1,7 @@
 //! Which interfaces are metered (`datapath.interface_prefixes`,
 //! `datapath.interfaces`; DESIGN §4.4).
 
-use crate::config::DatapathSettings;
+use crate::config::DatapathConfig;
 
 /// The naming rule: an interface is ours when its name starts with one of
 /// the prefixes or equals one of the exact names.
@@ -35,7 +35,7 @@ impl Matcher {
 
     /// The rule of the `datapath.*` settings.
     #[must_use]
-    pub fn from_settings(settings: &DatapathSettings) -> Matcher {
+    pub fn from_settings(settings: &DatapathConfig) -> Matcher {
         Matcher::new(
             settings.interface_prefixes.iter().cloned(),
             settings.interfaces.iter().cloned(),

@@ -22,11 +22,11 @@
 mod outage;
 pub mod url;
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use lachesis_config::form;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicQosOptions, ExchangeDeclareOptions,
     QueueBindOptions, QueueDeclareOptions,
@@ -35,6 +35,9 @@ use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::tcp::OwnedTLSConfig;
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties, DefaultConnectionBuilder, ExchangeKind};
+use serde::{Deserialize, Serialize};
+use serde_inline_default::serde_inline_default;
+use serde_with::serde_as;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
@@ -57,34 +60,37 @@ const PREFETCH: u16 = 64;
 /// to its blocking connect.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `notifications.rabbitmq.*`.
-#[derive(Clone)]
+/// `notifications.rabbitmq.*` (DESIGN §8, §13): the section as written,
+/// one field per key. TLS follows from the URL (`amqps://`, or `?ssl=1` in
+/// an oslo transport URL).
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of rabbitmq keys")]
 pub struct RabbitMqConfig {
-    /// The brokers; shown without passwords.
+    /// The brokers (an oslo transport URL or an AMQP URI, each with one or
+    /// more hosts); every password is redacted wherever it is shown.
+    /// Required.
     pub url: RabbitUrl,
-    /// Exchanges to bind to.
+    /// Topic exchanges the agent's queue is bound to.
+    #[serde_inline_default(["neutron", "nova", "keystone", "octavia", "openstack"].map(String::from).to_vec())]
+    #[serde_as(as = "form::List<form::Exchange>")]
     pub exchanges: Vec<String>,
-    /// Whether the deployment declares those exchanges durable.
+    /// Whether the deployment declares those exchanges durable (a
+    /// declaration that differs is refused by the broker).
+    #[serde_inline_default(false)]
+    #[serde_as(as = "form::Bool")]
     pub durable: bool,
     /// CA bundle for TLS; `None`: the system roots.
+    #[serde_as(as = "Option<form::Path>")]
     pub ca_file: Option<PathBuf>,
     /// The host tried first at start (an index of the URL's hosts, taken
-    /// modulo their count). The agent draws it at random, as oslo.messaging
-    /// shuffles its hosts, so a fleet's consumers spread over the cluster's
-    /// nodes instead of all sitting on the first one listed; tests use 0.
+    /// modulo their count; no key). The agent draws it at random, as
+    /// oslo.messaging shuffles its hosts, so a fleet's consumers spread over
+    /// the cluster's nodes instead of all sitting on the first one listed;
+    /// tests use 0.
+    #[serde(skip)]
     pub first_host: usize,
-}
-
-impl fmt::Debug for RabbitMqConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RabbitMqConfig")
-            .field("url", &self.url)
-            .field("exchanges", &self.exchanges)
-            .field("durable", &self.durable)
-            .field("ca_file", &self.ca_file)
-            .field("first_host", &self.first_host)
-            .finish()
-    }
 }
 
 /// Why one connection attempt or subscription ended. Hosts are named

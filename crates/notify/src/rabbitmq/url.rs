@@ -32,11 +32,14 @@ use std::borrow::Cow;
 use std::fmt;
 use std::net::Ipv6Addr;
 
+use lachesis_config::form;
 use lapin::uri::{AMQPAuthority, AMQPQueryString, AMQPScheme, AMQPUri, AMQPUserInfo};
 use percent_encoding::percent_decode_str;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// What a password shows instead of itself.
-pub const REDACTED: &str = "REDACTED";
+/// What a password shows instead of itself (the word every secret of the
+/// configuration shows).
+pub use lachesis_config::REDACTED;
 
 /// The user and password of a host that names none (oslo and the AMQP URI
 /// defaults).
@@ -302,6 +305,23 @@ impl RabbitUrl {
                 ..AMQPQueryString::default()
             },
         }
+    }
+}
+
+/// `notifications.rabbitmq.url`: any scalar as text, verbatim from the
+/// environment; an error describes the URL, never quotes it.
+impl<'de> Deserialize<'de> for RabbitUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        form::deserialize_scalar(d, "=broker URL (secret passwords)", |v| {
+            RabbitUrl::parse(&v.text()).map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Shown with every password redacted, like a [`lachesis_config::Secret`].
+impl Serialize for RabbitUrl {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        lachesis_config::secret::serialize_redacted(&self.redacted, &self.text, s)
     }
 }
 

@@ -487,7 +487,7 @@ pub(super) const CASES: &[Case] = &[
 #[test]
 fn every_key_has_valid_and_invalid_cases() {
     let covered: Vec<&str> = CASES.iter().map(|c| c.path).collect();
-    let keys: Vec<&str> = KEYS.iter().map(|k| k.path).collect();
+    let keys: Vec<&str> = SCHEMA.keys().iter().map(|k| k.path.as_str()).collect();
     assert_eq!(covered, keys);
     for c in CASES {
         assert!(!c.valid.is_empty() && !c.invalid.is_empty(), "{}", c.path);
@@ -501,7 +501,7 @@ fn every_key_accepts_its_valid_values() {
             let text = example_with(c.path, input);
             let config =
                 Config::from_yaml(&text).unwrap_or_else(|e| panic!("{} = {input}: {e}", c.path));
-            let want: Value = serde_saphyr::from_str(shown).unwrap();
+            let want = super::shown(c.path, shown);
             assert_eq!(leaf(&config, c.path), Some(want), "{} = {input}", c.path);
         }
     }
@@ -519,7 +519,7 @@ fn every_key_refuses_its_invalid_values_naming_the_key() {
 
 #[test]
 fn unknown_keys_are_refused_at_every_depth() {
-    let mut sections = keys::sections();
+    let mut sections: Vec<String> = SCHEMA.sections().iter().map(|s| s.path.clone()).collect();
     sections.insert(0, String::new());
     assert_eq!(sections.len(), 12, "{sections:?}");
     for section in &sections {
@@ -528,7 +528,7 @@ fn unknown_keys_are_refused_at_every_depth() {
         } else {
             format!("{section}.bogus")
         };
-        let children = keys::children(section);
+        let children = SCHEMA.children(section);
         // serde's wording for one, two, and more names.
         let expected = if children.len() == 1 {
             format!("expected {}", children[0])
@@ -570,6 +570,11 @@ fn wrong_shapes_name_the_key() {
         errors("tunables: [5s, 5m]\n"),
         ["tunables: found sequence; expected a mapping of tunables keys"]
     );
+    // A shape problem stops the reading alone, wherever it is.
+    assert_eq!(
+        errors("openstack:\n  cloud: [a]\nlog:\n  level: loud\n"),
+        ["openstack.cloud: found sequence; expected a single value (text, number or true/false)"]
+    );
     assert_eq!(
         errors("datapath:\n  interfaces: [[a]]\n"),
         ["datapath.interfaces[0]: found sequence; expected a single value (text, number or true/false)"]
@@ -595,10 +600,43 @@ fn several_errors_are_all_reported_once() {
     );
 }
 
+/// serde stops at the first bad value of a file; the reading goes on past
+/// it: a missing required key, a bad item of a list and a bad URL each
+/// leave the rest of their section to be checked.
+#[test]
+fn a_bad_value_hides_no_other_problem() {
+    assert_eq!(
+        errors("notifications:\n  kafka:\n    brokers: [k:1]\n    sasl: {password: ''}\n"),
+        [
+            "notifications.kafka.sasl.mechanism: is required when notifications.kafka.sasl is set",
+            "notifications.kafka.sasl.username: is required when notifications.kafka.sasl is set",
+            "notifications.kafka.sasl.password: is empty; expected the SASL password",
+        ]
+    );
+    assert_eq!(
+        errors("datapath:\n  interfaces: [a/b, eth1, eth1, c/d]\n"),
+        [
+            "datapath.interfaces[0]: \"a/b\" is not an interface name; expected 1 to 15 characters without '/', ':' or spaces",
+            "datapath.interfaces[2]: \"eth1\" is listed twice",
+            "datapath.interfaces[3]: \"c/d\" is not an interface name; expected 1 to 15 characters without '/', ':' or spaces",
+        ]
+    );
+    let got = errors("notifications:\n  rabbitmq: {url: 'amqp://u:p@h:0/', exchanges: []}\n");
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got[0].starts_with("notifications.rabbitmq.url: host 1 of 1: "),
+        "{got:?}"
+    );
+    assert_eq!(
+        got[1],
+        "notifications.rabbitmq.exchanges: is empty: the agent's queue would receive nothing"
+    );
+}
+
 #[test]
 fn the_reference_states_every_bound_the_check_enforces() {
     use crate::config::validate::{FLOWS_BUDGET_MAX, FLOWS_BUDGET_MIN, SPANS};
-    use crate::config::values::{show_duration, show_size};
+    use lachesis_config::form::{show_duration, show_size};
     let mut rows: Vec<String> = SPANS
         .iter()
         .map(|(name, span)| {

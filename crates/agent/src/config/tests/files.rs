@@ -20,7 +20,7 @@ fn defaults_agree_with_the_crates_that_use_them() {
     assert_eq!(d.datapath.bpffs_dir, dp.bpffs_dir);
     assert_eq!(d.datapath.flows_memory_budget, DEFAULT_FLOWS_MEMORY_BUDGET);
     assert_eq!(d.datapath.attach_mode, AttachMode::Auto);
-    assert_eq!(d.datapath.datapath_config().attach_mode, dp.attach_mode);
+    assert_eq!(d.datapath.attach_mode, dp.attach_mode);
     assert_eq!(d.tunables.unresolved_limits(), UnresolvedLimits::default());
     assert_eq!(d.tunables.plan_options(), PlanOptions::default());
     // DESIGN §13 and §9, literally.
@@ -51,10 +51,11 @@ fn defaults_agree_with_the_crates_that_use_them() {
 fn interface_matching_and_log_level_parsing() {
     let c = Config::from_yaml("datapath:\n  interface_prefixes: [tap]\n  interfaces: [eth3]\n")
         .unwrap();
-    assert!(c.datapath.matches("tap0a1b2c3d-4e"));
-    assert!(c.datapath.matches("eth3"));
-    assert!(!c.datapath.matches("eth30"));
-    assert!(!c.datapath.matches("vnet0"));
+    let m = crate::links::Matcher::from_settings(&c.datapath);
+    assert!(m.matches("tap0a1b2c3d-4e"));
+    assert!(m.matches("eth3"));
+    assert!(!m.matches("eth30"));
+    assert!(!m.matches("vnet0"));
     assert_eq!(parse_log_level(" debug\n"), Ok(LogLevel::Debug));
     assert_eq!(
         parse_log_level("loud"),
@@ -76,14 +77,14 @@ fn optional_sections_take_their_defaults_when_present() {
     assert!(!r.durable);
     let k = c.notifications.kafka.unwrap();
     assert_eq!(k.topic, "notifications.info");
-    assert_eq!((k.tls, k.sasl), (None, None));
+    assert_eq!((k.tls.enabled, k.sasl), (false, None));
 }
 
 #[test]
 fn the_example_file_sets_every_key_and_loads_clean() {
     let config = Config::from_yaml(EXAMPLE).expect("the example is valid");
     assert!(config.warnings().is_empty(), "{:?}", config.warnings());
-    let all: BTreeSet<&str> = KEYS.iter().map(|k| k.path).collect();
+    let all: BTreeSet<&str> = SCHEMA.keys().iter().map(|k| k.path.as_str()).collect();
     // Written in the file, not filled in by defaults…
     let written: BTreeSet<String> = layers::leaves(&example_tree())
         .into_iter()
@@ -93,29 +94,19 @@ fn the_example_file_sets_every_key_and_loads_clean() {
         written.iter().map(String::as_str).collect::<BTreeSet<_>>(),
         all
     );
-    // …and every key comes back out of the typed configuration: the raw
-    // structs, the table and the renderer hold the same keys.
-    let rendered: BTreeSet<String> = config
-        .leaves(Secrets::Keep)
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect();
+    // …and every key comes back out of the typed configuration: the
+    // sections and the schema hold the same keys.
+    let rendered: BTreeSet<String> = compared(&config).into_keys().collect();
     assert_eq!(
         rendered.iter().map(String::as_str).collect::<BTreeSet<_>>(),
         all
     );
     // Where a key has a default, the example shows it (one deliberate
     // exception: Kafka TLS is on, to show its keys).
-    for key in KEYS {
-        if let Fallback::Value(default) = key.fallback {
-            let same =
-                Config::from_yaml(&example_with(key.path, default)).is_ok_and(|c| c == config);
-            assert_eq!(
-                same,
-                key.path != "notifications.kafka.tls.enabled",
-                "{}",
-                key.path
-            );
+    for (path, fallback) in fallbacks::<Config>(&SCHEMA, &example_tree()) {
+        if let Fallback::Value(default) = fallback {
+            let same = Config::from_yaml(&example_with(&path, &default)).is_ok_and(|c| c == config);
+            assert_eq!(same, path != "notifications.kafka.tls.enabled", "{path}");
         }
     }
     let k = config.notifications.kafka.as_ref().unwrap();
@@ -123,7 +114,7 @@ fn the_example_file_sets_every_key_and_loads_clean() {
         k.sasl.as_ref().unwrap().mechanism,
         SaslMechanism::ScramSha512
     );
-    assert!(k.tls.as_ref().unwrap().client.is_some());
+    assert!(k.tls.enabled && k.tls.cert_file.is_some() && k.tls.key_file.is_some());
     assert!(config.notifications.rabbitmq.as_ref().unwrap().url.is_tls());
 }
 
@@ -133,10 +124,9 @@ fn effective_yaml_reads_back_to_the_same_configuration() {
     let shown = config.to_yaml();
     let again = Config::from_yaml(&shown).expect("the printout is a valid config");
     // Only the redacted secrets differ.
-    let differing: Vec<String> = config
-        .leaves(Secrets::Keep)
+    let differing: Vec<String> = compared(&config)
         .into_iter()
-        .zip(again.leaves(Secrets::Keep))
+        .zip(compared(&again))
         .filter(|(a, b)| a != b)
         .map(|(a, _)| a.0)
         .collect();
@@ -267,28 +257,9 @@ fn reference_rows() -> Vec<[String; 4]> {
         .collect()
 }
 
-/// The same rows as the table says they must be.
-fn table_rows() -> Vec<[String; 4]> {
-    KEYS.iter()
-        .map(|k| {
-            let default = match k.fallback {
-                Fallback::Value(v) => v.to_owned(),
-                Fallback::Unset => "unset".to_owned(),
-                Fallback::Required => "required".to_owned(),
-            };
-            [
-                k.path.to_owned(),
-                k.kind.label(),
-                default,
-                k.reload.label().to_owned(),
-            ]
-        })
-        .collect()
-}
-
 #[test]
 fn reference_document_matches_the_defaults_table() {
-    let want = table_rows();
+    let want = rows_from_types::<Config>(&SCHEMA, &example_tree(), is_hot);
     let got = reference_rows();
     let shown = want
         .iter()
@@ -306,12 +277,12 @@ fn reference_document_matches_the_defaults_table() {
     assert_eq!(
         keys_of(&got),
         keys_of(&want),
-        "docs/configuration.md lists other keys than config::keys::KEYS; its rows must read:\n{shown}"
+        "docs/configuration.md lists other keys than the configuration's types; its rows must read:\n{shown}"
     );
     for (doc, code) in got.iter().zip(&want) {
         assert_eq!(
             doc, code,
-            "docs/configuration.md row (key, type, default, reload) disagrees with KEYS"
+            "docs/configuration.md row (key, type, default, reload) disagrees with the types"
         );
     }
     // Every environment variable named in the reference exists.
@@ -319,7 +290,7 @@ fn reference_document_matches_the_defaults_table() {
         if word.starts_with(ENV_PREFIX) && word.contains("__") {
             let path = word[ENV_PREFIX.len()..].to_lowercase().replace("__", ".");
             assert!(
-                keys::find(&path).is_some(),
+                SCHEMA.key(&path).is_some(),
                 "{word} in the reference is no key"
             );
         }

@@ -71,10 +71,12 @@ fn environment_lists_and_sections() {
     assert_eq!(k.brokers, ["k1:9092", "k2:9092"]);
     assert_eq!(
         k.tls,
-        Some(KafkaTls {
+        KafkaTls {
+            enabled: true,
             ca_file: None,
-            client: None
-        })
+            cert_file: None,
+            key_file: None
+        }
     );
     assert!((c.tunables.pressure_high_watermark - 0.9).abs() < 1e-12);
 }
