@@ -2,7 +2,7 @@
 //! missing from the catalogue, documented with another type or labels, or
 //! named against the conventions (prefix, base units, `_total`) fails here.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

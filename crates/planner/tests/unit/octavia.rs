@@ -1,6 +1,6 @@
 //! DESIGN §6.5: the Octavia join.
 
-mod common;
+use crate::common;
 
 use common::{anomaly_classes, lpm, Cloud};
 use lachesis_planner::{diff, Plan, SourceStatus};

@@ -4,7 +4,7 @@
 //! precedence infra > owned > resolved route > neighbour > shared
 //! re-emission > fallback route decides without an anomaly.
 
-mod common;
+use crate::common;
 
 use common::{
     anomaly_classes, assert_rows, lpm, nonzero_fallbacks, pair, pair_rows, wire_pair, with_base,

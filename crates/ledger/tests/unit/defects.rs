@@ -2,7 +2,7 @@
 //! that broke the crate before the fix (same sequences, in the old API,
 //! failed there with the numbers quoted in each test).
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -1,6 +1,6 @@
 //! Full-row-set tables for DESIGN §6.1 and the resolver of §6.2.
 
-mod common;
+use crate::common;
 
 use common::{
     anomaly_classes, assert_rows, fallbacks, lpm, pair, pair_rows, wire_pair, with_base, Cloud,

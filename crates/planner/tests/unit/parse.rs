@@ -1,6 +1,6 @@
 //! Tolerant parsing (issue 3, item 1) and the binding rules of DESIGN §6.3.
 
-mod common;
+use crate::common;
 
 use common::{anomaly_classes, Cloud};
 use lachesis_planner::snapshot::SkipReason;

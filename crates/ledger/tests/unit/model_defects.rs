@@ -4,7 +4,7 @@
 //! restart, a refused drain answered with the old readings) is in the
 //! agent's order tests.
 
-mod common;
+use crate::common;
 
 use common::{key, mac, parse, reading, render, tenant_tx, value, world, Rig, Samples};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};

@@ -1,6 +1,6 @@
 //! The exact exposition of a small known ledger, compared whole.
 
-mod common;
+use crate::common;
 
 use common::{key, mac, reading, world, Rig};
 use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
@@ -60,8 +60,8 @@ fn known_rig() -> Rig {
     l
 }
 
-const BILLING_OPENMETRICS: &str = include_str!("fixtures/known.openmetrics");
-const BILLING_PROMETHEUS: &str = include_str!("fixtures/known.prom");
+const BILLING_OPENMETRICS: &str = include_str!("../fixtures/known.openmetrics");
+const BILLING_PROMETHEUS: &str = include_str!("../fixtures/known.prom");
 
 /// The billing and info part (everything before the health families, whose
 /// histogram buckets are long and covered by the catalogue test).
@@ -137,16 +137,6 @@ fn content_types_name_the_format() {
         .contains("version=0.0.4"));
 }
 
-/// The value of label `name` in a rendered series.
-fn label<'a>(series: &'a str, name: &str) -> &'a str {
-    let start = series
-        .find(&format!("{name}=\""))
-        .unwrap_or_else(|| panic!("no {name} in {series}"))
-        + name.len()
-        + 2;
-    &series[start..start + series[start..].find('"').unwrap()]
-}
-
 /// What the agent's node page shows per port is the port tier of the
 /// export summed by port and direction — the durable view: a drain not
 /// yet flushed moves neither.
@@ -157,18 +147,17 @@ fn durable_port_totals_are_the_port_series_summed() {
     let mut text = String::new();
     exporter.render(Format::PrometheusText, &mut text).unwrap();
     let mut want: BTreeMap<String, PortTotals> = BTreeMap::new();
-    for line in text.lines() {
-        let (family, bytes) = if let Some(rest) = line.strip_prefix("lachesis_port_bytes_total{") {
-            (rest, true)
-        } else if let Some(rest) = line.strip_prefix("lachesis_port_packets_total{") {
-            (rest, false)
-        } else {
-            continue;
+    for sample in lachesis_lab::exposition::parse(&text).samples() {
+        let bytes = match sample.name.as_str() {
+            "lachesis_port_bytes_total" => true,
+            "lachesis_port_packets_total" => false,
+            _ => continue,
         };
-        let (series, value) = family.rsplit_once("} ").unwrap();
-        let value: u64 = value.parse().unwrap();
-        let t = want.entry(label(series, "port_id").to_owned()).or_default();
-        let c = match label(series, "direction") {
+        let value = sample.count();
+        let t = want
+            .entry(sample.label("port_id").unwrap().to_owned())
+            .or_default();
+        let c = match sample.label("direction").unwrap() {
             "tx" => &mut t.tx,
             "rx" => &mut t.rx,
             other => panic!("direction {other}"),

@@ -1,7 +1,7 @@
 //! DESIGN §6.4: external-network labels, and the reconcile's view of a
 //! re-gatewayed router.
 
-mod common;
+use crate::common;
 
 use common::{anomaly_classes, Cloud};
 use lachesis_planner::{diff, Plan};

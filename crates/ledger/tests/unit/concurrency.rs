@@ -8,7 +8,7 @@
 //! labels swapped before the fold), or an older copy published over a newer
 //! one, makes some series go down between two scrapes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

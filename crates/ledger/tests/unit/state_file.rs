@@ -1,7 +1,7 @@
 //! The state file (DESIGN §11): round trips, every crash point of a flush,
 //! corruption, schema refusal and migration.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

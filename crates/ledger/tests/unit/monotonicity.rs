@@ -27,7 +27,7 @@
 //! top tier equals every byte the kernel counted minus exactly the bytes of
 //! entries deleted after the last flush before a crash (§11's one loss).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The `two-tenants` fixture (real API body shapes) states, in plain
 //! assertions, what its reviewed expected plan must say.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

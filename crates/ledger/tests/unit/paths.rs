@@ -1,7 +1,7 @@
 //! Table tests for the drain, unresolved, settle and prune paths, each
 //! asserted on what the export shows.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
