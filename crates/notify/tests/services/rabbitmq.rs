@@ -3,7 +3,7 @@
 //! independent node by `up-rabbitmq2` for failover). Root only; fails
 //! loudly when a broker cannot run.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

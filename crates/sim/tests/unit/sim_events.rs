@@ -3,7 +3,7 @@
 //! real-cloud tier compares them with the real services'), and the changes
 //! that send nothing at all.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! `scripts/real-cloud up-kafka` on a private loopback port). Root only;
 //! fails loudly when the broker cannot run.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

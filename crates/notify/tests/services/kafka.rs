@@ -3,7 +3,7 @@
 //! `scripts/real-cloud up-kafka`). Root only; fails loudly when the broker
 //! cannot run.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `RabbitMQ` (Debian's, started by `scripts/real-cloud up-rabbitmq` on a
 //! private loopback port). Root only; fails loudly when the broker cannot run.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! it: a GET by id for every resource it may fetch, Neutron's `fields=`,
 //! and each change showing in `revision_number` / `updated_at`.
 
-mod common;
+use crate::common;
 
 use reqwest::Method;
 use serde_json::{json, Value};
