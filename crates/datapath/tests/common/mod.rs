@@ -1,5 +1,4 @@
 //! Shared helpers of the datapath integration tests (root required).
-#![allow(dead_code)]
 
 pub mod topology;
 

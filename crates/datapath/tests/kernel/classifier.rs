@@ -2,7 +2,7 @@
 //! frames against populated maps, asserting the exact key and counters each
 //! frame produced (DESIGN §4.2, every branch, both directions).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -9,7 +9,7 @@
 //! kernel: the programs and links on each hook as `BPF_PROG_QUERY` and
 //! `tc -j filter show` list them, and the taps' own interface counters.
 
-mod common;
+use crate::common;
 
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -17,22 +17,8 @@ use std::process::Command;
 
 use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Mac, Zone};
 use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DrainBuffer};
-use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
-
-/// Moves this test's thread (and what it starts) into a fresh network
-/// namespace; it dies with the thread.
-fn isolate() {
-    lachesis_lab::require_root();
-    // SAFETY: affects only the calling thread's namespaces.
-    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "unshare: {}", std::io::Error::last_os_error());
-    let ok = Command::new("ip")
-        .args(["link", "set", "lo", "up"])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-}
+use lachesis_lab::netns::{isolate, Lab, Vm, VmTraffic};
+use lachesis_lab::traffic::{counters, Exchange};
 
 fn two_vms() -> (Lab, Vm, Vm) {
     let mut lab = Lab::new();
@@ -65,38 +51,12 @@ fn program_metadata(dp: &Datapath, vms: &[&Vm]) {
         .unwrap();
 }
 
-fn counters(vm: &Vm) -> IfCounters {
-    IfCounters::read_here(&vm.tap).unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// Pings both ways, then waits for the taps' counters to stop moving.
 fn traffic(a: &Vm, b: &Vm) {
-    for (from, to, n) in [(a, b, "20"), (b, a, "7")] {
-        from.exec(&[
-            "ping",
-            "-q",
-            "-c",
-            n,
-            "-i",
-            "0.01",
-            "-s",
-            "600",
-            &to.ip.to_string(),
-        ])
-        .unwrap();
-    }
-    let mut last = [counters(a), counters(b)];
-    let mut still = 0;
-    for _ in 0..200 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let now = [counters(a), counters(b)];
-        still = if now == last { still + 1 } else { 0 };
-        if still == 3 {
-            return;
-        }
-        last = now;
-    }
-    panic!("interface counters never stopped moving");
+    Exchange::between(a, b)
+        .ping(20, 600)
+        .ping_back(7, 600)
+        .run();
 }
 
 /// What `dp` counted for `mac`, per direction.

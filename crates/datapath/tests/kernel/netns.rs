@@ -2,16 +2,16 @@
 //! to. Truth is independent: the bytes and packets the drain attributes to
 //! each tap must equal the kernel's own interface counters, exactly.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Mac, Zone};
 use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DrainBuffer, FlowsPin};
 use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
+use lachesis_lab::traffic::Exchange;
 
 /// Per-direction totals of one VM (from the drain, or from its tap).
 type Totals = VmTraffic;
@@ -83,90 +83,17 @@ fn program_metadata(dp: &Datapath, a: &Vm, b: &Vm) {
 }
 
 /// Ping, a UDP burst, a TCP exchange of known sizes, and broadcast and
-/// multicast datagrams, both directions.
+/// multicast datagrams, both directions; returns once the taps are quiet.
 fn traffic(a: &Vm, b: &Vm, round: u16) {
-    a.exec(&[
-        "ping",
-        "-q",
-        "-c",
-        "5",
-        "-i",
-        "0.01",
-        "-s",
-        "1000",
-        &b.ip.to_string(),
-    ])
-    .unwrap();
-    b.exec(&[
-        "ping",
-        "-q",
-        "-c",
-        "3",
-        "-i",
-        "0.01",
-        "-s",
-        "56",
-        &a.ip.to_string(),
-    ])
-    .unwrap();
-
     let port = 40000 + round;
-    let b_addr = SocketAddr::from((b.ip, port));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let server = b.run(move || {
-        let udp = UdpSocket::bind(b_addr).unwrap();
-        udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let tcp = TcpListener::bind(b_addr).unwrap();
-        ready_tx.send(()).unwrap();
-        let mut got = 0usize;
-        let mut buf = [0u8; 2048];
-        for _ in 0..20 {
-            got += udp.recv(&mut buf).unwrap();
-        }
-        let (mut s, _) = tcp.accept().unwrap();
-        let mut data = Vec::new();
-        s.read_to_end(&mut data).unwrap();
-        s.write_all(&vec![7u8; 256 * 1024]).unwrap();
-        (got, data.len())
-    });
-    ready_rx.recv().unwrap();
-    let client = a.run(move || {
-        let udp = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
-        for _ in 0..20 {
-            udp.send_to(&[1u8; 1200], b_addr).unwrap();
-            // Pacing, not waiting: a burst could overrun the receiver.
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let mut s = TcpStream::connect(b_addr).unwrap();
-        s.write_all(&vec![9u8; 1 << 20]).unwrap();
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut back = Vec::new();
-        s.read_to_end(&mut back).unwrap();
-        back.len()
-    });
-    assert_eq!(client.join().unwrap(), 256 * 1024);
-    assert_eq!(server.join().unwrap(), (20 * 1200, 1 << 20));
-    a.send_group_traffic(Ipv4Addr::new(239, 77, 0, 1), 7, 300 + usize::from(round));
-    b.send_group_traffic(Ipv4Addr::new(239, 77, 0, 2), 5, 700);
-    // The last ACKs and FINs cross before anyone reads counters.
-    wait_quiet(&[a, b]);
-}
-
-/// Returns once both taps' interface counters stopped moving (unchanged
-/// over three polls 50 ms apart): the traffic's stragglers have crossed.
-fn wait_quiet(vms: &[&Vm]) {
-    let mut last: Vec<IfCounters> = vms.iter().map(|v| v.tap_counters()).collect();
-    let mut still = 0;
-    for _ in 0..200 {
-        std::thread::sleep(Duration::from_millis(50));
-        let now: Vec<IfCounters> = vms.iter().map(|v| v.tap_counters()).collect();
-        still = if now == last { still + 1 } else { 0 };
-        if still == 3 {
-            return;
-        }
-        last = now;
-    }
-    panic!("interface counters never stopped moving");
+    Exchange::between(a, b)
+        .ping(5, 1000)
+        .ping_back(3, 56)
+        .udp(port, 20, 1200)
+        .tcp(port, 1 << 20, 256 * 1024)
+        .groups(Ipv4Addr::new(239, 77, 0, 1), 7, 300 + usize::from(round))
+        .groups_back(Ipv4Addr::new(239, 77, 0, 2), 5, 700)
+        .run();
 }
 
 fn attach_both(dp: &Datapath, a: &Vm, b: &Vm) -> Vec<[AttachOutcome; 2]> {

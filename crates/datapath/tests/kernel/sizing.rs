@@ -2,7 +2,7 @@
 //! accounting of the loaded `flows` map (fdinfo `memlock`): the budget the
 //! agent is given is the memory the kernel charges, never less.
 
-mod common;
+use crate::common;
 
 use lachesis_datapath::{
     flows_kernel_bytes, flows_max_entries, Datapath, DatapathConfig, FLOWS_MAP_OVERHEAD,

@@ -4,35 +4,22 @@
 //! that `scripts/setup-qemu` fetched from Debian's archive, and the guest
 //! runs, through the cls_bpf fallback the datapath picks there:
 //!
-//! - every test of `classifier.rs` (each §4.2 branch through
-//!   `BPF_PROG_TEST_RUN`, exact keys and counters), of `ingress_qdisc.rs`
-//!   (cls_bpf refused beside an `ingress` qdisc) and of `lookup_delete.rs`
-//!   but its delete race (compiled in below, so the guest runs what the
-//!   host runs; [`NOT_IN_GUEST`] says why the race is left out);
+//! - every test of the `classifier` module (each §4.2 branch through
+//!   `BPF_PROG_TEST_RUN`, exact keys and counters), of `ingress_qdisc`
+//!   (cls_bpf refused beside an `ingress` qdisc) and of `lookup_delete`
+//!   but its delete race (they are in this binary, so the guest runs what
+//!   the host runs; [`NOT_IN_GUEST`] says why the race is left out);
 //! - `guest_*` here: the attach-type decision on a kernel without TCX, and
 //!   real frames through clsact + cls_bpf on a veth, counted exactly like
 //!   the interface's own counters, across a replacing second instance.
 //!
 //! The guest tests are `#[ignore]`d on the host (they need the guest's
-//! kernel) and run with `--include-ignored` inside it; the host asserts
-//! that every test of this binary but itself printed `ok` there. A missing
-//! qemu, busybox or kernel fails the test, naming `scripts/setup-qemu`.
+//! kernel) and run with `--include-ignored` inside it, named one by one;
+//! the host asserts that every test of those modules but itself printed
+//! `ok` there. A missing qemu, busybox or kernel fails the test, naming
+//! `scripts/setup-qemu`.
 
-#![expect(
-    clippy::duplicate_mod,
-    reason = "classifier.rs, ingress_qdisc.rs and lookup_delete.rs are compiled in whole, \
-              each with its own `mod common;`, so the guest runs the tests the host runs"
-)]
-
-mod common;
 mod qemu;
-
-#[path = "classifier.rs"]
-mod classifier;
-#[path = "ingress_qdisc.rs"]
-mod ingress_qdisc;
-#[path = "lookup_delete.rs"]
-mod lookup_delete;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -44,12 +31,20 @@ use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, Error, FlowsPin};
 use lachesis_lab::frame::Frame;
 use lachesis_lab::netns::{IfCounters, VmTraffic};
 
-use common::topology::{ip, populate, Net};
+use crate::common;
+use crate::common::topology::{ip, populate, Net};
 
 /// Set by the guest's init to the kernel release the host booted.
 const GUEST_ENV: &str = "LACHESIS_QEMU_GUEST";
+/// The modules of this binary whose tests the guest runs.
+const IN_GUEST: [&str; 4] = [
+    "kernel::classifier::",
+    "kernel::ingress_qdisc::",
+    "kernel::lookup_delete::",
+    "kernel::debian12_kernel::",
+];
 /// The host test's own name (the guest skips it).
-const HOST_TEST: &str = "debian12_kernel_loads_and_classifies_through_tc";
+const HOST_TEST: &str = "kernel::debian12_kernel::debian12_kernel_loads_and_classifies_through_tc";
 /// Printed by the guest's init after the test binary exits.
 const EXIT_MARK: &str = "LACHESIS-GUEST-EXIT";
 /// Booting and the whole guest suite take 13–21 s under TCG here (2 cores,
@@ -57,19 +52,21 @@ const EXIT_MARK: &str = "LACHESIS-GUEST-EXIT";
 /// called hung.
 const BOOT_TIMEOUT: Duration = Duration::from_mins(5);
 
-/// Tests of this binary the guest does not run: the host test itself, and
+/// Tests of [`IN_GUEST`] the guest does not run: the host test itself, and
 /// the delete race, whose "whole packets only" does not hold under
 /// emulation (a vCPU can stall between the classifier's two adds, so a
 /// delete's copy reads a packet's bytes without its packet or the other
 /// way round; docs/datapath.md "The packet in flight").
 const NOT_IN_GUEST: [&str; 2] = [
     HOST_TEST,
-    "lookup_delete::deleting_an_entry_that_keeps_counting_misses_at_most_the_packet_in_flight",
+    "kernel::lookup_delete::deleting_an_entry_that_keeps_counting_misses_at_most_the_packet_in_flight",
 ];
 
-fn init_script(release: &str) -> String {
-    let skips = NOT_IN_GUEST.iter().fold(String::new(), |mut s, t| {
-        s.push_str(" --skip ");
+fn init_script(release: &str, tests: &[String]) -> String {
+    // Named one by one and matched exactly: the guest runs these and
+    // nothing else of the binary (its other tests need the host).
+    let names = tests.iter().fold(String::new(), |mut s, t| {
+        s.push(' ');
         s.push_str(t);
         s
     });
@@ -85,14 +82,14 @@ export PATH=/bin
 # bpffs is left unmounted: the datapath mounts it itself (DESIGN §4.4).
 for m in /modules/*.ko; do busybox insmod "$m" || echo "guest: insmod $m failed"; done
 echo "guest: kernel $(busybox uname -r), $(busybox nproc) CPUs"
-{GUEST_ENV}={release} /lachesis-test --include-ignored --exact{skips} --test-threads=1
+{GUEST_ENV}={release} /lachesis-test --include-ignored --exact --test-threads=1{names}
 echo "{EXIT_MARK} $?"
 busybox reboot -f
 "#
     )
 }
 
-/// Names of every test in this binary, from libtest's own list.
+/// Names of every test of [`IN_GUEST`], from libtest's own list.
 fn own_tests() -> Vec<String> {
     let exe = std::env::current_exe().expect("current exe");
     let out = Command::new(&exe)
@@ -103,6 +100,7 @@ fn own_tests() -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|t| IN_GUEST.iter().any(|m| t.starts_with(m)))
         .map(str::to_owned)
         .collect()
 }
@@ -142,7 +140,17 @@ fn debian12_kernel_loads_and_classifies_through_tc() {
             &std::fs::read(m).unwrap(),
         );
     }
-    cpio.file("init", 0o755, init_script(&kernel.release).as_bytes());
+    let tests = own_tests();
+    let in_guest: Vec<String> = tests
+        .iter()
+        .filter(|t| !NOT_IN_GUEST.contains(&t.as_str()))
+        .cloned()
+        .collect();
+    cpio.file(
+        "init",
+        0o755,
+        init_script(&kernel.release, &in_guest).as_bytes(),
+    );
     let initramfs = run.0.join("initramfs.cpio");
     std::fs::write(&initramfs, cpio.finish()).unwrap();
 
@@ -174,13 +182,12 @@ fn debian12_kernel_loads_and_classifies_through_tc() {
         "the guest suite failed on {}:\n{tail}",
         kernel.release
     );
-    let tests = own_tests();
     assert!(
         tests.len() >= 12,
         "this binary lists only {} tests: {tests:?}",
         tests.len()
     );
-    for t in tests.iter().filter(|t| !NOT_IN_GUEST.contains(&t.as_str())) {
+    for t in &in_guest {
         assert!(
             boot.console
                 .lines()

@@ -2,7 +2,7 @@
 //! map (root): the final reading is the entry's last, including what it
 //! counted after the drain that chose it for deletion (DESIGN §9).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! Debian 12's 6.1 under qemu (`debian12_kernel.rs`), where `tc` is the
 //! default.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
