@@ -370,16 +370,13 @@ impl Agent {
         self.wait(limit)
     }
 
-    /// [`Agent::terminate`] within 20 s, which must exit 0; the agent is
-    /// handed back for its log.
+    /// [`Agent::terminate`] within 20 s, which must exit 0.
     ///
     /// # Panics
     /// Another exit, or none within 20 s.
-    #[must_use]
-    pub fn stop(mut self) -> Agent {
+    pub fn stop(&mut self) {
         let status = self.terminate(Duration::from_secs(20));
         assert_eq!(status.code(), Some(0), "log:\n{}", self.log_text());
-        self
     }
 }
 

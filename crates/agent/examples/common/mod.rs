@@ -3,9 +3,6 @@
 //! directory of this run, a kernel writer that counts and times its
 //! writes, medians and the output lines.
 
-// Each benchmark uses its own subset.
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -9,7 +9,7 @@
 //! the thread's namespace) live there: the agent, which owns every program
 //! of ours in its namespace (DESIGN §4.4), never sees another test's taps.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -18,15 +18,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::agent::{
-    assert_own_families_documented, assert_tenants, bpftool, counter_series, counters,
-    empty_unknown, get, get_as, isolate, metadata_maps, pinned_links, sample, stop, traffic,
-    wait_for_sample, wait_for_value, wait_until, Agent, Setup, Totals,
+    assert_own_families_documented, assert_tenants, bpftool, counter_series, empty_unknown,
+    metadata_maps, pinned_links, traffic, wait_for_sample, wait_for_value, wait_until, Setup,
+    Totals,
 };
 use common::agent::{topology, topology_head, MAC_A, MAC_B, TENANT_A, TENANT_B};
 use common::Sim;
 use lachesis_agent::links::tap_name;
+use lachesis_lab::agent::{metric, Agent};
 use lachesis_lab::catalogue;
-use lachesis_lab::netns::{Lab, Vm};
+use lachesis_lab::http::{get, get_as};
+use lachesis_lab::netns::{isolate, Lab, Vm};
+use lachesis_lab::traffic::counters;
 
 /// Polls /metrics until both tenants' series equal their taps' counters
 /// (series show the last flush); fails with both sides after `limit`.
@@ -127,16 +130,16 @@ impl Rig {
 
     /// Agent instance `n`, once `/readyz` answers 200.
     fn ready_agent(&self, n: usize) -> Agent {
-        let mut agent = Agent::start(&self.setup, n);
+        let mut agent = self.setup.start(n);
         agent.wait_ready(self.setup.metrics);
         agent
     }
 
     /// Agent 0 counts traffic round 0 and stops.
     fn first_life(&self) {
-        let first = self.ready_agent(0);
+        let mut first = self.ready_agent(0);
         self.traffic_counted(&first, 0);
-        stop(first);
+        first.stop();
     }
 
     /// Traffic round `round` with broadcast and multicast, then the series
@@ -162,7 +165,7 @@ impl Rig {
 fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() {
     let rig = Rig::new();
     let setup = &rig.setup;
-    let agent = rig.ready_agent(0);
+    let mut agent = rig.ready_agent(0);
     let (_, body) = get(setup.metrics, "/metrics").unwrap();
     assert!(
         body.contains("lachesis_boot_phase{phase=\"running\"} 1"),
@@ -238,7 +241,7 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
     // Still counting with the reloaded tunables.
     rig.traffic_counted(&agent, 1);
 
-    let agent = stop(agent);
+    agent.stop();
     let log = agent.log_text();
     for phase in [
         "bpf_loaded",
@@ -274,7 +277,7 @@ fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
     traffic(&rig.a, &rig.b, 2);
     group_traffic(&rig.a, &rig.b, 2);
 
-    let second = rig.ready_agent(1);
+    let mut second = rig.ready_agent(1);
     rig.traffic_counted(&second, 3);
     // The second life counted on in the first one's pinned `flows` map.
     assert!(
@@ -282,7 +285,7 @@ fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
         "{}",
         second.log_text()
     );
-    stop(second);
+    second.stop();
 }
 
 #[test]
@@ -291,7 +294,7 @@ fn neutron_down_at_boot_with_a_state_file_boots_degraded_and_keeps_counting() {
     rig.first_life();
 
     rig.sim.fail("ports");
-    let second = rig.ready_agent(1);
+    let mut second = rig.ready_agent(1);
     wait_for_sample(&second, rig.setup.metrics, "lachesis_degraded 1");
     assert!(
         second.log_text().contains("booting degraded"),
@@ -304,7 +307,7 @@ fn neutron_down_at_boot_with_a_state_file_boots_degraded_and_keeps_counting() {
     assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/faults", "")));
     wait_for_sample(&second, rig.setup.metrics, "lachesis_degraded 0");
     rig.traffic_counted(&second, 2);
-    stop(second);
+    second.stop();
 }
 
 #[test]
@@ -315,7 +318,7 @@ fn a_port_deleted_while_the_agent_was_down_is_a_ghost_swept_with_its_bytes_kept(
     assert!(before.is_empty(), "the first agent's listener is gone");
 
     assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/ports/p-b", "")));
-    let second = rig.ready_agent(1);
+    let mut second = rig.ready_agent(1);
     // B's binding is no longer desired: a ghost, then swept after its grace.
     wait_for_sample(&second, rig.setup.metrics, "lachesis_ghost_bindings 1");
     wait_for_sample(&second, rig.setup.metrics, "lachesis_ghost_bindings 0");
@@ -324,14 +327,14 @@ fn a_port_deleted_while_the_agent_was_down_is_a_ghost_swept_with_its_bytes_kept(
     // `unknown` series behind: tolerated here, reported).
     let m = rig.setup.metrics;
     assert_series_match_with(&second, m, &rig.a, &rig.b, Duration::from_secs(20), true);
-    stop(second);
+    second.stop();
 }
 
 #[test]
 fn neutron_500_at_boot_without_a_state_file_attaches_nothing_until_it_recovers() {
     let rig = Rig::new();
     rig.sim.fail("ports");
-    let agent = Agent::start(&rig.setup, 0);
+    let agent = rig.setup.start(0);
     let m = rig.setup.metrics;
     // Retried with backoff (1 s, then 2 s): at least two failed attempts.
     let until = Instant::now() + Duration::from_secs(20);
@@ -357,14 +360,14 @@ fn neutron_500_at_boot_without_a_state_file_attaches_nothing_until_it_recovers()
     let mut agent = agent;
     agent.wait_ready(m);
     rig.traffic_counted(&agent, 0);
-    stop(agent);
+    agent.stop();
 }
 
 #[test]
 fn sigterm_while_cold_start_retries_is_a_clean_stop_with_nothing_attached() {
     let rig = Rig::new();
     rig.sim.fail("ports");
-    let mut agent = Agent::start(&rig.setup, 0);
+    let mut agent = rig.setup.start(0);
     wait_until(&agent, "a failed cold start", || {
         agent.log_text().contains("cold start sync failed")
     });
@@ -391,7 +394,7 @@ fn sigterm_while_cold_start_retries_is_a_clean_stop_with_nothing_attached() {
 fn neutron_500_at_runtime_is_a_sync_error_that_leaves_the_kernel_untouched() {
     let rig = Rig::new();
     rig.tune("reconcile_interval: 5m", "reconcile_interval: 1s");
-    let agent = rig.ready_agent(0);
+    let mut agent = rig.ready_agent(0);
     let (m, debug) = (rig.setup.metrics, rig.setup.debug);
     wait_for_value(&agent, m, RUNS_OK, |v| v >= 1.0);
     rig.traffic_counted(&agent, 0);
@@ -400,21 +403,21 @@ fn neutron_500_at_runtime_is_a_sync_error_that_leaves_the_kernel_untouched() {
     let (_, plan) = get(debug, "/debug/plan").unwrap();
 
     rig.sim.fail("ports");
-    let failed = sample(m, RUNS_SYNC_ERROR).unwrap();
+    let failed = metric(m, RUNS_SYNC_ERROR).unwrap();
     // Two failed passes: the second one starts from the first's state.
     wait_for_value(&agent, m, RUNS_SYNC_ERROR, |v| v >= failed + 2.0);
-    assert_eq!(sample(m, RUNS_APPLY_ERROR), Some(0.0));
+    assert_eq!(metric(m, RUNS_APPLY_ERROR), Some(0.0));
     assert_eq!(metadata_maps(bpffs), maps, "the kernel's tables moved");
     assert_eq!(get(debug, "/debug/plan").unwrap().1, plan, "the plan moved");
     rig.traffic_counted(&agent, 1);
 
     // Neutron back: passes succeed again and counting goes on exactly.
     assert!((200..300).contains(&rig.sim.control("DELETE", "/sim/faults", "")));
-    let ok = sample(m, RUNS_OK).unwrap();
+    let ok = metric(m, RUNS_OK).unwrap();
     wait_for_value(&agent, m, RUNS_OK, |v| v > ok);
     assert_eq!(metadata_maps(bpffs), maps);
     rig.traffic_counted(&agent, 2);
-    stop(agent);
+    agent.stop();
 }
 
 #[test]
@@ -430,7 +433,7 @@ fn sighup_changing_the_scrape_interval_changes_the_drain_rate() {
     let rig = Rig::new();
     // Only the scraper drains here: no ghost, so no sweep (or its drain).
     rig.tune("ghost_sweep_interval: 500ms", "ghost_sweep_interval: 1h");
-    let agent = rig.ready_agent(0);
+    let mut agent = rig.ready_agent(0);
     let m = rig.setup.metrics;
     let window = Duration::from_secs(4);
     let fast = drains_in(&agent, m, Duration::ZERO, window);
@@ -464,17 +467,17 @@ fn sighup_changing_the_scrape_interval_changes_the_drain_rate() {
         ) > stamp
     );
     rig.traffic_counted(&agent, 1);
-    stop(agent);
+    agent.stop();
 }
 
 #[test]
 fn reboot_like_restart_without_pins_or_filters_continues_every_series_from_the_state_file() {
     let rig = Rig::new();
     let m = rig.setup.metrics;
-    let first = rig.ready_agent(0);
+    let mut first = rig.ready_agent(0);
     rig.traffic_counted(&first, 0);
     let before = counter_series(m);
-    stop(first);
+    first.stop();
 
     // What a reboot loses: every pin of ours, and with the TCX links'
     // pins (nothing else holds them once the agent is gone) our programs
@@ -503,7 +506,7 @@ fn reboot_like_restart_without_pins_or_filters_continues_every_series_from_the_s
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    let second = rig.ready_agent(1);
+    let mut second = rig.ready_agent(1);
     assert!(
         second.log_text().contains("flows_pin=Created"),
         "{}",
@@ -520,7 +523,7 @@ fn reboot_like_restart_without_pins_or_filters_continues_every_series_from_the_s
     for (series, value) in &before {
         assert!(later.get(series).is_some_and(|v| v >= value), "{series}");
     }
-    stop(second);
+    second.stop();
 }
 
 #[test]
@@ -528,7 +531,7 @@ fn a_mac_reborn_in_another_project_starts_from_zero_and_the_old_series_stay() {
     const TENANT_C: &str = "0b0000000000000000000000000000cc";
     let rig = Rig::new();
     rig.tune("reconcile_interval: 5m", "reconcile_interval: 1s");
-    let agent = rig.ready_agent(0);
+    let mut agent = rig.ready_agent(0);
     let m = rig.setup.metrics;
     rig.traffic_counted(&agent, 0);
     let (a, b) = (&rig.a, &rig.b);
@@ -590,7 +593,7 @@ fn a_mac_reborn_in_another_project_starts_from_zero_and_the_old_series_stay() {
             ])
         },
     );
-    stop(agent);
+    agent.stop();
 }
 
 /// A on 10.77.0.0/25 behind `r-a` (gateway on `ext-one`); the lab's B
@@ -634,7 +637,7 @@ fn a_router_regatewayed_keeps_earlier_bytes_under_the_old_external_network() {
     const LABELS: &[&str] = &["tenant_id", "zone", "external_network"];
     let rig = Rig::serving(&routed_topology(), Ipv4Addr::new(10, 77, 0, 130));
     rig.tune("reconcile_interval: 5m", "reconcile_interval: 1s");
-    let agent = rig.ready_agent(0);
+    let mut agent = rig.ready_agent(0);
     let (a, b, m) = (&rig.a, &rig.b, rig.setup.metrics);
     let series = |network: &str| format!("{TENANT_A}/external/{network}");
     let limit = Duration::from_secs(20);
@@ -649,7 +652,7 @@ fn a_router_regatewayed_keeps_earlier_bytes_under_the_old_external_network() {
     let status = rig.sim.control("PUT", "/sim/routers/r-a/gateway", body);
     assert!((200..300).contains(&status), "{status}");
     // A pass that started after the change has committed.
-    let ok = sample(m, RUNS_OK).unwrap();
+    let ok = metric(m, RUNS_OK).unwrap();
     wait_for_value(&agent, m, RUNS_OK, |v| v >= ok + 2.0);
     traffic(a, b, 1);
     assert_tenants(&agent, m, limit, not_a, LABELS, || {
@@ -661,7 +664,7 @@ fn a_router_regatewayed_keeps_earlier_bytes_under_the_old_external_network() {
             ),
         ])
     });
-    stop(agent);
+    agent.stop();
 }
 
 /// Families whose series exist only once something happened, with the
@@ -760,7 +763,7 @@ fn every_documented_family_is_on_metrics_with_its_type_and_labels() {
          kafka:\n    brokers: [\"127.0.0.1:2\"]\n    topic: notifications.info\n"
     )
     .unwrap();
-    let agent = rig.ready_agent(0);
+    let mut agent = rig.ready_agent(0);
     let m = rig.setup.metrics;
     rig.traffic_counted(&agent, 0);
     assert_catalogue_on_metrics(&agent, m, &CONDITIONAL);
@@ -770,9 +773,9 @@ fn every_documented_family_is_on_metrics_with_its_type_and_labels() {
     assert!((200..300).contains(&rig.sim.control("PUT", "/sim/faults", fault)));
     wait_for_value(&agent, m, PORTS_503, |v| v >= 1.0);
     wait_for_value(&agent, m, RUNS_SYNC_ERROR, |v| v >= 1.0);
-    let ok = sample(m, RUNS_OK).unwrap();
+    let ok = metric(m, RUNS_OK).unwrap();
     wait_for_value(&agent, m, RUNS_OK, |v| v > ok);
-    assert_eq!(sample(m, PORTS_503), Some(1.0), "one failure, counted once");
+    assert_eq!(metric(m, PORTS_503), Some(1.0), "one failure, counted once");
     assert_catalogue_on_metrics(&agent, m, &[]);
-    stop(agent);
+    agent.stop();
 }

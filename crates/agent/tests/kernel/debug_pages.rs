@@ -13,7 +13,7 @@
 //! script and forbid every load, so any such line fails the test; a page
 //! logging on purpose proves first that such lines are seen.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -23,11 +23,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::agent::{counters, get, isolate, traffic, wait_until, Agent, Setup, Totals};
+use common::agent::{traffic, wait_until, Setup, Totals};
 use common::{repo, Sim};
 use lachesis_agent::links::tap_name;
-use lachesis_lab::netns::{Lab, Vm};
+use lachesis_lab::agent::Agent;
+use lachesis_lab::exposition;
+use lachesis_lab::http::get;
+use lachesis_lab::netns::{isolate, Lab, Vm};
 use lachesis_lab::page::{number, numbers, row};
+use lachesis_lab::traffic::counters;
 
 const FIXTURE: &str = "crates/agent/tests/fixtures/debug-pages.yaml";
 /// What `lachesis demo` serves.
@@ -218,30 +222,21 @@ fn verdict(dom: &str) -> &str {
     &dom[start..end]
 }
 
-/// The value of label `name` in a rendered series.
-fn label<'a>(series: &'a str, name: &str) -> Option<&'a str> {
-    let start = series.find(&format!("{name}=\""))? + name.len() + 2;
-    Some(&series[start..start + series[start..].find('"')?])
-}
-
 /// `lachesis_port_{bytes,packets}_total` of `/metrics` summed per port and
 /// direction: what the node page must show beside each tap.
 fn port_totals(metrics: SocketAddr) -> BTreeMap<String, Totals> {
     let (_, body) = get(metrics, "/metrics").unwrap();
     let mut out: BTreeMap<String, Totals> = BTreeMap::new();
-    for line in body.lines() {
-        let Some((family, rest)) = line.split_once('{') else {
-            continue;
-        };
+    for sample in exposition::parse(&body).samples() {
+        let family = sample.name.as_str();
         if family != "lachesis_port_bytes_total" && family != "lachesis_port_packets_total" {
             continue;
         }
-        let (series, value) = rest.rsplit_once("} ").unwrap();
-        let value: u64 = value.trim().parse().unwrap();
+        let value = sample.count();
         let t = out
-            .entry(label(series, "port_id").unwrap().to_owned())
+            .entry(sample.label("port_id").unwrap().to_owned())
             .or_default();
-        match (family, label(series, "direction").unwrap()) {
+        match (family, sample.label("direction").unwrap()) {
             ("lachesis_port_bytes_total", "tx") => t.tx_bytes += value,
             ("lachesis_port_bytes_total", "rx") => t.rx_bytes += value,
             ("lachesis_port_packets_total", "tx") => t.tx_packets += value,
@@ -308,17 +303,18 @@ impl Pages {
             strip.contains("data-phase=\"running\" data-degraded=\"false\""),
             "{strip}"
         );
-        let build = metrics
-            .lines()
-            .find(|l| l.starts_with("lachesis_build_info{"))
+        let exposition = exposition::parse(&metrics);
+        let build = exposition
+            .named("lachesis_build_info")
+            .next()
             .expect("lachesis_build_info");
         let (version, revision) = (
-            label(build, "version").unwrap(),
-            label(build, "revision").unwrap(),
+            build.label("version").unwrap(),
+            build.label("revision").unwrap(),
         );
         assert!(
             strip.contains(&format!("<b>{version}</b> <code>{revision}</code>")),
-            "{build} in {strip}"
+            "{build:?} in {strip}"
         );
         assert!(
             strip.contains("<span class=\"k\">last sync</span> <b title="),
@@ -570,7 +566,7 @@ fn the_debug_pages_in_headless_chromium() {
     lab.static_neighbours();
     let sim = Sim::start_topology(&repo().join(FIXTURE), &[]);
     let setup = Setup::new(&lab, &sim);
-    let mut agent = Agent::start(&setup, 0);
+    let mut agent = setup.start(0);
     agent.wait_ready(setup.metrics);
     let pages = Pages {
         debug: setup.debug,
@@ -597,7 +593,7 @@ fn the_debug_pages_in_headless_chromium() {
     // The demo's bundled topology: one node per router and per network.
     let sim = Sim::start_topology(&repo().join(DEMO_TOPOLOGY), &[]);
     let setup = Setup::new(&lab, &sim);
-    let mut agent = Agent::start(&setup, 1);
+    let mut agent = setup.start(1);
     agent.wait_ready(setup.metrics);
     let demo = Pages {
         debug: setup.debug,

@@ -8,7 +8,7 @@
 //! and a demo starting removes crashed runs' leftovers, which one test
 //! makes on purpose.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
@@ -244,12 +244,8 @@ fn plain_output_through_a_pipe_serves_metrics_on_loopback_and_sigterm_cleans_up(
         .trim_end_matches("/metrics")
         .parse()
         .unwrap();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nAccept: text/plain\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    assert_eq!(body.split_whitespace().nth(1), Some("200"), "{body}");
+    let (status, body) = lachesis_lab::http::get(addr, "/metrics").expect("the demo's /metrics");
+    assert_eq!(status, 200, "{body}");
     assert!(body.contains("lachesis_tenant_bytes_total{"), "{body}");
 
     let pid = child.id();

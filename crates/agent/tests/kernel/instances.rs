@@ -13,7 +13,7 @@
 //! Each test moves its thread into a network namespace of its own first:
 //! the lab, the simulator and both agents live there.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use common::agent::{
-    counters, free_port, get, isolate, sample, stop, topology, totals_by, wait_quiet, Agent, Setup,
-    Totals, MAC_A, MAC_B, TENANT_A, TENANT_B,
-};
-use common::Sim;
+use common::agent::{topology, totals_by, Setup, Totals, MAC_A, MAC_B, TENANT_A, TENANT_B};
+use common::{start_agent, Sim};
 use lachesis_agent::links::tap_name;
-use lachesis_lab::netns::{Lab, Vm};
+use lachesis_lab::agent::{metric, Agent};
+use lachesis_lab::http::{free_port, get};
+use lachesis_lab::netns::{isolate, Lab, Vm};
+use lachesis_lab::traffic::{counters, wait_quiet};
 
 const HEALS: &str = "lachesis_attach_heals_total";
 
@@ -239,7 +239,7 @@ fn exit_within(agent: &mut Agent, limit: Duration) -> Option<ExitStatus> {
 fn a_second_agent_on_its_own_bpffs_dir_never_detaches_the_running_agents_programs() {
     let rig = Rig::new();
     let m = rig.setup.metrics;
-    let mut first = Agent::start(&rig.setup, 0);
+    let mut first = rig.setup.start(0);
     first.wait_ready(m);
     let before = taps_hooks(&[&rig.a, &rig.b]);
     for hooks in &before {
@@ -276,7 +276,7 @@ fn a_second_agent_on_its_own_bpffs_dir_never_detaches_the_running_agents_program
         ],
     );
     let started = Instant::now();
-    let mut second = Agent::start_config(&config, second_dir.path().join("second.log"));
+    let mut second = start_agent(&config, second_dir.path().join("second.log"));
     // Poll A's hooks while the second agent boots, runs and stops.
     let (mut polls, mut bare) = (0, 0);
     let mut changed = Vec::new();
@@ -298,7 +298,7 @@ fn a_second_agent_on_its_own_bpffs_dir_never_detaches_the_running_agents_program
     }
     assert!(ready, "the second agent never ran:\n{}", second.log_text());
     assert_eq!(
-        sample(second_metrics, "lachesis_attached_interfaces"),
+        metric(second_metrics, "lachesis_attached_interfaces"),
         Some(0.0),
         "the second agent's prefix matches nothing"
     );
@@ -334,7 +334,7 @@ fn a_second_agent_on_its_own_bpffs_dir_never_detaches_the_running_agents_program
         })
         .sum();
     let frames: u64 = want.values().map(|w| w.tx_packets + w.rx_packets).sum();
-    let heals = sample(m, HEALS);
+    let heals = metric(m, HEALS);
     assert!(
         bare == 0 && got == want && heals == Some(0.0),
         "A's programs changed in {bare} of {polls} polls (first: {changed:#?}; before: {before:?});\n\
@@ -342,7 +342,7 @@ fn a_second_agent_on_its_own_bpffs_dir_never_detaches_the_running_agents_program
          {HEALS} {heals:?}\nsecond agent's log:\n{second}\nA's log:\n{}",
         first.log_text()
     );
-    stop(first);
+    first.stop();
 }
 
 /// SIGTERM was sent: exit 0 within 20 s; returns the log.
@@ -357,7 +357,7 @@ fn stop_status(mut agent: Agent) -> String {
 fn a_second_agent_on_the_same_bpffs_dir_or_state_file_refuses_to_start_naming_the_holder() {
     let rig = Rig::new();
     let m = rig.setup.metrics;
-    let mut first = Agent::start(&rig.setup, 0);
+    let mut first = rig.setup.start(0);
     first.wait_ready(m);
     let pid = first.child.id();
     let hooks_before = taps_hooks(&[&rig.a, &rig.b]);
@@ -392,7 +392,7 @@ fn a_second_agent_on_the_same_bpffs_dir_or_state_file_refuses_to_start_naming_th
     for (what, path, edits) in cases {
         let config = rig.second_config(scratch.path(), &edits);
         let log = scratch.path().join(format!("{}.log", free_port()));
-        let mut second = Agent::start_config(&config, log);
+        let mut second = start_agent(&config, log);
         let status = exit_within(&mut second, Duration::from_secs(10));
         let text = second.log_text();
         let Some(status) = status else {
@@ -425,8 +425,8 @@ fn a_second_agent_on_the_same_bpffs_dir_or_state_file_refuses_to_start_naming_th
     );
     // A counts on, untouched.
     traffic_counted(&rig, &first);
-    assert_eq!(sample(m, HEALS), Some(0.0));
-    stop(first);
+    assert_eq!(metric(m, HEALS), Some(0.0));
+    first.stop();
 }
 
 /// Pings both ways, then A's series equal the taps' counters.

@@ -12,15 +12,17 @@
 //!
 //! Each test moves its thread into a network namespace of its own.
 
-mod common;
+use crate::common;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::agent::{get, isolate, sample, topology, Agent, Setup};
+use common::agent::{topology, Setup};
 use common::Sim;
-use lachesis_lab::netns::Lab;
+use lachesis_lab::agent::metric;
+use lachesis_lab::http::get;
+use lachesis_lab::netns::{isolate, Lab};
 
 /// Everything an agent of `setup` could have left on the machine.
 fn traces(setup: &Setup) -> Vec<String> {
@@ -41,7 +43,7 @@ fn traces(setup: &Setup) -> Vec<String> {
 
 /// Runs the agent on `setup`'s configuration to its exit: (code, stderr).
 fn run_to_exit(setup: &Setup, n: usize) -> (i32, String) {
-    let mut agent = Agent::start(setup, n);
+    let mut agent = setup.start(n);
     let status = agent.wait(Duration::from_secs(30));
     (status.code().expect("exited"), agent.log_text())
 }
@@ -108,7 +110,7 @@ fn a_configuration_that_cannot_boot_exits_2_before_touching_the_kernel() {
     }
     // The same configuration, fixed, boots.
     std::fs::write(&setup.config, &good).unwrap();
-    let mut agent = Agent::start(&setup, 1);
+    let mut agent = setup.start(1);
     agent.wait_ready(setup.metrics);
 }
 
@@ -168,8 +170,7 @@ fn systemd_hears_ready_what_boot_waits_for_and_the_watchdog() {
     let setup = Setup::in_dir(dir, &lab, &clouds, "sim");
     let mut notify = NotifySocket::bind(scratch.path());
     let socket = notify.path.to_str().unwrap().to_owned();
-    let agent = Agent::start_with_env(
-        &setup,
+    let agent = setup.start_with_env(
         0,
         &[("NOTIFY_SOCKET", &socket), ("WATCHDOG_USEC", "1500000")],
     );
@@ -211,7 +212,7 @@ fn systemd_hears_ready_what_boot_waits_for_and_the_watchdog() {
             && l.contains(&clouds.display().to_string())),
         "{log}"
     );
-    let counted = sample(
+    let counted = metric(
         setup.metrics,
         "lachesis_openstack_api_errors_total{service=\"identity\",endpoint=\"auth\",code=\"401\"}",
     );
@@ -227,8 +228,7 @@ fn systemd_hears_ready_what_boot_waits_for_and_the_watchdog() {
     )
     .unwrap();
     notify.seen.clear();
-    let mut agent = Agent::start_with_env(
-        &setup,
+    let mut agent = setup.start_with_env(
         1,
         &[("NOTIFY_SOCKET", &socket), ("WATCHDOG_USEC", "1500000")],
     );

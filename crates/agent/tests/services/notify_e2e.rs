@@ -10,18 +10,17 @@
 //! owns every program of ours in its namespace), so the broker's loopback
 //! port is forwarded into it by a thread left in the original namespace.
 
-mod common;
+use crate::common;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::agent::{
-    bpftool, free_port, isolate, pinned_links, sample, topology_head, Agent, Forwarder, MAC_A,
-    TENANT_A as TENANT,
-};
-use common::Sim;
-use lachesis_lab::netns::Lab;
+use common::agent::{bpftool, pinned_links, topology_head, MAC_A, TENANT_A as TENANT};
+use common::{start_agent, Sim};
+use lachesis_lab::agent::{metric, Agent, AgentConfig};
+use lachesis_lab::http::Forwarder;
+use lachesis_lab::netns::{isolate, Lab};
 use lachesis_lab::Services;
 
 const RABBITMQ_PORT: u16 = 16672;
@@ -66,14 +65,14 @@ impl Broker {
         }
     }
 
-    fn agent_yaml(self) -> String {
+    /// Points the agent's consumer at this broker.
+    fn configure(self, agent: &mut AgentConfig) {
         match self {
-            Broker::RabbitMq => format!(
-                "notifications:\n  rabbitmq:\n    url: amqp://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f\n"
-            ),
-            Broker::Kafka => format!(
-                "notifications:\n  kafka:\n    brokers: [\"127.0.0.1:{KAFKA_PORT}\"]\n"
-            ),
+            Broker::RabbitMq => {
+                agent.rabbitmq_url =
+                    Some(format!("amqp://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f"));
+            }
+            Broker::Kafka => agent.kafka_brokers = vec![format!("127.0.0.1:{KAFKA_PORT}")],
         }
     }
 }
@@ -109,7 +108,7 @@ struct Rig {
 
 impl Rig {
     /// `broker_up`: whether the broker runs when the agent starts.
-    fn new(broker: Broker, reconcile_interval: &str, broker_up: bool) -> Rig {
+    fn new(broker: Broker, reconcile_interval: Duration, broker_up: bool) -> Rig {
         lachesis_lab::require_root_for("network namespaces, BPF, brokers");
         let services = broker.services();
         if !broker_up {
@@ -127,32 +126,21 @@ impl Rig {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let sim = Sim::start_topology(&topo, &args);
         let clouds = sim.clouds_yaml(dir.path(), |t| t);
-        let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-        let debug = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
         let bpffs = PathBuf::from(format!(
             "/sys/fs/bpf/lachesis-notify-{}-{}",
             std::process::id(),
             lab.id()
         ));
+        let mut settings = AgentConfig::new("sim", &clouds, &bpffs, &dir.path().join("state.json"));
+        settings.interface_prefixes = vec![format!("tap{}v", lab.id())];
+        settings.flows_memory_budget_mib = Some(4);
+        settings.tunables.reconcile_interval = Some(reconcile_interval);
+        settings.log_level = Some("info".to_owned());
+        broker.configure(&mut settings);
+        let metrics = settings.metrics;
         let config = dir.path().join("lachesis.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "openstack:\n  cloud: sim\n  clouds_file: {clouds}\n\
-                 listen:\n  metrics: {metrics}\n  debug: {debug}\n\
-                 datapath:\n  interface_prefixes: [tap{id}v]\n  bpffs_dir: {bpffs}\n  flows_memory_budget: 4MiB\n\
-                 state:\n  path: {state}\n\
-                 tunables:\n  reconcile_interval: {reconcile_interval}\n\
-                 log:\n  level: info\n{notify}",
-                clouds = clouds.display(),
-                id = lab.id(),
-                bpffs = bpffs.display(),
-                state = dir.path().join("state.json").display(),
-                notify = broker.agent_yaml(),
-            ),
-        )
-        .unwrap();
-        let mut agent = Agent::start_config(&config, dir.path().join("agent.log"));
+        settings.write(&config);
+        let mut agent = start_agent(&config, dir.path().join("agent.log"));
         agent.wait_ready(metrics);
         Rig {
             agent,
@@ -172,7 +160,7 @@ impl Rig {
 
     /// The value of one of the transport's notification series.
     fn value(&self, family: &str) -> Option<f64> {
-        sample(self.metrics, &self.series(family))
+        metric(self.metrics, &self.series(family))
     }
 
     fn wait_connected(&self, up: bool) {
@@ -276,11 +264,11 @@ fn time_until_present(
 /// 20 ports, each in the kernel within 3 s of the simulator's answer with
 /// a 5-minute reconcile interval; prints the median and the worst.
 fn ports_reach_the_kernel_through_notifications(broker: Broker) {
-    let rig = Rig::new(broker, "5m", true);
+    let rig = Rig::new(broker, Duration::from_mins(5), true);
     rig.wait_connected(true);
     let map = rig.endpoints_map();
     assert!(has_mac(&map, MAC_A), "the cold start's binding is there");
-    let runs_before = sample(rig.metrics, "lachesis_reconcile_runs_total{result=\"ok\"}");
+    let runs_before = metric(rig.metrics, "lachesis_reconcile_runs_total{result=\"ok\"}");
     let mut latencies = Vec::new();
     for n in 0..20u8 {
         let mac = format!("fa:16:3e:cc:00:{n:02x}");
@@ -305,7 +293,7 @@ fn ports_reach_the_kernel_through_notifications(broker: Broker) {
     );
     let kicked = rig.value("lachesis_notifications_kicked_total").unwrap();
     assert!(kicked >= 20.0, "kicked {kicked}");
-    let runs = sample(rig.metrics, "lachesis_reconcile_runs_total{result=\"ok\"}");
+    let runs = metric(rig.metrics, "lachesis_reconcile_runs_total{result=\"ok\"}");
     assert!(runs > runs_before, "passes ran: {runs_before:?} → {runs:?}");
     assert_eq!(
         rig.value("lachesis_notifications_gap_kicks_total"),
@@ -317,7 +305,7 @@ fn ports_reach_the_kernel_through_notifications(broker: Broker) {
 /// next tick of a 2-second interval, and the consumer connects once the
 /// broker is back.
 fn with_the_broker_down_the_next_tick_picks_the_port_up(broker: Broker) {
-    let rig = Rig::new(broker, "2s", false);
+    let rig = Rig::new(broker, Duration::from_secs(2), false);
     rig.wait_connected(false);
     let map = rig.endpoints_map();
     let mac = "fa:16:3e:dd:00:01";

@@ -1,14 +1,14 @@
 //! `lachesis agent --check-config` as an operator runs it: the real binary,
 //! a file on disk, a clean environment.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::Sim;
 
-const EXAMPLE: &str = include_str!("../../../examples/lachesis.yaml");
+const EXAMPLE: &str = include_str!("../../../../examples/lachesis.yaml");
 
 /// A clouds.yaml in `dir` with the example configuration's cloud,
 /// `mycloud`: what an operator writes before the check can pass.

@@ -112,7 +112,8 @@ fn ledger_exporter(dir: &std::path::Path) -> Exporter {
     Exporter::new(ledger, file)
 }
 
-struct Agent {
+/// Both listeners serving on loopback ports, as the daemon runs them.
+struct Listeners {
     metrics: SocketAddr,
     debug: SocketAddr,
     ready: tokio::sync::watch::Sender<bool>,
@@ -123,8 +124,8 @@ struct Agent {
     _dir: tempfile::TempDir,
 }
 
-impl Agent {
-    async fn start() -> Agent {
+impl Listeners {
+    async fn start() -> Listeners {
         let dir = tempfile::tempdir().unwrap();
         let mut registry = Registry::default();
         let degraded = Gauge::<i64>::default();
@@ -167,7 +168,7 @@ impl Agent {
             tokio::spawn(serve(m, Arc::new(metrics), cancel.clone())),
             tokio::spawn(serve(d, Arc::new(debug), cancel.clone())),
         ];
-        Agent {
+        Listeners {
             metrics: metrics_addr,
             debug: debug_addr,
             ready,
@@ -222,7 +223,7 @@ impl Agent {
 
 #[tokio::test]
 async fn metrics_negotiates_openmetrics_as_one_document() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     let (status, ctype, body) = agent
         .get(
             agent.metrics,
@@ -244,7 +245,7 @@ async fn metrics_negotiates_openmetrics_as_one_document() {
 
 #[tokio::test]
 async fn metrics_defaults_to_prometheus_text() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     for accept in [None, Some("text/plain"), Some("*/*")] {
         let (status, ctype, body) = agent.get(agent.metrics, "/metrics", accept).await;
         assert_eq!(status, StatusCode::OK);
@@ -266,7 +267,7 @@ async fn metrics_defaults_to_prometheus_text() {
 #[tokio::test]
 async fn metrics_is_gzipped_when_the_scraper_asks_and_plain_otherwise() {
     use std::io::Read as _;
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     let url = format!("http://{}/metrics", agent.metrics);
     let plain = agent.http.get(&url).send().await.unwrap();
     assert_eq!(plain.status(), StatusCode::OK);
@@ -303,7 +304,7 @@ async fn metrics_is_gzipped_when_the_scraper_asks_and_plain_otherwise() {
 
 #[tokio::test]
 async fn readyz_flips_from_503_to_200_when_boot_completes() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     let (status, _, body) = agent.get(agent.metrics, "/readyz", None).await;
     assert_eq!(
         (status, body.as_str()),
@@ -322,7 +323,7 @@ async fn readyz_flips_from_503_to_200_when_boot_completes() {
 
 #[tokio::test]
 async fn the_listeners_keep_their_own_pages() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     let (status, _, _) = agent.get(agent.metrics, "/debug/config", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = agent.get(agent.debug, "/metrics", None).await;
@@ -348,7 +349,7 @@ async fn the_listeners_keep_their_own_pages() {
 
 #[tokio::test]
 async fn debug_plan_and_config() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     let (status, ctype, body) = agent.get(agent.debug, "/debug/plan", None).await;
     assert_eq!(
         (status, ctype.as_str()),
@@ -363,7 +364,7 @@ async fn debug_plan_and_config() {
 
 #[tokio::test]
 async fn debug_lookup_classifies_like_the_kernel_over_the_fixture_plan() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     // fa:16:3e:11:11:01 belongs to project 3f2a…, which owns 10.1.0.0/24
     // and 2001:db8:a::/64 and reaches 10.2.0.0/24 through a shared router.
     let vm = "mac=fa:16:3e:11:11:01";
@@ -411,7 +412,7 @@ async fn debug_lookup_classifies_like_the_kernel_over_the_fixture_plan() {
 
 #[tokio::test]
 async fn put_log_level_good_and_bad() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     let (status, body) = agent.put_level("warn").await;
     assert_eq!(
         (status, body.as_str()),
@@ -425,7 +426,7 @@ async fn put_log_level_good_and_bad() {
 
 #[tokio::test]
 async fn cancellation_stops_both_listeners() {
-    let agent = Agent::start().await;
+    let agent = Listeners::start().await;
     // A keep-alive connection is open when the token fires.
     let (status, _, _) = agent.get(agent.metrics, "/healthz", None).await;
     assert_eq!(status, StatusCode::OK);

@@ -2,7 +2,7 @@
 //! same plan, and `--save-dir` writes a folder that `--from-dir` replays to
 //! the identical plan, byte for byte.
 
-mod common;
+use crate::common;
 
 use common::{code, lachesis, plan_cloud, repo, stderr, stdout, Sim};
 

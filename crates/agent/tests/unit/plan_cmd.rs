@@ -1,7 +1,7 @@
 //! `lachesis plan --from-dir` against the reviewed fixture, run through the
 //! built binary.
 
-mod common;
+use crate::common;
 
 use common::{fixture_copy, fixtures, lachesis};
 

@@ -1,7 +1,7 @@
 //! What a new user hits first with `lachesis plan` (issue 12, item 8), each
 //! checked on the built binary: its exit status and what it prints.
 
-mod common;
+use crate::common;
 
 use common::{
     code, fixture_copy, fixtures, lachesis, lachesis_env, plan_cloud, repo, stderr, stdout, Sim,

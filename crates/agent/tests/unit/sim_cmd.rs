@@ -4,10 +4,12 @@
 //! its field and the expected form, from a topology file and from the
 //! control API alike.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+
+use lachesis_lab::http::Request;
 
 fn lachesis(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lachesis"))
@@ -67,23 +69,11 @@ impl Running {
 
     /// One HTTP/1.1 request; the status code and the body.
     fn request(&self, method: &str, path: &str, body: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(self.addr).expect("connect to the simulator");
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        let status = answer
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("no status line in {answer:?}"));
-        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        (status, body.to_owned())
+        let r = Request::new(method, path)
+            .json(body)
+            .send(self.addr)
+            .unwrap_or_else(|e| panic!("{method} {path} to the simulator: {e}"));
+        (r.status, r.body)
     }
 
     /// Sends Ctrl-C (SIGINT) and returns how it exited and what it printed.

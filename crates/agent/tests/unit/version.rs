@@ -1,7 +1,7 @@
 //! `lachesis --version` names the build exactly as `lachesis_build_info`
 //! does: the package version and the git revision build.rs recorded.
 
-mod common;
+use crate::common;
 
 use common::{code, lachesis, stdout};
 

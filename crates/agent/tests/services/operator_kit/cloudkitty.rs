@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+use super::run_tool;
 use crate::common::repo;
-use crate::run_tool;
 
 /// Debian's interpreter: its dist-packages hold python3-cloudkitty and the
 /// libraries both releases import (the `python3` on PATH may be another).
@@ -58,7 +58,7 @@ pub fn collect(
     requests: &[(&str, u64, u64)],
     prometheus: Option<&str>,
 ) -> Value {
-    let driver = repo().join("crates/agent/tests/operator_kit/cloudkitty_driver.py");
+    let driver = repo().join("crates/agent/tests/services/operator_kit/cloudkitty_driver.py");
     let mut cmd = Command::new(PYTHON);
     cmd.arg(&driver).arg(metrics);
     if let Some(url) = prometheus {

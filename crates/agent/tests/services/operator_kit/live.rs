@@ -7,16 +7,16 @@
 //! (each supported release) rates exactly the server tier's counters.
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cloudkitty;
-use crate::common::agent::{free_port, get};
+use super::cloudkitty;
 use crate::common::repo;
+use lachesis_lab::exposition;
+use lachesis_lab::http::{free_port, get, Request};
 
 /// Where a panel's Grafana macros and variables stand in a plain query:
 /// every variable selects everything.
@@ -96,21 +96,14 @@ impl Prometheus {
         std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
 
-    /// One API GET (HTTP/1.0: the answer is never chunked), its `data`.
+    /// One API GET, its `data`.
     fn api(&self, path_and_query: &str) -> Value {
-        let mut s = TcpStream::connect(self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        write!(
-            s,
-            "GET {path_and_query} HTTP/1.0\r\nHost: {}\r\n\r\n",
-            self.addr
-        )
-        .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        let v: Value = serde_json::from_str(body)
-            .unwrap_or_else(|e| panic!("{path_and_query}: {e}: {answer}"));
+        let answer = Request::get(path_and_query)
+            .timeout(Duration::from_secs(30))
+            .send(self.addr)
+            .unwrap_or_else(|e| panic!("{path_and_query}: {e}"));
+        let v: Value = serde_json::from_str(&answer.body)
+            .unwrap_or_else(|e| panic!("{path_and_query}: {e}: {answer:?}"));
         assert_eq!(v["status"], "success", "{path_and_query}: {v}");
         v["data"].clone()
     }
@@ -171,20 +164,10 @@ pub fn value(sample: &Value) -> f64 {
 /// Every `(family{labels}, value)` sample line of a /metrics body whose
 /// family is `family`, its labels parsed.
 pub fn samples(body: &str, family: &str) -> Vec<(BTreeMap<String, String>, f64)> {
-    body.lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix(family)?.strip_prefix('{')?;
-            let (labels, value) = rest.rsplit_once("} ")?;
-            let labels = labels
-                .split("\",")
-                .filter(|kv| !kv.is_empty())
-                .map(|kv| {
-                    let (k, v) = kv.split_once("=\"").unwrap();
-                    (k.to_owned(), v.trim_end_matches('"').to_owned())
-                })
-                .collect();
-            Some((labels, value.trim().parse().unwrap()))
-        })
+    exposition::parse(body)
+        .named(family)
+        .filter(|s| !s.labels.is_empty())
+        .map(|s| (s.labels.iter().cloned().collect(), s.value))
         .collect()
 }
 

@@ -8,9 +8,6 @@
 //! The tools come from Debian packages scripts/setup installs; a missing
 //! tool fails the test loudly, naming the package.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod cloudkitty;
 mod live;
 mod policy;
@@ -21,12 +18,15 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::agent::{
-    assert_tenants, counters, get, isolate, sample, stop, topology, traffic, wait_for_sample,
-    wait_for_value, Agent, Forwarder, Setup, Totals, MAC_A, MAC_B, TENANT_A, TENANT_B,
+use crate::common::agent::{
+    assert_tenants, topology, traffic, wait_for_sample, wait_for_value, Setup, Totals, MAC_A,
+    MAC_B, TENANT_A, TENANT_B,
 };
-use common::{repo, Sim};
-use lachesis_lab::netns::Lab;
+use crate::common::{repo, Sim};
+use lachesis_lab::agent::{metric, Agent};
+use lachesis_lab::http::{get, Forwarder};
+use lachesis_lab::netns::{isolate, Lab};
+use lachesis_lab::traffic::counters;
 
 const UNIT: &str = "deploy/systemd/lachesis.service";
 
@@ -453,7 +453,7 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
     let world = World::new(&[], &[]);
     let (a, b, setup) = (&world.vms[0], &world.vms[1], &world.setup);
 
-    let mut agent = Agent::start_under(setup, 0, &wrapper);
+    let mut agent = setup.start_under(0, &wrapper);
     agent.wait_ready(setup.metrics);
     // The agent really runs with that set and nothing more.
     let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
@@ -491,12 +491,12 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
     wait_for_sample(&agent, setup.metrics, "lachesis_attached_interfaces 2");
     traffic(a, b, 0);
     counted(&agent);
-    stop(agent);
+    agent.stop();
 
     // A restart (what `systemctl restart` and an upgrade do) must find the
     // first instance's programs on the taps and replace them, not add a
     // second pair that counts every byte twice.
-    let mut agent = Agent::start_under(setup, 1, &wrapper);
+    let mut agent = setup.start_under(1, &wrapper);
     agent.wait_ready(setup.metrics);
     traffic(a, b, 1);
     counted(&agent);
@@ -511,10 +511,10 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
         |v| v >= 1.0,
     );
     assert_eq!(
-        sample(setup.metrics, "lachesis_attach_heals_total"),
+        metric(setup.metrics, "lachesis_attach_heals_total"),
         Some(0.0)
     );
-    stop(agent);
+    agent.stop();
 }
 
 /// The Kafka-protocol broker's loopback port (scripts/real-cloud).
@@ -540,7 +540,7 @@ fn a_real_prometheus_scraping_a_real_agent_evaluates_every_rule_panel_and_variab
         ) + &format!("notifications:\n  kafka:\n    brokers: [\"127.0.0.1:{KAFKA_PORT}\"]\n");
     assert!(text.contains("unresolved_ttl"));
     std::fs::write(&setup.config, text).unwrap();
-    let mut agent = Agent::start(setup, 0);
+    let mut agent = setup.start(0);
     agent.wait_ready(setup.metrics);
     let prometheus = live::Prometheus::start(setup.metrics);
     // The billing rules rate a series from zero only when its node was
@@ -621,5 +621,5 @@ fn a_real_prometheus_scraping_a_real_agent_evaluates_every_rule_panel_and_variab
 
     live::check_cloudkitty(&prometheus, &body, TENANT_A);
     drop(prometheus);
-    stop(agent);
+    agent.stop();
 }

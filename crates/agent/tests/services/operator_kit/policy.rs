@@ -10,7 +10,7 @@ use std::process::Command;
 
 use lachesis_planner::Resource;
 
-use super::common::repo;
+use crate::common::repo;
 
 /// Runs Debian's Python (`/usr/bin/python3`: the OpenStack packages are
 /// installed for it, not for another interpreter on the PATH) on `script`

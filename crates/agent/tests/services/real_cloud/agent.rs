@@ -15,9 +15,11 @@ use std::time::Duration;
 
 use lachesis_lab::netns::Lab;
 
-use crate::common::agent::{
-    assert_tenants, counters, get, isolate, stop, traffic, Agent, Forwarder, Setup, Totals,
-};
+use crate::common::agent::{assert_tenants, traffic, Setup, Totals};
+use lachesis_lab::agent::Agent;
+use lachesis_lab::http::{get, Forwarder};
+use lachesis_lab::netns::isolate;
+use lachesis_lab::traffic::counters;
 
 /// Keystone's and Neutron's loopback ports (scripts/real-cloud).
 const FORWARDED: [u16; 2] = [15000, 19696];
@@ -70,7 +72,7 @@ pub fn cold_start_and_sigkill_restart(tenants: &Tenants, clouds: &Path) {
         );
     };
 
-    let mut first = Agent::start(&setup, 0);
+    let mut first = setup.start(0);
     first.wait_ready(m);
     traffic(&a, &b, 0);
     counted(&first);
@@ -91,7 +93,7 @@ pub fn cold_start_and_sigkill_restart(tenants: &Tenants, clouds: &Path) {
     during.join().unwrap();
     traffic(&a, &b, 2); // counted by the programs left attached
 
-    let mut second = Agent::start(&setup, 1);
+    let mut second = setup.start(1);
     second.wait_ready(m);
     traffic(&a, &b, 3);
     counted(&second);
@@ -100,5 +102,5 @@ pub fn cold_start_and_sigkill_restart(tenants: &Tenants, clouds: &Path) {
         "{}",
         second.log_text()
     );
-    stop(second);
+    second.stop();
 }

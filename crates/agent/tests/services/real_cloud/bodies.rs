@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::harness::Built;
+use super::harness::Built;
 
 pub fn ids(body: &Value, coll: &str) -> BTreeSet<String> {
     body[coll]

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::harness::Built;
+use super::harness::Built;
 
 /// (tenant, prefix, zone), the plan's `trie` row.
 pub type Row = (String, String, String);

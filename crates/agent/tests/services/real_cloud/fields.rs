@@ -10,7 +10,7 @@ use lachesis_openstack::{ApiMetrics, Client, CloudConfig};
 use lachesis_planner::{parse_snapshot, plan, ApiBodies, OptionalBody, PlanOptions, Resource};
 use serde_json::Value;
 
-use crate::harness::{Admin, KEYSTONE, NEUTRON};
+use super::harness::{Admin, KEYSTONE, NEUTRON};
 
 /// The Neutron lists, the ones a sync asks fields of.
 fn neutron() -> impl Iterator<Item = Resource> {

@@ -10,9 +10,6 @@
 //! Runs in `cargo test` as root; it fails loudly (never skips) when the
 //! services cannot be brought up.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod agent;
 mod bodies;
 mod expected;

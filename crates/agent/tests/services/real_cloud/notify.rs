@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{build, id, Admin, NEUTRON};
+use super::harness::{build, id, Admin, NEUTRON};
 
 /// Every decision, in order.
 struct Recorder(mpsc::UnboundedSender<Decision>);

@@ -20,7 +20,7 @@ use lapin::types::FieldTable;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::harness::{build, id, Admin, KEYSTONE, NEUTRON};
+use super::harness::{build, id, Admin, KEYSTONE, NEUTRON};
 
 const RABBIT: &str = "amqp://guest:guest@127.0.0.1:16672/%2f";
 
