@@ -8,31 +8,13 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Mac, Zone};
+use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Zone};
 use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DrainBuffer, FlowsPin};
 use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
 use lachesis_lab::traffic::Exchange;
 
 /// Per-direction totals of one VM (from the drain, or from its tap).
 type Totals = VmTraffic;
-
-fn totals_for(entries: &[(FlowKey, FlowCounters)], mac: Mac) -> Totals {
-    let mut t = Totals::default();
-    for (k, v) in entries {
-        match k.direction().unwrap() {
-            Direction::Tx if k.src_mac == mac.0 => {
-                t.tx_bytes += v.bytes;
-                t.tx_packets += v.packets;
-            }
-            Direction::Rx if k.dst_mac == mac.0 => {
-                t.rx_bytes += v.bytes;
-                t.rx_packets += v.packets;
-            }
-            _ => {}
-        }
-    }
-    t
-}
 
 fn drain(dp: &Datapath) -> Vec<(FlowKey, FlowCounters)> {
     let mut buf = DrainBuffer::new();
@@ -148,7 +130,7 @@ fn check_against_counters(
     let entries = &entries;
     for (i, vm) in vms.iter().enumerate() {
         let want = Totals::from_tap(now[i].since(&before_if[i]));
-        let got = totals_for(entries, vm.mac).since(before[i]);
+        let got = common::totals_for(entries, vm.mac).since(before[i]);
         assert!(
             want.tx_packets > 0 && want.rx_packets > 0,
             "{label}: no traffic crossed {}",

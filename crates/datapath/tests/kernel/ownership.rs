@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 
-use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Mac, Zone};
+use lachesis_abi::{EndpointValue, Mac, Zone};
 use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DrainBuffer};
 use lachesis_lab::netns::{isolate, Lab, Vm, VmTraffic};
 use lachesis_lab::traffic::{counters, Exchange};
@@ -63,25 +63,7 @@ fn traffic(a: &Vm, b: &Vm) {
 fn counted(dp: &Datapath, mac: Mac) -> VmTraffic {
     let mut buf = DrainBuffer::new();
     dp.drain(&mut buf).unwrap();
-    totals(&buf.entries, mac)
-}
-
-fn totals(entries: &[(FlowKey, FlowCounters)], mac: Mac) -> VmTraffic {
-    let mut t = VmTraffic::default();
-    for (k, v) in entries {
-        match k.direction().unwrap() {
-            Direction::Tx if k.src_mac == mac.0 => {
-                t.tx_bytes += v.bytes;
-                t.tx_packets += v.packets;
-            }
-            Direction::Rx if k.dst_mac == mac.0 => {
-                t.rx_bytes += v.bytes;
-                t.rx_packets += v.packets;
-            }
-            _ => {}
-        }
-    }
-    t
+    common::totals_for(&buf.entries, mac)
 }
 
 /// One program on a hook, as the kernel lists it.
