@@ -25,10 +25,6 @@
 //! are this run's and removed at the end. A table, then one JSON line;
 //! nothing timed is asserted.
 
-#[expect(
-    dead_code,
-    reason = "the benchmarks' shared helpers (examples/common): each uses its own subset"
-)]
 mod common;
 
 use std::fmt::Write as _;

@@ -30,10 +30,6 @@
     reason = "byte, request and memory figures far below 2^52, never negative"
 )]
 
-#[expect(
-    dead_code,
-    reason = "the benchmarks' shared helpers (examples/common): each uses its own subset"
-)]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -17,10 +17,6 @@
 //! line. Nothing timed is asserted; the exit status is 1 when an unchanged
 //! pass wrote anything or a pass failed (correctness, not timing).
 
-#[expect(
-    dead_code,
-    reason = "the benchmarks' shared helpers (examples/common): each uses its own subset"
-)]
 mod common;
 
 use std::collections::BTreeSet;

@@ -3,6 +3,11 @@
 //! directory of this run, a kernel writer that counts and times its
 //! writes, medians and the output lines.
 
+#![expect(
+    dead_code,
+    reason = "each benchmark uses its own part; examples share no library"
+)]
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
