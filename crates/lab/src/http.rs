@@ -320,22 +320,39 @@ mod tests {
     }
 
     #[test]
-    fn a_forwarder_relays_both_ways() {
+    fn a_forwarder_relays_each_connection_and_closes_a_refused_one() {
         let server = TcpListener::bind("127.0.0.1:0").unwrap();
         let target = server.local_addr().unwrap();
-        std::thread::spawn(move || {
-            let (mut s, _) = server.accept().unwrap();
-            let mut buf = [0u8; 4];
-            s.read_exact(&mut buf).unwrap();
-            s.write_all(&buf.map(|b| b + 1)).unwrap();
-        });
         let front = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = front.local_addr().unwrap();
+        let front_addr = front.local_addr().unwrap();
         std::thread::spawn(move || forward(&front, target));
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(&[1, 2, 3, 4]).unwrap();
-        let mut back = [0u8; 4];
-        c.read_exact(&mut back).unwrap();
-        assert_eq!(back, [2, 3, 4, 5]);
+        // Two connections in turn, each answered by the server's echo.
+        std::thread::spawn(move || {
+            for conn in server.incoming().take(2) {
+                let mut conn = conn.unwrap();
+                let mut line = [0u8; 5];
+                conn.read_exact(&mut line).unwrap();
+                conn.write_all(&line.map(|b| b.to_ascii_uppercase()))
+                    .unwrap();
+            }
+        });
+        for word in [b"hello", b"again"] {
+            let mut c = TcpStream::connect(front_addr).unwrap();
+            c.write_all(word).unwrap();
+            let mut back = String::new();
+            c.read_to_string(&mut back).unwrap();
+            assert_eq!(back.as_bytes(), word.to_ascii_uppercase());
+        }
+        // Nothing listens behind this one: the client reads an end.
+        let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+        let dead_addr = dead.local_addr().unwrap();
+        drop(dead);
+        let front = TcpListener::bind("127.0.0.1:0").unwrap();
+        let front_addr = front.local_addr().unwrap();
+        std::thread::spawn(move || forward(&front, dead_addr));
+        let mut c = TcpStream::connect(front_addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).unwrap(), 0);
     }
 }
