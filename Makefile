@@ -24,9 +24,11 @@ lint: setup
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Kernel tests need root (BPF, namespaces, TC): they fail loudly without it.
-# `make test` runs every tier at once; the tiers below run one each
-# (scripts/test-tier says which targets belong where).
+# `make test` runs every tier at once, after checking that every test is in
+# one; the tiers below run one each. A test's tier is the folder of its
+# crate's tests/ it sits in (scripts/test-tier).
 test: lint
+	@bash scripts/test-tier check
 	$(CARGO) test --workspace
 
 .PHONY: test-unit test-kernel test-services

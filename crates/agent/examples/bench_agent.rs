@@ -29,17 +29,17 @@ mod common;
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{median, ms, worst, Pins, PAGE};
 use lachesis_agent::boot::Phase;
 use lachesis_agent::reconcile::Trigger;
-use lachesis_lab::netns::{Lab, Vm};
+use lachesis_lab::agent::{metric, Agent, AgentConfig};
+use lachesis_lab::netns::{isolate, Lab, Vm};
 use lachesis_sim::generate::{self, APP_CREDENTIAL_ID, APP_CREDENTIAL_SECRET};
 use lachesis_sim::topology::Port;
 use lachesis_sim::{SimHandle, Topology};
@@ -78,54 +78,6 @@ fn binary() -> PathBuf {
         path.display()
     );
     path
-}
-
-/// Moves this thread into a fresh network namespace with loopback up;
-/// every thread and process it starts afterwards lives there.
-fn isolate() {
-    // SAFETY: affects only the calling thread (no other thread exists yet).
-    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "unshare: {}", std::io::Error::last_os_error());
-    let ok = Command::new("ip")
-        .args(["link", "set", "lo", "up"])
-        .status()
-        .expect("ip");
-    assert!(ok.success(), "ip link set lo up");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
-/// One plain HTTP GET: status and body, `None` when nothing answers.
-fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).ok()?;
-    let code = answer.split_whitespace().nth(1)?.parse().ok()?;
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Some((code, body.to_owned()))
-}
-
-/// The value of the sample `series` (exactly as rendered) on /metrics.
-fn sample(metrics: SocketAddr, series: &str) -> Option<f64> {
-    let (_, body) = get(metrics, "/metrics")?;
-    body.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
 }
 
 /// `VmRSS` and `VmHWM` of `pid`, in KiB.
@@ -168,25 +120,18 @@ impl Setup {
         let dir = tempfile::tempdir().expect("tempdir");
         let clouds_file = dir.path().join("clouds.yaml");
         fs::write(&clouds_file, clouds).expect("write clouds.yaml");
-        let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-        let debug = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
         let pins = Pins::new("agent");
-        let text = format!(
-            "openstack:\n  cloud: {cloud}\n  clouds_file: {clouds}\n\
-             listen:\n  metrics: {metrics}\n  debug: {debug}\n\
-             datapath:\n  interface_prefixes: [{prefix}]\n  bpffs_dir: {pins}\n\
-             state:\n  path: {state}\n\
-             tunables:\n  scrape_interval: 500ms\n  state_flush_interval: 1s\n",
-            clouds = clouds_file.display(),
-            pins = pins.0.display(),
-            state = dir.path().join("state/state.json").display(),
-        );
+        let state = dir.path().join("state/state.json");
+        let mut settings = AgentConfig::new(cloud, &clouds_file, &pins.0, &state);
+        settings.interface_prefixes = vec![prefix.to_owned()];
+        settings.tunables.scrape_interval = Some(Duration::from_millis(500));
+        settings.tunables.state_flush_interval = Some(Duration::from_secs(1));
         let config = dir.path().join("lachesis.yaml");
-        fs::write(&config, text).expect("write the config");
+        settings.write(&config);
         let setup = Setup {
             dir,
             config,
-            metrics,
+            metrics: settings.metrics,
             pins,
         };
         setup.forget();
@@ -202,87 +147,19 @@ impl Setup {
     }
 
     fn start(&self) -> Agent {
-        let log = self.dir.path().join("agent.log");
-        let mut cmd = Command::new(binary());
-        for (key, _) in std::env::vars() {
-            if key.starts_with("OS_") || key.starts_with("LACHESIS_") || key == "RUST_LOG" {
-                cmd.env_remove(key);
-            }
-        }
-        let started = Instant::now();
-        let child = cmd
-            .args(["agent", "--config"])
-            .arg(&self.config)
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("start the agent");
-        Agent {
-            child,
-            log,
-            started,
-        }
+        Agent::start(&binary(), &self.config, self.dir.path().join("agent.log"))
     }
 }
 
-/// The agent as a child process; killed on drop if still running.
-struct Agent {
-    child: Child,
-    log: PathBuf,
-    started: Instant,
+/// Milliseconds from the agent's start to `/readyz` 200, polled every
+/// 5 ms (the boot time is the figure).
+fn wait_ready(agent: &mut Agent, metrics: SocketAddr) -> f64 {
+    ms(agent.wait_ready_polling(metrics, Duration::from_millis(5), Duration::from_mins(2)))
 }
 
-impl Agent {
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Milliseconds from spawn to `/readyz` 200.
-    fn wait_ready(&mut self, metrics: SocketAddr) -> f64 {
-        let until = Instant::now() + Duration::from_mins(2);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "the agent exited ({status}) before ready; log:\n{}",
-                    self.log_text()
-                );
-            }
-            if get(metrics, "/readyz").is_some_and(|(code, _)| code == 200) {
-                return ms(self.started.elapsed());
-            }
-            assert!(
-                Instant::now() < until,
-                "never ready; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// SIGTERM (final drain and flush), then the exit.
-    fn stop(mut self) {
-        let pid = i32::try_from(self.child.id()).expect("pid");
-        // SAFETY: a signal to our own child, by pid.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let until = Instant::now() + Duration::from_secs(30);
-        while self.child.try_wait().expect("try_wait").is_none() {
-            assert!(
-                Instant::now() < until,
-                "no exit after SIGTERM; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// SIGTERM (final drain and flush), then the exit.
+fn stop(agent: &mut Agent) {
+    agent.terminate(Duration::from_secs(30));
 }
 
 fn large_clouds(sim: &SimHandle) -> String {
@@ -319,16 +196,16 @@ fn boots(setup: &Setup) -> Boots {
     for _ in 0..BOOTS {
         setup.forget();
         let mut agent = setup.start();
-        b.cold.push(agent.wait_ready(setup.metrics));
-        agent.stop();
+        b.cold.push(wait_ready(&mut agent, setup.metrics));
+        stop(&mut agent);
         let mut agent = setup.start();
-        b.warm.push(agent.wait_ready(setup.metrics));
+        b.warm.push(wait_ready(&mut agent, setup.metrics));
         // A few scrapes and a flush, then the resident set.
         std::thread::sleep(Duration::from_secs(2));
         let (rss, hwm) = memory(agent.child.id());
         b.rss.push(rss);
         b.hwm.push(hwm);
-        agent.stop();
+        stop(&mut agent);
     }
     b
 }
@@ -412,13 +289,13 @@ fn flows(topology: &Topology, clouds: &str, cloud: &str) -> Flows {
     let setup = Setup::new(clouds, cloud, &format!("tap{}v", lab.id()));
     neighbours(&vm, setup.dir.path());
     let mut agent = setup.start();
-    agent.wait_ready(setup.metrics);
+    wait_ready(&mut agent, setup.metrics);
     let sent = send(&vm);
     assert_eq!(sent, FLOWS, "every datagram sent");
     let series = "lachesis_bpf_map_entries{map=\"flows\"}";
     let until = Instant::now() + Duration::from_secs(30);
     let drained = loop {
-        let v = sample(setup.metrics, series).unwrap_or(0.0);
+        let v = metric(setup.metrics, series).unwrap_or(0.0);
         if v >= f64::from(FLOWS) {
             break v;
         }
@@ -433,12 +310,12 @@ fn flows(topology: &Topology, clouds: &str, cloud: &str) -> Flows {
     std::thread::sleep(Duration::from_secs(3));
     let (rss, hwm) = memory(agent.child.id());
     let in_map = pinned_entries(&setup.pins.0);
-    let capacity = sample(
+    let capacity = metric(
         setup.metrics,
         "lachesis_bpf_map_capacity_entries{map=\"flows\"}",
     )
     .unwrap_or(0.0);
-    agent.stop();
+    stop(&mut agent);
     drop(lab);
     Flows {
         in_map,
@@ -612,6 +489,8 @@ async fn run() -> ExitCode {
 
 fn main() -> ExitCode {
     lachesis_lab::require_root_for("BPF, network namespaces and the agent's datapath");
+    // Everything (its agents, their programs, the lab) in a namespace of
+    // its own; no other thread exists yet.
     isolate();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

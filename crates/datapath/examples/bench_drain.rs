@@ -5,6 +5,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+#[expect(
+    dead_code,
+    reason = "shared with bench_cores, which alone checks entries by index"
+)]
 #[path = "common/fill.rs"]
 mod fill;
 

@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::exposition;
+
 /// One family: its type, label names (a histogram's `le` aside) and, in the
 /// catalogue, the crate that owns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,37 +80,33 @@ pub struct Rendering {
     pub empty: BTreeSet<String>,
 }
 
-/// Reads every family of an OpenMetrics rendering as `owner`'s: a
-/// family's samples are the lines after its `# TYPE` up to the next
-/// family's comments.
+/// Reads every family of an `OpenMetrics` rendering as `owner`'s: its
+/// `# TYPE` and the label names of its first sample.
+///
+/// # Panics
+/// A line neither metrics text format can hold.
 #[must_use]
 pub fn parse(text: &str, owner: &str) -> Rendering {
     let mut out = Rendering::default();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
-        let Some(decl) = line.strip_prefix("# TYPE ") else {
-            continue;
-        };
-        let (family, kind) = decl.split_once(' ').expect("`# TYPE name type`");
+    for family in exposition::parse(text).families {
+        let Some(kind) = family.kind else { continue };
         // OpenMetrics names a counter's and an info's family without their
         // sample suffix.
-        let name = match kind {
-            "counter" => format!("{family}_total"),
-            "info" => format!("{family}_info"),
-            _ => family.to_owned(),
+        let name = match kind.as_str() {
+            "counter" => format!("{}_total", family.name),
+            "info" => format!("{}_info", family.name),
+            _ => family.name,
         };
-        while lines.peek().is_some_and(|l| l.starts_with("# UNIT ")) {
-            lines.next();
-        }
-        let Some(sample) = lines.peek().filter(|l| !l.starts_with('#')) else {
+        let Some(sample) = family.samples.first() else {
             out.empty.insert(name);
             continue;
         };
         out.families.insert(
             name,
             Family {
-                kind: kind.to_owned(),
-                labels: label_names(sample)
+                kind,
+                labels: sample
+                    .label_names()
                     .into_iter()
                     .filter(|l| l != "le")
                     .collect(),
@@ -143,40 +141,16 @@ pub fn assert_documented(rendered: &BTreeMap<String, Family>) {
 }
 
 /// The label names of one sample line in the order written (a histogram
-/// bucket's `le` among them). Values are skipped as the format quotes them, so a
-/// `,`, `=` or `}` inside a name from the cloud does not end a label.
+/// bucket's `le` among them), read by [`exposition::parse_sample`]: a
+/// `,`, `=` or `}` inside a value from the cloud does not end a label.
+///
+/// # Panics
+/// Not a sample line.
 #[must_use]
 pub fn label_names(sample: &str) -> Vec<String> {
-    // The metric name ends at its labels' `{` or at the space before the value.
-    match sample.find([' ', '{']) {
-        Some(i) if sample[i..].starts_with('{') => label_names_in(&sample[i + 1..]),
-        _ => Vec::new(),
-    }
-}
-
-/// [`label_names`] of the text after a sample's `{`.
-fn label_names_in(mut rest: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    while let Some((name, after)) = rest.split_once("=\"") {
-        let name = name.trim_start_matches(',');
-        if name.starts_with('}') {
-            break;
-        }
-        names.push(name.to_owned());
-        // The value ends at the first quote no backslash escapes.
-        let mut escaped = false;
-        let end = after.char_indices().find_map(|(i, c)| {
-            let closes = c == '"' && !escaped;
-            escaped = c == '\\' && !escaped;
-            closes.then_some(i)
-        });
-        let Some(end) = end else { break };
-        rest = &after[end + 1..];
-        if rest.starts_with('}') {
-            break;
-        }
-    }
-    names
+    exposition::parse_sample(sample)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .label_names()
 }
 
 /// The sample lines of an OpenMetrics or Prometheus text rendering whose
@@ -184,48 +158,48 @@ fn label_names_in(mut rest: &str) -> Vec<String> {
 /// order, then a bucket's `le` (a family the catalogue lacks counts too):
 /// the first line of each family and wrong order found, with what was
 /// found and what is documented.
+///
+/// # Panics
+/// A line neither format can hold.
 #[must_use]
 pub fn series_off_catalogue(text: &str) -> Vec<String> {
     let docs = documented();
-    let mut family: Option<(&str, Option<&Family>)> = None;
     let mut off = Vec::new();
     let mut seen = BTreeSet::new();
-    for line in text.lines() {
-        if let Some(decl) = line.strip_prefix("# TYPE ") {
-            let name = decl.split_once(' ').map_or(decl, |(n, _)| n);
-            // OpenMetrics declares a counter and an info family without
-            // the suffix their samples carry.
-            let documented = [
+    for family in exposition::parse(text).families {
+        let name = family.name.as_str();
+        // OpenMetrics declares a counter and an info family without the
+        // suffix their samples carry.
+        let doc = family.kind.as_ref().and_then(|_| {
+            [
                 name.to_owned(),
                 format!("{name}_total"),
                 format!("{name}_info"),
             ]
             .into_iter()
-            .find_map(|n| docs.get(&n));
-            family = Some((name, documented));
-            continue;
-        }
-        if line.starts_with('#') || line.is_empty() {
-            continue;
-        }
-        let found = label_names(line);
-        let bucket = line
-            .split(['{', ' '])
-            .next()
-            .is_some_and(|name| name.ends_with("_bucket"));
-        match family {
-            Some((_, Some(doc)))
-                if found.iter().map(String::as_str).eq(doc
-                    .labels
-                    .iter()
-                    .map(String::as_str)
-                    .chain(bucket.then_some("le"))) => {}
-            Some((name, _)) if !seen.insert((name, found.clone())) => {}
-            Some((name, doc)) => off.push(format!(
-                "{line}\n  labels {found:?}, the catalogue's {name}: {:?}",
-                doc.map(|d| &d.labels)
-            )),
-            None => off.push(format!("{line}\n  a sample before any # TYPE")),
+            .find_map(|n| docs.get(&n))
+        });
+        for sample in &family.samples {
+            let line = format!("{} {}", sample.series(), sample.text);
+            if family.kind.is_none() {
+                off.push(format!("{line}\n  a sample outside any # TYPE"));
+                continue;
+            }
+            let found = sample.label_names();
+            let bucket = sample.name.ends_with("_bucket");
+            match doc {
+                Some(doc)
+                    if found.iter().map(String::as_str).eq(doc
+                        .labels
+                        .iter()
+                        .map(String::as_str)
+                        .chain(bucket.then_some("le"))) => {}
+                _ if !seen.insert((name.to_owned(), found.clone())) => {}
+                _ => off.push(format!(
+                    "{line}\n  labels {found:?}, the catalogue's {name}: {:?}",
+                    doc.map(|d| &d.labels)
+                )),
+            }
         }
     }
     off

@@ -51,6 +51,24 @@ pub fn enter(netns: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Moves the calling thread (and the threads and processes it starts
+/// afterwards) into a fresh network namespace with loopback up: a test's
+/// or benchmark's own world, where its agent owns every program of ours
+/// and its names and ports collide with nobody's.
+///
+/// # Panics
+/// Not root, or the namespace cannot be made.
+pub fn isolate() {
+    crate::require_root_for("a network namespace of its own");
+    // SAFETY: unshare(2) takes no pointers; CLONE_NEWNET moves only the
+    // calling thread.
+    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "unshare: {}", std::io::Error::last_os_error());
+    if let Err(e) = run(&["ip", "link", "set", "lo", "up"]) {
+        panic!("{e}");
+    }
+}
+
 /// Runs `f` on a new thread that has entered the named namespace.
 pub fn spawn_in<T: Send + 'static>(
     netns: &str,

@@ -1,17 +1,21 @@
 //! The agent binary under test in a lab of network namespaces: its
-//! per-run configuration, the child process, the lab's traffic and the
-//! independent truth (tap counters) that /metrics must equal.
+//! per-run configuration, the lab's traffic and the independent truth
+//! (tap counters) that /metrics must equal. The process, its typed
+//! configuration, HTTP and the metrics reader are the lab crate's.
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
+use lachesis_lab::agent::{metric, Agent, AgentConfig, Tunables};
+use lachesis_lab::exposition::{self, Series};
+use lachesis_lab::http::{get, get_as};
+use lachesis_lab::netns::{Lab, Vm, VmTraffic};
+use lachesis_lab::traffic::Exchange;
 
-use super::Sim;
+use super::{Sim, LACHESIS};
 
 /// Tenant A's project id in [`topology`].
 pub const TENANT_A: &str = "0b0000000000000000000000000000aa";
@@ -58,14 +62,6 @@ servers:
         )
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Everything one agent instance needs, all names unique to this run.
 pub struct Setup {
     pub dir: tempfile::TempDir,
@@ -86,42 +82,50 @@ impl Setup {
     /// The agent configured for `cloud` of the clouds.yaml `clouds`, with
     /// its files in `dir`.
     pub fn in_dir(dir: tempfile::TempDir, lab: &Lab, clouds: &Path, cloud: &str) -> Setup {
-        let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-        let debug = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
         let bpffs = PathBuf::from(format!(
             "/sys/fs/bpf/lachesis-e2e-{}-{}",
             std::process::id(),
             lab.id()
         ));
+        let mut settings = AgentConfig::new(cloud, clouds, &bpffs, &dir.path().join("state.json"));
         // The lab's own taps by prefix; taps named otherwise (after their
         // ports, as Nova names them) by exact name.
         let prefix = format!("tap{}v", lab.id());
-        let exact: Vec<&str> = lab
-            .vms()
-            .iter()
-            .map(|vm| vm.tap.as_str())
-            .filter(|tap| !tap.starts_with(&prefix))
-            .collect();
-        let text = format!(
-            "openstack:\n  cloud: {cloud}\n  clouds_file: {clouds}\n\
-             listen:\n  metrics: {metrics}\n  debug: {debug}\n\
-             datapath:\n  interface_prefixes: [{prefix}]\n  interfaces: [{exact}]\n  bpffs_dir: {bpffs}\n  flows_memory_budget: 4MiB\n\
-             state:\n  path: {state}\n\
-             tunables:\n  scrape_interval: 200ms\n  state_flush_interval: 300ms\n  reconcile_interval: 5m\n  ghost_grace: 1s\n  ghost_sweep_interval: 500ms\n",
-            clouds = clouds.display(),
-            exact = exact.join(", "),
-            bpffs = bpffs.display(),
-            state = dir.path().join("state.json").display(),
+        settings.interfaces = Some(
+            lab.vms()
+                .iter()
+                .map(|vm| vm.tap.clone())
+                .filter(|tap| !tap.starts_with(&prefix))
+                .collect(),
         );
+        settings.interface_prefixes = vec![prefix];
+        settings.flows_memory_budget_mib = Some(4);
+        settings.tunables = Tunables::fast();
         let config = dir.path().join("lachesis.yaml");
-        std::fs::write(&config, text).unwrap();
+        settings.write(&config);
         Setup {
             dir,
             config,
-            metrics,
-            debug,
+            metrics: settings.metrics,
+            debug: settings.debug,
             bpffs,
         }
+    }
+
+    /// Agent instance `n` on this configuration, its log `agent-N.log`.
+    pub fn start(&self, n: usize) -> Agent {
+        self.start_under(n, &[])
+    }
+
+    /// [`Setup::start`] through `wrapper` (a program and its arguments that
+    /// execs the rest, e.g. `setpriv …`); none when empty.
+    pub fn start_under(&self, n: usize, wrapper: &[&str]) -> Agent {
+        Agent::spawn(Path::new(LACHESIS), &self.config, self.log(n), wrapper, &[])
+    }
+
+    /// [`Setup::start`] with `env` added to its environment.
+    pub fn start_with_env(&self, n: usize, env: &[(&str, &str)]) -> Agent {
+        Agent::spawn(Path::new(LACHESIS), &self.config, self.log(n), &[], env)
     }
 
     pub fn log(&self, n: usize) -> PathBuf {
@@ -136,165 +140,6 @@ impl Drop for Setup {
     }
 }
 
-/// The agent as a child process; killed on drop if still running.
-pub struct Agent {
-    pub child: Child,
-    pub log: PathBuf,
-}
-
-impl Agent {
-    pub fn start(setup: &Setup, n: usize) -> Agent {
-        Agent::start_under(setup, n, &[])
-    }
-
-    /// The agent on `config`, its stderr in `log`.
-    pub fn start_config(config: &Path, log: PathBuf) -> Agent {
-        Agent::spawn(config, log, &[])
-    }
-
-    /// [`Agent::start`] through `wrapper` (a program and its arguments that
-    /// execs the rest, e.g. `setpriv …`); none when empty.
-    pub fn start_under(setup: &Setup, n: usize, wrapper: &[&str]) -> Agent {
-        Agent::spawn(&setup.config, setup.log(n), wrapper)
-    }
-
-    /// [`Agent::start`] with `env` added to its environment.
-    pub fn start_with_env(setup: &Setup, n: usize, env: &[(&str, &str)]) -> Agent {
-        Agent::spawn_env(&setup.config, setup.log(n), &[], env)
-    }
-
-    fn spawn(config: &Path, log: PathBuf, wrapper: &[&str]) -> Agent {
-        Agent::spawn_env(config, log, wrapper, &[])
-    }
-
-    fn spawn_env(config: &Path, log: PathBuf, wrapper: &[&str], env: &[(&str, &str)]) -> Agent {
-        let binary = env!("CARGO_BIN_EXE_lachesis");
-        let mut cmd = match wrapper.split_first() {
-            None => Command::new(binary),
-            Some((program, args)) => {
-                let mut c = Command::new(program);
-                c.args(args).arg(binary);
-                c
-            }
-        };
-        for (key, _) in std::env::vars() {
-            // Nor systemd's notification socket, were the tests run under
-            // systemd: the agent would report to the test runner's unit.
-            if key.starts_with("OS_")
-                || key.starts_with("LACHESIS_")
-                || key == "RUST_LOG"
-                || key == "NOTIFY_SOCKET"
-                || key.starts_with("WATCHDOG_")
-            {
-                cmd.env_remove(key);
-            }
-        }
-        let child = cmd
-            .envs(env.iter().copied())
-            .args(["agent", "--config", config.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start the agent");
-        Agent { child, log }
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    pub fn signal(&self, sig: i32) {
-        let pid = i32::try_from(self.child.id()).unwrap();
-        // SAFETY: a signal to our own child, by pid.
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-    }
-
-    pub fn wait(&mut self, limit: Duration) -> ExitStatus {
-        let until = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < until,
-                "the agent did not exit within {limit:?}; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub fn wait_ready(&mut self, metrics: SocketAddr) {
-        let until = Instant::now() + Duration::from_mins(1);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "the agent exited ({status}) before ready; log:\n{}",
-                    self.log_text()
-                );
-            }
-            if get(metrics, "/readyz").is_some_and(|(code, _)| code == 200) {
-                return;
-            }
-            assert!(
-                Instant::now() < until,
-                "never ready; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// One plain HTTP GET: status and body, `None` when nothing answers.
-pub fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    get_as(addr, path, "text/plain")
-}
-
-/// [`get`] asking for `accept`.
-pub fn get_as(addr: SocketAddr, path: &str, accept: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).ok()?;
-    let code = answer.split_whitespace().nth(1)?.parse().ok()?;
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Some((code, body.to_owned()))
-}
-
-/// Moves this thread (and the processes and threads it starts) into a
-/// fresh network namespace with loopback up.
-pub fn isolate() {
-    // SAFETY: affects only the calling thread.
-    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "unshare: {}", std::io::Error::last_os_error());
-    let ok = Command::new("ip")
-        .args(["link", "set", "lo", "up"])
-        .status()
-        .unwrap();
-    assert!(ok.success());
-}
-
-/// A tap's counters from this thread's namespace (`/proc/thread-self`;
-/// sysfs shows the namespace it was mounted in).
-pub fn counters(vm: &Vm) -> IfCounters {
-    IfCounters::read_here(&vm.tap).unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// Bytes and packets per direction of one VM, as the VM sees them.
 pub type Totals = VmTraffic;
 
@@ -302,24 +147,13 @@ pub type Totals = VmTraffic;
 /// values of `labels` (joined by `/`).
 pub fn totals_by(body: &str, labels: &[&str]) -> BTreeMap<String, Totals> {
     let mut out: BTreeMap<String, Totals> = BTreeMap::new();
-    for line in body.lines() {
-        let (family, rest) = match line.split_once('{') {
-            Some((f, r))
-                if f == "lachesis_tenant_bytes_total" || f == "lachesis_tenant_packets_total" =>
-            {
-                (f, r)
-            }
-            _ => continue,
-        };
-        let (series, value) = rest.rsplit_once("} ").unwrap();
-        let value: u64 = value.trim().parse().unwrap();
-        let label = |name: &str| {
-            series
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
-                .map(|v| v.trim_end_matches('"').to_owned())
-                .unwrap()
-        };
+    for sample in exposition::parse(body).samples() {
+        let family = sample.name.as_str();
+        if family != "lachesis_tenant_bytes_total" && family != "lachesis_tenant_packets_total" {
+            continue;
+        }
+        let value = sample.count();
+        let label = |name: &str| sample.label(name).unwrap().to_owned();
         let key: Vec<String> = labels.iter().map(|l| label(l)).collect();
         let t = out.entry(key.join("/")).or_default();
         match (family, label("direction").as_str()) {
@@ -333,61 +167,14 @@ pub fn totals_by(body: &str, labels: &[&str]) -> BTreeMap<String, Totals> {
     out
 }
 
-/// Pings and a TCP exchange of known sizes, both directions.
+/// Pings and a TCP exchange of known sizes, both directions; returns once
+/// the taps are quiet.
 pub fn traffic(a: &Vm, b: &Vm, round: u16) {
-    a.exec(&[
-        "ping",
-        "-q",
-        "-c",
-        "5",
-        "-i",
-        "0.01",
-        "-s",
-        "1000",
-        &b.ip.to_string(),
-    ])
-    .unwrap();
-    b.exec(&["ping", "-q", "-c", "3", "-i", "0.01", &a.ip.to_string()])
-        .unwrap();
-    let addr = SocketAddr::from((b.ip, 41000 + round));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let server = b.run(move || {
-        let l = TcpListener::bind(addr).unwrap();
-        ready_tx.send(()).unwrap();
-        let (mut s, _) = l.accept().unwrap();
-        let mut data = Vec::new();
-        s.read_to_end(&mut data).unwrap();
-        s.write_all(&vec![7u8; 128 * 1024]).unwrap();
-        data.len()
-    });
-    ready_rx.recv().unwrap();
-    let client = a.run(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(&vec![9u8; 512 * 1024]).unwrap();
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut back = Vec::new();
-        s.read_to_end(&mut back).unwrap();
-        back.len()
-    });
-    assert_eq!(client.join().unwrap(), 128 * 1024);
-    assert_eq!(server.join().unwrap(), 512 * 1024);
-    wait_quiet(&[a, b]);
-}
-
-/// Returns once the taps' counters stopped moving (three still polls).
-pub fn wait_quiet(vms: &[&Vm]) {
-    let mut last: Vec<IfCounters> = vms.iter().map(|v| counters(v)).collect();
-    let mut still = 0;
-    for _ in 0..200 {
-        std::thread::sleep(Duration::from_millis(50));
-        let now: Vec<IfCounters> = vms.iter().map(|v| counters(v)).collect();
-        still = if now == last { still + 1 } else { 0 };
-        if still == 3 {
-            return;
-        }
-        last = now;
-    }
-    panic!("interface counters never stopped moving");
+    Exchange::between(a, b)
+        .ping(5, 1000)
+        .ping_back(3, 56)
+        .tcp(41000 + round, 512 * 1024, 128 * 1024)
+        .run();
 }
 
 /// An `unknown` tenant series holding no byte and no packet.
@@ -425,12 +212,18 @@ pub fn assert_tenants(
     }
 }
 
-/// Polls /metrics until it holds the line `sample` (value included).
+/// Polls /metrics until it holds the sample `sample` (a line: series and
+/// value as rendered).
 pub fn wait_for_sample(agent: &Agent, metrics: SocketAddr, sample: &str) {
+    let (series, value) = sample.rsplit_once(' ').expect("`series value`");
+    let series: Series = series.parse().unwrap_or_else(|e| panic!("{e}"));
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         let body = get(metrics, "/metrics").map(|(_, b)| b).unwrap_or_default();
-        if body.lines().any(|l| l == sample) {
+        if exposition::parse(&body)
+            .samples()
+            .any(|s| s.is(&series) && s.text == value)
+        {
             return;
         }
         assert!(
@@ -442,20 +235,7 @@ pub fn wait_for_sample(agent: &Agent, metrics: SocketAddr, sample: &str) {
     }
 }
 
-/// The value of the sample `series` (family and labels, exactly as
-/// rendered) on /metrics; `None` when absent or nothing answers.
-pub fn sample(metrics: SocketAddr, series: &str) -> Option<f64> {
-    let (_, body) = get(metrics, "/metrics")?;
-    body.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
-/// Polls [`sample`] until `ok` holds for its value, which it returns.
+/// Polls [`metric`] until `ok` holds for its value, which it returns.
 pub fn wait_for_value(
     agent: &Agent,
     metrics: SocketAddr,
@@ -464,7 +244,7 @@ pub fn wait_for_value(
 ) -> f64 {
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        let value = sample(metrics, series);
+        let value = metric(metrics, series);
         if let Some(v) = value.filter(|v| ok(*v)) {
             return v;
         }
@@ -481,18 +261,14 @@ pub fn wait_for_value(
 /// levels), by series.
 pub fn counter_series(metrics: SocketAddr) -> BTreeMap<String, u64> {
     let (_, body) = get(metrics, "/metrics").unwrap();
-    let out: BTreeMap<String, u64> = body
-        .lines()
-        .filter(|l| {
-            let family = l.split('{').next().unwrap_or("");
+    let out: BTreeMap<String, u64> = exposition::parse(&body)
+        .samples()
+        .filter(|s| {
             ["bytes_total", "packets_total"]
                 .iter()
-                .any(|f| family.starts_with("lachesis_") && family.ends_with(f))
+                .any(|f| s.name.starts_with("lachesis_") && s.name.ends_with(f))
         })
-        .map(|l| {
-            let (series, value) = l.rsplit_once(' ').unwrap();
-            (series.to_owned(), value.parse().unwrap())
-        })
+        .map(|s| (s.series(), s.count()))
         .collect();
     assert!(
         out.keys()
@@ -563,14 +339,6 @@ pub fn wait_until(agent: &Agent, what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// SIGTERM, then exit status 0.
-pub fn stop(mut agent: Agent) -> Agent {
-    agent.signal(libc::SIGTERM);
-    let status = agent.wait(Duration::from_secs(20));
-    assert_eq!(status.code(), Some(0), "log:\n{}", agent.log_text());
-    agent
-}
-
 /// The daemon's own families in an OpenMetrics body must render as
 /// docs/metrics.md documents them.
 pub fn assert_own_families_documented(metrics: SocketAddr) {
@@ -605,54 +373,4 @@ pub fn assert_own_families_documented(metrics: SocketAddr) {
     ] {
         assert_eq!(rendered.get(name), documented.get(name), "{name}");
     }
-}
-
-/// Forwards a loopback port of the test's network namespace to the same
-/// port in the namespace the forwarder was started in (where a service of
-/// the host listens: a broker, Keystone, Neutron). Connections made while
-/// the service is down are accepted and closed.
-pub struct Forwarder {
-    listener: std::sync::mpsc::Sender<TcpListener>,
-    port: u16,
-}
-
-impl Forwarder {
-    /// Call before [`isolate`]: the thread stays in this namespace.
-    pub fn start(port: u16) -> Forwarder {
-        let (tx, rx) = std::sync::mpsc::channel::<TcpListener>();
-        std::thread::spawn(move || {
-            let Ok(listener) = rx.recv() else { return };
-            for inbound in listener.incoming() {
-                let Ok(inbound) = inbound else { continue };
-                let Ok(outbound) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else {
-                    let _ = inbound.shutdown(std::net::Shutdown::Both);
-                    continue;
-                };
-                pipe(&inbound, &outbound);
-                pipe(&outbound, &inbound);
-            }
-        });
-        Forwarder { listener: tx, port }
-    }
-
-    /// Call after [`isolate`]: listens on the port in the new namespace.
-    pub fn listen(&self) {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).unwrap_or_else(|e| {
-            panic!(
-                "forwarding port {} into the test's namespace: {e}",
-                self.port
-            )
-        });
-        self.listener.send(l).unwrap();
-    }
-}
-
-/// Copies `from` into `to` on a thread until either side closes.
-fn pipe(from: &TcpStream, to: &TcpStream) {
-    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut from, &mut to);
-        let _ = to.shutdown(std::net::Shutdown::Write);
-        let _ = from.shutdown(std::net::Shutdown::Read);
-    });
 }

@@ -1,15 +1,22 @@
 //! Shared by the tests that run the built `lachesis` binary: running it, the
 //! simulator as a child process, fault injection, clouds.yaml and fixtures.
 
-// Each test binary uses its own subset of these helpers.
-#![allow(dead_code)]
-
 pub mod agent;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+
+use lachesis_lab::agent::Agent;
+use lachesis_lab::http::Request;
+
+/// The binary under test.
+pub const LACHESIS: &str = env!("CARGO_BIN_EXE_lachesis");
+
+/// The agent under test on `config`, its standard error in `log`.
+pub fn start_agent(config: &Path, log: PathBuf) -> Agent {
+    Agent::start(Path::new(LACHESIS), config, log)
+}
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -25,7 +32,7 @@ pub fn fixtures() -> PathBuf {
 /// inherited (so the machine's own openrc cannot change the outcome), plus
 /// `env`.
 pub fn lachesis_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lachesis"));
+    let mut cmd = Command::new(LACHESIS);
     for (key, _) in std::env::vars() {
         if key.starts_with("OS_") || key == "RUST_LOG" {
             cmd.env_remove(key);
@@ -87,7 +94,7 @@ impl Sim {
 
     /// [`Sim::start`] serving `topology` instead of the example.
     pub fn start_topology(topology: &Path, extra: &[&str]) -> Sim {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        let mut child = Command::new(LACHESIS)
             .args(["sim", "--topology", topology.to_str().unwrap()])
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
@@ -114,22 +121,11 @@ impl Sim {
 
     /// One control-API call (`/sim/...`), returning the status code.
     pub fn control(&self, method: &str, path: &str, body: &str) -> u16 {
-        let mut stream = TcpStream::connect(&self.addr).expect("connect to the simulator");
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        )
-        .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        answer
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+        Request::new(method, path)
+            .json(body)
+            .send(self.addr.as_str())
+            .unwrap_or_else(|e| panic!("{method} {path} to the simulator: {e}"))
+            .status
     }
 
     /// Makes `endpoint` answer HTTP 500 until cleared.

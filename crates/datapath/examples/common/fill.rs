@@ -1,7 +1,6 @@
 //! A `flows` map filled for the drain benchmarks: entry `i` has a key of
 //! its own, `i × 1500 + 1` bytes and `i + 1` packets, so a drain's result
 //! can be checked entry by entry.
-#![allow(dead_code)]
 
 use lachesis_abi::{FlowCounters, FlowKey};
 use lachesis_datapath::Datapath;

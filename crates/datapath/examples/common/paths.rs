@@ -1,6 +1,5 @@
 //! The classifier paths `make bench-packet` and `make bench-cores` time:
 //! two frames (two flows) per path over the shared test topology.
-#![allow(dead_code)]
 
 use lachesis_abi::{Direction, Mac};
 use lachesis_datapath::Datapath;

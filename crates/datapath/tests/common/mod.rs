@@ -1,5 +1,4 @@
 //! Shared helpers of the datapath integration tests (root required).
-#![allow(dead_code)]
 
 pub mod topology;
 
@@ -7,10 +6,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use lachesis_abi::{FlowCounters, FlowKey};
+use lachesis_abi::{Direction, FlowCounters, FlowKey, Mac};
 use lachesis_datapath::{
     AttachMode, Datapath, DatapathConfig, DrainBuffer, FlowsPin, RetiredFlows,
 };
+use lachesis_lab::netns::VmTraffic;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -45,6 +45,27 @@ impl Drop for PinDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// What `entries` (a drain) counted for the VM of `mac`, per direction
+/// as the VM sees it: its tx where it is the source, its rx where it is
+/// the destination.
+pub fn totals_for(entries: &[(FlowKey, FlowCounters)], mac: Mac) -> VmTraffic {
+    let mut t = VmTraffic::default();
+    for (k, v) in entries {
+        match k.direction().unwrap() {
+            Direction::Tx if k.src_mac == mac.0 => {
+                t.tx_bytes += v.bytes;
+                t.tx_packets += v.packets;
+            }
+            Direction::Rx if k.dst_mac == mac.0 => {
+                t.rx_bytes += v.bytes;
+                t.rx_packets += v.packets;
+            }
+            _ => {}
+        }
+    }
+    t
 }
 
 /// Drains `flows` into a sorted map.

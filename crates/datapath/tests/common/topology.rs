@@ -1,6 +1,5 @@
 //! The test topology shared by the classifier tests and the per-packet
 //! benchmark: three tenants, a router MAC, an amphora and its member.
-#![allow(dead_code)]
 
 use std::net::IpAddr;
 

@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
 
 use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding};
@@ -74,35 +73,16 @@ pub type Labels = Vec<(String, String)>;
 /// Sample name → labels → value text.
 pub type Samples = BTreeMap<String, BTreeMap<Labels, String>>;
 
-/// Parses sample lines of either text format. Label values in these tests
-/// never contain quotes, commas or braces.
+/// Every sample of either text format (the lab's one reader), by name
+/// and labels.
 pub fn parse(text: &str) -> Samples {
     let mut out = Samples::new();
-    for line in text.lines() {
-        if line.starts_with('#') || line.is_empty() {
-            continue;
-        }
-        let (head, value) = line.rsplit_once(' ').expect("sample has a value");
-        let (name, labels) = match head.split_once('{') {
-            Some((n, rest)) => {
-                let body = rest.strip_suffix('}').expect("closing brace");
-                let labels = body
-                    .split(',')
-                    .filter(|p| !p.is_empty())
-                    .map(|p| {
-                        let (k, v) = p.split_once('=').expect("k=v");
-                        (k.to_owned(), v.trim_matches('"').to_owned())
-                    })
-                    .collect();
-                (n, labels)
-            }
-            None => (head, Vec::new()),
-        };
+    for sample in lachesis_lab::exposition::parse(text).samples() {
         let prev = out
-            .entry(name.to_owned())
+            .entry(sample.name.clone())
             .or_default()
-            .insert(labels, value.to_owned());
-        assert!(prev.is_none(), "duplicate sample in {line}");
+            .insert(sample.labels.clone(), sample.text.clone());
+        assert!(prev.is_none(), "duplicate sample {}", sample.series());
     }
     out
 }
@@ -120,7 +100,8 @@ pub struct Rig {
     pub ledger: Arc<Ledger>,
     pub source: Arc<SwapSource>,
     pub state: Arc<StateFile>,
-    dir: Arc<tempfile::TempDir>,
+    /// Kept for as long as the rig: the state file lives in it.
+    _dir: Arc<tempfile::TempDir>,
     released: Arc<Mutex<Vec<FlowKey>>>,
     last_drain: Arc<Mutex<(Readings, u64)>>,
 }
@@ -157,7 +138,7 @@ impl Rig {
             ledger: Arc::new(Ledger::new(limits, source.clone())),
             source,
             state,
-            dir,
+            _dir: dir,
             released: Arc::default(),
             last_drain: Arc::default(),
         }
@@ -261,11 +242,6 @@ impl Rig {
         let report = self.ledger.prune_tenants(alive);
         self.commit();
         report
-    }
-
-    pub fn resolve_pending(&self, attr: &MemoryAttribution) -> usize {
-        self.use_attr(attr);
-        self.ledger.resolve_pending()
     }
 }
 

@@ -1,8 +1,6 @@
 //! Shared by the broker tests: a sink that records what the consumers
 //! report (and can be held shut to stall a consumer), and polling helpers.
 
-#![allow(dead_code)]
-
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

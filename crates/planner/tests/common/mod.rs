@@ -2,8 +2,6 @@
 //! shapes) so each test reads as a topology, plus an LPM that mimics the
 //! kernel's lookup order as independent truth.
 
-#![allow(dead_code)]
-
 use std::net::IpAddr;
 
 use lachesis_planner::{

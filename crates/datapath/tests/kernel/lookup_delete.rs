@@ -1,0 +1,219 @@
+//! Lookup-and-delete of `flows` entries against the real classifier and
+//! map (root): the final reading is the entry's last, including what it
+//! counted after the drain that chose it for deletion (DESIGN §9).
+
+use crate::common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Zone};
+use lachesis_datapath::{Datapath, DrainBuffer};
+use lachesis_lab::frame::Frame;
+
+use common::topology::{ip, populate};
+
+/// The key the classifier gives `frame` sent by a T1 VM to the internet.
+fn external_tx_key(frame: &[u8]) -> FlowKey {
+    FlowKey {
+        dst_mac: frame[0..6].try_into().unwrap(),
+        src_mac: frame[6..12].try_into().unwrap(),
+        eth_proto: 0x0800,
+        direction: Direction::Tx.code(),
+        zone: Zone::External.code(),
+        l4: L4Class::Udp.code(),
+        pad: 0,
+    }
+}
+
+fn setup(tag: &str) -> (common::PinDir, Datapath, Vec<u8>, FlowKey) {
+    let pins = common::PinDir::new(tag);
+    let (dp, _, _) = pins.load();
+    let net = populate(&dp);
+    let frame = Frame::udp(net.a, net.router, ip("10.1.0.10"), ip("8.8.8.8")).bytes();
+    let key = external_tx_key(&frame);
+    (pins, dp, frame, key)
+}
+
+/// Runs the tx program `packets` times over `frame` on the calling thread's CPU.
+fn send(dp: &Datapath, frame: &[u8], packets: u32) {
+    let out = dp.test_run(Direction::Tx, frame, packets).unwrap();
+    assert_eq!(out.retval, u32::MAX, "the program passes every packet on");
+}
+
+/// Pins the calling thread to one CPU, so its packets land in that CPU's slot.
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: `set` is a plain bitmask, zeroed then filled with CPU_SET,
+    // and passed by pointer with its exact size for the call's duration.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "pin to CPU {cpu}: {} (this test needs two online CPUs)",
+        std::io::Error::last_os_error()
+    );
+}
+
+#[test]
+fn the_final_reading_includes_what_was_counted_after_the_drain() {
+    let (_pins, dp, frame, key) = setup("lnd-final");
+    let len = frame.len() as u64;
+    send(&dp, &frame, 3);
+    let drained = common::snapshot(&dp)[&key];
+    assert_eq!((drained.bytes, drained.packets), (3 * len, 3));
+
+    // The entry keeps counting after the drain that chose it for deletion.
+    send(&dp, &frame, 4);
+    let mut buf = DrainBuffer::new();
+    let failed = dp.lookup_and_delete_flows(&[key], &mut buf);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(buf.entries.len(), 1);
+    let (k, last) = buf.entries[0];
+    assert_eq!(k, key);
+    assert_eq!(
+        (last.bytes, last.packets),
+        (7 * len, 7),
+        "every packet up to the delete is in the final reading"
+    );
+    assert_eq!(last.created_ns, drained.created_ns, "the same entry");
+    assert!(
+        !common::snapshot(&dp).contains_key(&key),
+        "the entry is gone"
+    );
+
+    // Nothing left to read or delete; the next packet starts a new entry.
+    dp.lookup_and_delete_flows(&[key], &mut buf);
+    assert!(buf.entries.is_empty());
+    send(&dp, &frame, 1);
+    let fresh = common::snapshot(&dp)[&key];
+    assert_eq!((fresh.bytes, fresh.packets), (len, 1));
+    assert!(fresh.created_ns > last.created_ns, "a new identity (§4.3)");
+}
+
+#[test]
+fn per_cpu_slots_are_folded_like_a_drain() {
+    let (_pins, dp, frame, key) = setup("lnd-percpu");
+    let len = frame.len() as u64;
+    pin_to_cpu(0);
+    send(&dp, &frame, 2);
+    pin_to_cpu(1);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    send(&dp, &frame, 5);
+    let drained: FlowCounters = common::snapshot(&dp)[&key];
+    let mut buf = DrainBuffer::new();
+    assert!(dp.lookup_and_delete_flows(&[key], &mut buf).is_empty());
+    let last = buf.entries[0].1;
+    assert_eq!((last.bytes, last.packets), (7 * len, 7), "slots summed");
+    assert_eq!(
+        last, drained,
+        "stamps maxed exactly as the drain folds them"
+    );
+}
+
+#[test]
+fn only_the_given_keys_are_deleted_and_absent_keys_yield_nothing() {
+    let (_pins, dp, frame, key) = setup("lnd-keys");
+    let net_b = Frame::udp(
+        common::topology::mac("02:00:00:00:01:0b"),
+        common::topology::mac("fa:16:3e:00:00:01"),
+        ip("10.1.0.11"),
+        ip("8.8.8.8"),
+    )
+    .bytes();
+    let other = external_tx_key(&net_b);
+    send(&dp, &frame, 1);
+    send(&dp, &net_b, 2);
+    let absent = FlowKey {
+        l4: L4Class::Tcp.code(),
+        ..key
+    };
+    let mut buf = DrainBuffer::new();
+    assert!(dp
+        .lookup_and_delete_flows(&[absent, key], &mut buf)
+        .is_empty());
+    assert_eq!(buf.calls, 2);
+    assert_eq!(
+        buf.entries.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        vec![key]
+    );
+    let left = common::snapshot(&dp);
+    assert_eq!(left.keys().copied().collect::<Vec<_>>(), vec![other]);
+    assert_eq!(left[&other].packets, 2);
+}
+
+/// A sender keeps counting into the entry on another CPU while it is
+/// deleted again and again. The program updates a per-CPU slot in place
+/// through the pointer its lookup returned; a delete that lands between
+/// that lookup and the add takes the value before the add, and the add goes
+/// to the unlinked element. So the bound is: at most one packet per delete
+/// (one sending CPU here) is missing, whole packets only, and every other
+/// packet is in exactly one final reading or in the entry left at the end.
+#[test]
+fn deleting_an_entry_that_keeps_counting_misses_at_most_the_packet_in_flight() {
+    const DELETES: u64 = 300;
+    const PER_BURST: u32 = 50;
+    let (_pins, dp, frame, key) = setup("lnd-busy");
+    let dp = Arc::new(dp);
+    let len = frame.len() as u64;
+    let (started, stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let sender = {
+        let (dp, frame) = (dp.clone(), frame.clone());
+        let (started, stop) = (started.clone(), stop.clone());
+        std::thread::spawn(move || {
+            pin_to_cpu(1);
+            let mut bursts = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                send(&dp, &frame, PER_BURST);
+                bursts += 1;
+                started.store(true, Ordering::SeqCst);
+            }
+            bursts * u64::from(PER_BURST)
+        })
+    };
+    pin_to_cpu(0);
+    while !started.load(Ordering::SeqCst) {
+        std::hint::spin_loop();
+    }
+    let mut buf = DrainBuffer::new();
+    let (mut read, mut deletes) = ((0u64, 0u64), 0u64);
+    let mut stamps = Vec::new();
+    while deletes < DELETES {
+        assert!(dp.lookup_and_delete_flows(&[key], &mut buf).is_empty());
+        for (_, c) in &buf.entries {
+            read.0 += c.bytes;
+            read.1 += c.packets;
+            stamps.push(c.created_ns);
+            deletes += 1;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let sent = sender.join().unwrap();
+    dp.lookup_and_delete_flows(&[key], &mut buf);
+    for (_, c) in &buf.entries {
+        read.0 += c.bytes;
+        read.1 += c.packets;
+    }
+    stamps.dedup();
+    assert_eq!(
+        stamps.len() as u64,
+        deletes,
+        "each delete took a different entry"
+    );
+    let missing = sent - read.1;
+    eprintln!(
+        "{sent} packets sent, {deletes} deletes of the busy entry, {missing} packet(s) \
+         in flight at a delete"
+    );
+    assert!(
+        missing <= deletes,
+        "more than one packet per delete went missing"
+    );
+    assert_eq!(read.0, read.1 * len, "only whole packets go missing");
+}

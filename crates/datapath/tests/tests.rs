@@ -1,0 +1,6 @@
+//! The datapath's integration tests: one binary, its tests grouped by tier
+//! (the first module of a test's path; `scripts/test-tier` runs one tier).
+//! All of them are `kernel`: root, BPF and network namespaces.
+
+mod common;
+mod kernel;

@@ -1,0 +1,5 @@
+//! No root, no services.
+
+mod client_sim;
+mod clouds_yaml;
+mod fixtures;

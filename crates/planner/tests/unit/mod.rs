@@ -1,0 +1,10 @@
+//! No root, no services.
+
+mod diff;
+mod external;
+mod fixture;
+mod octavia;
+mod parse;
+mod properties;
+mod route_meet;
+mod trie_rows;
