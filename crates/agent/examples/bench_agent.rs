@@ -466,7 +466,10 @@ async fn run() -> ExitCode {
         kworst / EVENT_TARGET_MS,
         kmed - ms(debounce)
     );
-    #[allow(clippy::cast_precision_loss)]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "durations in milliseconds and counts are far below 2^52"
+    )]
     let json = [
         ("boot_example_cold_ms", median(&ex.cold)),
         ("boot_example_state_ms", median(&ex.warm)),

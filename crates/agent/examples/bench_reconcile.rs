@@ -129,7 +129,10 @@ impl Case {
         median(&self.samples.iter().map(f).collect::<Vec<_>>())
     }
 
-    #[allow(clippy::cast_precision_loss)]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "write counts are far below 2^52"
+    )]
     fn writes(&self) -> f64 {
         self.med(|s| s.writes.log.len() as f64)
     }

@@ -18,8 +18,10 @@
 //!
 //! Prints a table per part and one JSON object as the last line. Root.
 
-// Byte counts and map sizes here are far below 2^52.
-#![allow(clippy::cast_precision_loss)]
+#![expect(
+    clippy::cast_precision_loss,
+    reason = "byte counts and map sizes here are far below 2^52"
+)]
 
 #[path = "common/fill.rs"]
 mod fill;

@@ -24,7 +24,10 @@ fn is_bpffs(path: &Path) -> Result<bool> {
             std::io::Error::last_os_error(),
         ));
     }
-    #[allow(clippy::unnecessary_cast)] // f_type's width differs between libcs.
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's width differs between libcs and targets"
+    )]
     Ok(st.f_type as i64 == BPF_FS_MAGIC)
 }
 

@@ -14,7 +14,10 @@ use std::sync::Once;
 
 use libbpf_rs::PrintLevel;
 
-#[allow(clippy::needless_pass_by_value)] // the signature libbpf-rs requires
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the signature libbpf-rs requires"
+)]
 fn sink(_level: PrintLevel, msg: String) {
     if msg.starts_with("libbpf: Kernel error message:") {
         return;

@@ -58,8 +58,13 @@ impl FlowsVariant {
         }
     }
 
-    // Always `Ok` with the `testing` feature, which embeds every object.
-    #[cfg_attr(feature = "testing", allow(clippy::unnecessary_wraps))]
+    #[cfg_attr(
+        feature = "testing",
+        expect(
+            clippy::unnecessary_wraps,
+            reason = "always `Ok` with the `testing` feature, which embeds every object"
+        )
+    )]
     fn object(self) -> Result<&'static [u8]> {
         if self == FlowsVariant::PRODUCTION {
             return Ok(CLASSIFIER);

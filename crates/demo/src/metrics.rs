@@ -41,14 +41,20 @@ impl Sample {
 }
 
 /// A non-negative whole number read from a sample (negative reads as 0).
-#[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
+#[expect(
+    clippy::cast_sign_loss,
+    clippy::cast_possible_truncation,
+    reason = "counters and gauges of counts are rendered as integers below 2^53; negative reads as 0"
+)]
 fn whole(v: f64) -> u64 {
-    // Counters and gauges of counts are rendered as integers below 2^53.
     v.max(0.0) as u64
 }
 
 /// A byte count as a float, for rates and human units (exact below 2^53).
-#[allow(clippy::cast_precision_loss)]
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "byte counts are exact below 2^53; rates and human units need no more"
+)]
 #[must_use]
 pub fn approx(n: u64) -> f64 {
     n as f64

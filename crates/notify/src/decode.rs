@@ -205,7 +205,7 @@ fn notification(f: Fields) -> Result<Notification, DecodeError> {
 
 /// The §8 rules applied to one notification.
 #[must_use]
-#[allow(
+#[expect(
     clippy::case_sensitive_file_extension_comparisons,
     reason = "event types, not file names: the services spell them in lower case"
 )]

@@ -313,8 +313,10 @@ impl Plan {
     }
 }
 
-// serde's `with` modules take the field by reference, whatever its size.
-#[allow(clippy::trivially_copy_pass_by_ref)]
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's `with` functions take the field by reference, whatever its size"
+)]
 mod zone_label {
     use lachesis_abi::Zone;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -330,7 +332,10 @@ mod zone_label {
     }
 }
 
-#[allow(clippy::trivially_copy_pass_by_ref)]
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's `with` functions take the field by reference, whatever its size"
+)]
 mod mac_text {
     use lachesis_abi::Mac;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -345,7 +350,10 @@ mod mac_text {
     }
 }
 
-#[allow(clippy::ref_option)]
+#[expect(
+    clippy::ref_option,
+    reason = "serde's `with` functions take the field itself, `&Option<T>`"
+)]
 mod label_or_none {
     use serde::{Deserialize, Deserializer, Serializer};
 

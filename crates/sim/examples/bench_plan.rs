@@ -30,8 +30,10 @@ fn thread_cpu_ms() -> f64 {
     // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    // Seconds and nanoseconds of a thread's CPU time fit f64 exactly.
-    #[allow(clippy::cast_precision_loss)]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "seconds and nanoseconds of a thread's CPU time fit f64 exactly"
+    )]
     let ms = ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6;
     ms
 }

@@ -115,8 +115,10 @@ pub fn router_id(r: usize) -> String {
     uuid(3, r)
 }
 
-// One positional argument per port field reads best in a generator.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one positional argument per port field reads best in a generator"
+)]
 fn port(
     id: String,
     network: String,

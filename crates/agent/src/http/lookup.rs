@@ -413,8 +413,10 @@ fn as_v6(addr: IpAddr) -> Ipv6Addr {
     }
 }
 
-// serde's `serialize_with` passes the field itself, `&Option<T>`.
-#[allow(clippy::ref_option)]
+#[expect(
+    clippy::ref_option,
+    reason = "serde's `serialize_with` passes the field itself, `&Option<T>`"
+)]
 fn display_opt<T: std::fmt::Display, S: serde::Serializer>(
     v: &Option<T>,
     s: S,

@@ -266,8 +266,10 @@ pub(crate) fn display<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Resul
     s.collect_str(v)
 }
 
-// serde's `serialize_with` passes fields by reference.
-#[allow(clippy::trivially_copy_pass_by_ref)]
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's `serialize_with` passes fields by reference"
+)]
 fn ethertype<S: Serializer>(v: &u16, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&format_args!("0x{v:04x}"))
 }

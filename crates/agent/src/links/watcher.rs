@@ -441,7 +441,7 @@ impl<A: Attacher> Watcher<A> {
 
     /// The interfaces that exist (index, name) and the names carrying our
     /// programs.
-    #[allow(clippy::type_complexity)] // two listings, named where used
+    #[expect(clippy::type_complexity, reason = "two listings, named where used")]
     fn listing(&self) -> Result<(Vec<(u32, String)>, BTreeSet<String>), AttachError> {
         Ok((self.attacher.interfaces()?, self.attacher.attached()?))
     }

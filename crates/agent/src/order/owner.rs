@@ -91,13 +91,17 @@ pub fn least_recent(
     relief: Relief,
 ) -> Vec<FlowKey> {
     let cap = f64::from(capacity.max(1));
-    #[allow(clippy::cast_precision_loss)] // map sizes are far below 2^52
+    #[expect(clippy::cast_precision_loss, reason = "map sizes are far below 2^52")]
     let fill = entries.len() as f64 / cap;
     if fill <= relief.high {
         return Vec::new();
     }
     // The largest count whose fill is strictly below `low`.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a fill ratio of a u32 capacity: non-negative and below usize::MAX"
+    )]
     let keep = ((relief.low * cap).ceil() as usize).saturating_sub(1);
     let want = entries
         .len()

@@ -283,9 +283,10 @@ pub(crate) enum InForce {
 }
 
 /// One thing the ledger owner was asked to do, in order.
-// A test log of a few entries: boxing the settles would only make the
-// assertions harder to read.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a test log of a few entries: boxing the settles would only make the assertions harder to read"
+)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LedgerEvent {
     /// A settle, with what the attribution in force said at that moment.

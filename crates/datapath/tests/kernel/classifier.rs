@@ -116,7 +116,7 @@ fn with_proto(mut f: Frame, p: u8) -> Frame {
     f
 }
 
-#[allow(clippy::too_many_lines)] // one table, read top to bottom
+#[expect(clippy::too_many_lines, reason = "one table, read top to bottom")]
 fn cases(n: &Net) -> Vec<Case> {
     use Direction::{Rx, Tx};
     use Expect::{Key, Nothing};

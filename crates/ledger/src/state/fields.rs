@@ -18,7 +18,10 @@ pub(super) mod u64_string {
     use serde::{Deserializer, Serializer};
 
     /// Writes the value as a string.
-    #[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde's `with` requires
+    #[expect(
+        clippy::trivially_copy_pass_by_ref,
+        reason = "the signature serde's `with` requires"
+    )]
     pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
         // itoa straight into a stack buffer: the fmt machinery dominated flush time.
         s.serialize_str(itoa::Buffer::new().format(*v))

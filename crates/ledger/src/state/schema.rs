@@ -78,7 +78,10 @@ impl From<&KeyDto> for FlowKey {
     }
 }
 
-#[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde's `skip_serializing_if` requires
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "the signature serde's `skip_serializing_if` requires"
+)]
 fn is_false(b: &bool) -> bool {
     !*b
 }

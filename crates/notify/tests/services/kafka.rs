@@ -168,7 +168,7 @@ async fn every_partition_from_the_end_lag_moves_and_a_broker_restart_resumes() {
 
 /// With the consumer held inside the sink, a backlog shows on the lag
 /// gauge; once released it is read and the lag returns to zero.
-#[allow(
+#[expect(
     clippy::await_holding_lock,
     reason = "the held lock is what stalls the consumer"
 )]

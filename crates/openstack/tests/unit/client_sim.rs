@@ -840,7 +840,7 @@ async fn metrics_family_is_named_as_documented() {
 }
 
 // One scenario on purpose: every mutation kind, then one sync that sees them all.
-#[allow(clippy::too_many_lines)]
+#[expect(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 #[tokio::test]
 async fn mutation_api_changes_what_the_client_sees() {
     let sim = start_sim().await;

@@ -28,7 +28,10 @@ fn bodies(
 }
 
 // One realistic body exercising every tolerance rule reads better whole.
-#[allow(clippy::too_many_lines)]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one table of cases, read top to bottom"
+)]
 #[test]
 fn tolerates_what_real_clouds_send_and_counts_what_it_drops() {
     let b = bodies(

@@ -183,7 +183,10 @@ pub struct Built {
     pub project_b: String,
 }
 
-#[allow(clippy::too_many_lines)] // the topology reads best as one script
+#[expect(
+    clippy::too_many_lines,
+    reason = "the topology reads best as one script"
+)]
 pub async fn build(admin: &Admin) -> Built {
     let mut b = Built::default();
     for name in ["lt-tenant-a", "lt-tenant-b"] {
