@@ -22,6 +22,8 @@ bpf: setup
 lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	# The compute node's build (scripts/build-deb): no simulator, no demo.
+	$(CARGO) clippy -p lachesis-agent --no-default-features --bins -- -D warnings
 
 # Kernel tests need root (BPF, namespaces, TC): they fail loudly without it.
 # `make test` runs every tier at once, after checking that every test is in

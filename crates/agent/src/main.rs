@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod logging;
 mod plan_cmd;
 mod plan_table;
+#[cfg(feature = "sim")]
 mod sim_cmd;
 
 use lachesis_agent::config::ConfigError;
@@ -50,6 +51,7 @@ enum Command {
     /// Print the desired kernel state for a cloud or a folder of API responses.
     Plan(plan_cmd::PlanArgs),
     /// Serve a simulated OpenStack API from a topology file.
+    #[cfg(feature = "sim")]
     Sim(sim_cmd::SimArgs),
     /// Run the whole system on this machine with no cloud (root).
     #[cfg(feature = "demo")]
@@ -106,6 +108,7 @@ fn run(
     log: std::sync::Arc<dyn lachesis_agent::http::LogLevelControl>,
 ) -> anyhow::Result<ExitCode> {
     match cli.command {
+        #[cfg(feature = "sim")]
         Command::Sim(ref args) => sim_cmd::run(args),
         #[cfg(feature = "demo")]
         Command::Demo(ref args) => {

@@ -46,6 +46,13 @@ pub struct Flow {
     /// Pause between exchanges.
     pub period_ms: u64,
     /// The zone the sender's tap sees (documentation; the view shows the truth).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "documents each flow; a test holds every zone exercised"
+        )
+    )]
     pub zone: &'static str,
 }
 
@@ -341,35 +348,35 @@ impl Default for Traffic {
 
 impl Traffic {
     fn held(&self, f: &Flow) -> bool {
-        let hosts = crate::lock(&self.paused_hosts);
+        let hosts = crate::session::lock(&self.paused_hosts);
         hosts.contains(f.from)
             || f.touches.iter().any(|h| hosts.contains(*h))
-            || crate::lock(&self.paused_flows).contains(f.name)
+            || crate::session::lock(&self.paused_flows).contains(f.name)
     }
 
     /// Holds every flow from or through `host` (until [`Traffic::resume_host`]).
     pub fn pause_host(&self, host: &str) {
-        crate::lock(&self.paused_hosts).insert(host.to_owned());
+        crate::session::lock(&self.paused_hosts).insert(host.to_owned());
     }
 
     /// Lets `host`'s flows go again.
     pub fn resume_host(&self, host: &str) {
-        crate::lock(&self.paused_hosts).remove(host);
+        crate::session::lock(&self.paused_hosts).remove(host);
     }
 
     /// Holds the flow named `name`.
     pub fn pause_flow(&self, name: &'static str) {
-        crate::lock(&self.paused_flows).insert(name);
+        crate::session::lock(&self.paused_flows).insert(name);
     }
 
     /// Lets it go again.
     pub fn resume_flow(&self, name: &'static str) {
-        crate::lock(&self.paused_flows).remove(name);
+        crate::session::lock(&self.paused_flows).remove(name);
     }
 
     /// Holds everything (the final count of `--check`).
     pub fn pause_all(&self) {
-        let mut flows = crate::lock(&self.paused_flows);
+        let mut flows = crate::session::lock(&self.paused_flows);
         flows.extend(FLOWS.iter().map(|f| f.name));
     }
 
@@ -407,7 +414,9 @@ impl Traffic {
             .filter_map(|(f, s)| {
                 let (ok, failed) = (s.ok.load(Ordering::SeqCst), s.failed.load(Ordering::SeqCst));
                 (ok == 0 || failed > 0).then(|| {
-                    let why = crate::lock(&s.last_error).clone().unwrap_or_default();
+                    let why = crate::session::lock(&s.last_error)
+                        .clone()
+                        .unwrap_or_default();
                     format!("flow {}: {ok} exchanges, {failed} failed {why}", f.name)
                 })
             })
@@ -473,7 +482,7 @@ fn run_flow(traffic: &Traffic, i: usize) {
             }
             Err(e) => {
                 stat.failed.fetch_add(1, Ordering::SeqCst);
-                *crate::lock(&stat.last_error) = Some(e.to_string());
+                *crate::session::lock(&stat.last_error) = Some(e.to_string());
             }
         }
         std::thread::sleep(Duration::from_millis(f.period_ms));

@@ -13,8 +13,8 @@ use ratatui::Frame;
 
 use crate::metrics::{human_bytes, human_rate};
 use crate::scenario::Step;
+use crate::session::Demo;
 use crate::view;
-use crate::Demo;
 
 /// Runs the view until `q`, Ctrl-C or the demo stops (restores the
 /// terminal on every way out, panics included).
@@ -94,7 +94,7 @@ fn draw(f: &mut Frame, demo: &Demo) {
             ),
             Line::from(format!(
                 "metrics http://{}/metrics · debug http://{}/debug/ui/",
-                demo.urls.metrics, demo.urls.debug
+                demo.fixed.urls.metrics, demo.fixed.urls.debug
             )),
             Line::from(health_text),
         ]),

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use crate::metrics::{human_bytes, human_rate, Health, Row};
 use crate::scenario::{Step, SCRIPT};
-use crate::Demo;
+use crate::session::Demo;
 
 /// Where everything is.
 #[must_use]
 pub fn banner(demo: &Demo) -> String {
     banner_text(
-        demo.urls.metrics,
-        demo.urls.debug,
-        &demo.run.dir().display().to_string(),
+        demo.fixed.urls.metrics,
+        demo.fixed.urls.debug,
+        &demo.fixed.run.dir().display().to_string(),
         &demo.done(),
     )
 }
