@@ -3,6 +3,7 @@
 
 mod config_cmd;
 mod http;
+mod layout;
 mod plan_cloud;
 mod plan_cmd;
 mod plan_first_run;

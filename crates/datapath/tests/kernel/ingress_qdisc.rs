@@ -4,7 +4,7 @@
 //! program would run on the tap's ingress hook. The attach is refused instead, and
 //! any of ours an older agent left in that block is removed; an empty slot
 //! or a `clsact` attaches as before. Runs here (attach mode `tc`) and on
-//! Debian 12's 6.1 under qemu (`debian12_kernel.rs`), where `tc` is the
+//! Debian 12's 6.1 under qemu (`debian12_kernel/`), where `tc` is the
 //! default.
 
 use crate::common;

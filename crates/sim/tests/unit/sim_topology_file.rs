@@ -1,7 +1,7 @@
 //! Topology files at the benchmarks' size: the generated cloud (20 000
 //! ports) dumped to YAML loads whole through the same loader as `lachesis
 //! sim --topology` (the parser's default budget refused it at 250 001
-//! nodes). That expansion through aliases stays bounded is `topology.rs`'s
+//! nodes). That expansion through aliases stays bounded is `topology/`'s
 //! unit test.
 
 use lachesis_sim::generate::{self, EXTERNALS, PORTS, PROJECTS, ROUTERS, SUBNETS, VMS};

@@ -1,6 +1,6 @@
 //! Boots a kernel under qemu (software emulation) with an initramfs that
 //! holds this test binary, and reads what the guest prints on its serial
-//! console. Host side of `tests/debian12_kernel.rs`.
+//! console. Host side of `tests/kernel/debian12_kernel/mod.rs`.
 //!
 //! Everything is the run's own: a fresh temporary directory for the
 //! initramfs, one qemu child killed by its PID (through `Child::kill`) when

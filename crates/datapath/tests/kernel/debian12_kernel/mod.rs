@@ -72,7 +72,7 @@ fn init_script(release: &str, tests: &[String]) -> String {
     });
     format!(
         r#"#!/bin/busybox sh
-# PID 1 of the Debian 12 kernel test's guest (tests/debian12_kernel.rs).
+# PID 1 of the Debian 12 kernel test's guest (tests/kernel/debian12_kernel/mod.rs).
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t tmpfs tmpfs /tmp
