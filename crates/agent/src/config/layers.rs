@@ -369,12 +369,11 @@ mod tests {
                  (notifications.kafka is a section, not a key; it holds brokers, topic, tls, sasl)",
                 "LACHESIS_TUNABLES_SCRAPE_INTERVAL: not a configuration variable; separate path \
                  segments with a double underscore, e.g. LACHESIS_TUNABLES__SCRAPE_INTERVAL",
-                "LACHESIS_TUNABLES__SCRAPE_INTERVL: not a configuration variable (no key \
-                 tunables.scrape_intervl; tunables holds scrape_interval, reconcile_interval, \
-                 kick_debounce, ghost_grace, ghost_sweep_interval, state_flush_interval, \
-                 pressure_high_watermark, pressure_low_watermark, pressure_max_evictions, \
-                 unresolved_cap, unresolved_ttl, route_hop_limit, \
-                 port_series_retention, resync_spread)",
+                &format!(
+                    "LACHESIS_TUNABLES__SCRAPE_INTERVL: not a configuration variable (no key \
+                     tunables.scrape_intervl; tunables holds {})",
+                    SCHEMA.children("tunables").join(", ")
+                ),
             ]
         );
     }
