@@ -5,9 +5,9 @@
 //! serde stops at the first bad value, so the tree is read again after
 //! each one with that value taken out (its default, or for a required key
 //! its section, stands in); the rules then skip every key that was bad.
-//! Problems of the file's structure (an unknown key, a list where a
-//! section or a single value belongs) end the reading at the first one,
-//! alone.
+//! An unknown key is reported and taken out the same way. Problems of the
+//! file's structure (a list where a section or a single value belongs) end
+//! the reading at the first one, alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -60,12 +60,26 @@ pub(crate) fn config(tree: Value) -> Result<Config, Vec<Issue>> {
     rules.check();
     // File order; a problem the rules found about a key stays after the
     // key's own.
-    issues.sort_by_key(|i| SCHEMA.position(key_of(&i.key)).unwrap_or(usize::MAX));
+    issues.sort_by_key(|i| order(key_of(&i.key)));
     if issues.is_empty() {
         Ok(config)
     } else {
         Err(issues)
     }
+}
+
+/// Where a problem about `key` is listed: a key's in the schema's (file)
+/// order, an unknown key's after the known keys of its section.
+fn order(key: &str) -> (usize, bool) {
+    if let Some(at) = SCHEMA.position(key) {
+        return (at, false);
+    }
+    let section = key.rsplit_once('.').map_or("", |(s, _)| s);
+    let last = SCHEMA
+        .keys()
+        .iter()
+        .rposition(|k| !section.is_empty() && k.path.starts_with(&format!("{section}.")));
+    (last.unwrap_or(usize::MAX), true)
 }
 
 /// `datapath.interfaces[2]` → `datapath.interfaces`.
@@ -107,6 +121,8 @@ impl Read {
             let path = keys.join(".");
             let taken = if let Some(field) = missing_field(&message) {
                 self.missing(&path, field)
+            } else if message.starts_with("unknown field `") && !path.is_empty() {
+                self.unknown(&path, &message)
             } else if SCHEMA.key(&path).is_some() && !message.starts_with("invalid type: ") {
                 // A value of the key's form that does not read. A list or a
                 // mapping where a value belongs (serde's "invalid type") is
@@ -148,6 +164,16 @@ impl Read {
                 layers::remove(&mut self.tree, section)
             }
         }
+    }
+
+    /// A key no section has (a typo, a key of another version): reported
+    /// and taken out, so the rest of the file is still read.
+    fn unknown(&mut self, key: &str, message: &str) -> bool {
+        if !self.bad.insert(key.to_owned()) {
+            return false;
+        }
+        self.issues.push(Issue::new(key, explain_serde(message)));
+        layers::remove(&mut self.tree, key)
     }
 
     /// A bad value, or a bad item of a list: reported and taken out.

@@ -557,6 +557,43 @@ fn unknown_keys_are_refused_at_every_depth() {
     );
 }
 
+/// An unknown key is one problem among the others: the bad values around
+/// it, before and after it in the file and in other sections, are all
+/// reported with it; keys in the schema's order, an unknown key after the
+/// known keys of its section.
+#[test]
+fn an_unknown_key_hides_no_other_problem() {
+    let shown = errors(concat!(
+        "listen:\n",
+        "  metrics: nowhere\n",
+        "  bogus: 1\n",
+        "tunables:\n",
+        "  scrape_intervl: 5s\n",
+        "  ghost_grace: soon\n",
+        "  unresolved_cap: 0\n",
+        "log:\n",
+        "  level: loud\n",
+        "  colour: blue\n",
+    ));
+    let keys: Vec<&str> = shown
+        .iter()
+        .map(|e| e.split_once(':').map_or(e.as_str(), |(k, _)| k))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "listen.metrics",
+            "listen.bogus",
+            "tunables.ghost_grace",
+            "tunables.unresolved_cap",
+            "tunables.scrape_intervl",
+            "log.level",
+            "log.colour",
+        ],
+        "{shown:#?}"
+    );
+}
+
 #[test]
 fn wrong_shapes_name_the_key() {
     assert_eq!(
