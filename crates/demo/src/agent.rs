@@ -208,7 +208,7 @@ impl Agent {
                     self.log_tail(30)
                 );
             }
-            if crate::http::get(METRICS, "/readyz").is_ok_and(|(code, _)| code == 200) {
+            if lachesis_lab::http::get(METRICS, "/readyz").is_some_and(|(code, _)| code == 200) {
                 return Ok(());
             }
             if Instant::now() > until {
