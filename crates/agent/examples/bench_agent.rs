@@ -468,7 +468,7 @@ async fn run() -> ExitCode {
     );
     #[expect(
         clippy::cast_precision_loss,
-        reason = "durations in milliseconds and counts are far below 2^52"
+        reason = "ms and counts are far below 2^52"
     )]
     let json = [
         ("boot_example_cold_ms", median(&ex.cold)),

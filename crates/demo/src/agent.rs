@@ -1,6 +1,12 @@
 //! The agent as a child process: its configuration (temporary state file,
 //! the run's own pin folder, listeners inside the hypervisor namespace,
 //! tunables short enough to watch), start, SIGKILL and SIGTERM.
+//!
+//! Not the lab's [`lachesis_lab::agent::Agent`]: that one panics on every
+//! failure, which fails a test, while the demo must report a failure to its
+//! user and clean up, and it also needs what no test does (SIGTERM when its
+//! starting thread dies, a pid file for the next run's cleanup, one log
+//! appended across restarts).
 
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt as _;
@@ -9,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use lachesis_lab::agent::{scrub_env, AgentConfig, Tunables};
 
 use crate::cleanup::Run;
 
@@ -54,11 +61,6 @@ pub const CHECK: Pace = Pace {
     view: Duration::from_millis(250),
 };
 
-/// A duration as the configuration writes it.
-fn ms(d: Duration) -> String {
-    format!("{}ms", d.as_millis())
-}
-
 /// The agent's configuration file for `run`, talking to the simulator at
 /// `sim` (its clouds.yaml beside it).
 pub fn write_config(run: &Run, sim: SocketAddr, pace: Pace) -> anyhow::Result<PathBuf> {
@@ -74,28 +76,30 @@ pub fn write_config(run: &Run, sim: SocketAddr, pace: Pace) -> anyhow::Result<Pa
         ),
     )
     .with_context(|| format!("writing {}", clouds.display()))?;
-    let (scrape, flush, reconcile, grace) = (
-        ms(pace.scrape),
-        ms(pace.flush),
-        ms(pace.reconcile),
-        ms(pace.grace),
-    );
-    let text = format!(
-        "openstack:\n  cloud: demo\n  clouds_file: {clouds}\n\
-         listen:\n  metrics: {METRICS}\n  debug: {DEBUG}\n\
-         datapath:\n  interface_prefixes: [tap]\n  bpffs_dir: {bpffs}\n  flows_memory_budget: 8MiB\n\
-         state:\n  path: {state}\n\
-         tunables:\n  scrape_interval: {scrape}\n  state_flush_interval: {flush}\n  \
-         reconcile_interval: {reconcile}\n  ghost_grace: {grace}\n  ghost_sweep_interval: 1s\n  \
-         unresolved_ttl: 3s\n\
-         log:\n  level: info\n",
-        clouds = clouds.display(),
-        bpffs = run.bpffs().display(),
-        state = dir.join("state.json").display(),
-    );
     let config = dir.join("lachesis.yaml");
-    std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+    std::fs::write(&config, agent_config(run, &clouds, pace).render())
+        .with_context(|| format!("writing {}", config.display()))?;
     Ok(config)
+}
+
+/// The agent's configuration: cloud `demo` of `clouds`, the fixed
+/// listeners, every tap, the run's pins and state file, `pace`'s tunables.
+fn agent_config(run: &Run, clouds: &Path, pace: Pace) -> AgentConfig {
+    let mut c = AgentConfig::new("demo", clouds, &run.bpffs(), &run.dir().join("state.json"));
+    c.metrics = METRICS;
+    c.debug = DEBUG;
+    c.interface_prefixes = vec!["tap".to_owned()];
+    c.flows_memory_budget_mib = Some(8);
+    c.tunables = Tunables {
+        scrape_interval: Some(pace.scrape),
+        state_flush_interval: Some(pace.flush),
+        reconcile_interval: Some(pace.reconcile),
+        ghost_grace: Some(pace.grace),
+        ghost_sweep_interval: Some(Duration::from_secs(1)),
+        unresolved_ttl: Some(Duration::from_secs(3)),
+    };
+    c.log_level = Some("info".to_owned());
+    c
 }
 
 /// A running agent.
@@ -118,11 +122,7 @@ impl Agent {
             .open(log)
             .with_context(|| format!("opening {}", log.display()))?;
         let mut cmd = Command::new(exe);
-        for (key, _) in std::env::vars() {
-            if key.starts_with("OS_") || key.starts_with("LACHESIS_") || key == "RUST_LOG" {
-                cmd.env_remove(key);
-            }
-        }
+        scrub_env(&mut cmd);
         cmd.args(["agent", "--config"])
             .arg(config)
             .stdin(Stdio::null())
@@ -208,7 +208,7 @@ impl Agent {
                     self.log_tail(30)
                 );
             }
-            if crate::http::get(METRICS, "/readyz").is_ok_and(|(code, _)| code == 200) {
+            if lachesis_lab::http::get(METRICS, "/readyz").is_some_and(|(code, _)| code == 200) {
                 return Ok(());
             }
             if Instant::now() > until {
@@ -227,5 +227,27 @@ impl Drop for Agent {
         if self.exited().is_none() {
             self.kill();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_holds_the_fixed_listeners_every_tap_and_the_pace() {
+        let run = Run { pid: 7 };
+        let text =
+            agent_config(&run, Path::new("/run/lachesis-demo/7/clouds.yaml"), CHECK).render();
+        assert_eq!(
+            text,
+            "openstack:\n  cloud: demo\n  clouds_file: /run/lachesis-demo/7/clouds.yaml\n\
+             listen:\n  metrics: 127.0.0.1:9847\n  debug: 127.0.0.1:9848\n\
+             datapath:\n  interface_prefixes: [tap]\n  bpffs_dir: /sys/fs/bpf/lachesis-demo-7\n  flows_memory_budget: 8MiB\n\
+             state:\n  path: /run/lachesis-demo/7/state.json\n\
+             tunables:\n  scrape_interval: 250ms\n  state_flush_interval: 300ms\n  reconcile_interval: 1s\n  \
+             ghost_grace: 2s\n  unresolved_ttl: 3s\n  ghost_sweep_interval: 1s\n\
+             log:\n  level: info\n"
+        );
     }
 }

@@ -22,7 +22,6 @@
 mod agent;
 mod check;
 mod cleanup;
-mod http;
 mod lifecycle;
 mod live;
 mod metrics;

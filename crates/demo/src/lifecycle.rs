@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use lachesis_lab::netns;
+use lachesis_lab::{http, netns};
 use lachesis_sim::{SimOptions, Store, Topology};
 
 use crate::cleanup::{self, Run};
@@ -19,7 +19,7 @@ use crate::net::{self, Names};
 use crate::session::{Demo, Fixed, Scene, Urls};
 use crate::truth::{self, Truth};
 use crate::world::{demo_rogue, World};
-use crate::{agent, check, http, live, traffic, view, DemoArgs, TOPOLOGY};
+use crate::{agent, check, live, traffic, view, DemoArgs, TOPOLOGY};
 
 /// How long the demo may take to stop after a signal before the signal
 /// task cleans up itself and exits.
@@ -175,13 +175,20 @@ fn interrupted(stop: &AtomicBool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Binds `127.0.0.1:preferred` in the calling thread's namespace, or any
+/// free port when that one is taken.
+fn bind_loopback(preferred: u16) -> std::io::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind(("127.0.0.1", preferred))
+        .or_else(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
+}
+
 /// Builds everything and starts the agent, the traffic and the scraper.
 fn start(launch: &Launch<'_>, guard: &mut Guard) -> anyhow::Result<Arc<Demo>> {
     let run = guard.run.clone();
     // The user's side of the agent's listeners, bound in the machine's
     // namespace before this thread moves to the hypervisor's.
-    let metrics_front = http::bind_loopback(9847).context("binding a loopback port")?;
-    let debug_front = http::bind_loopback(9848).context("binding a loopback port")?;
+    let metrics_front = bind_loopback(9847).context("binding a loopback port")?;
+    let debug_front = bind_loopback(9848).context("binding a loopback port")?;
     let urls = Urls {
         metrics: metrics_front.local_addr()?,
         debug: debug_front.local_addr()?,

@@ -1,43 +1,24 @@
-//! The agent's `/metrics` (Prometheus text) read back: samples, the
-//! per-tenant table the live view shows, the agent's health (pure).
+//! The agent's `/metrics` (Prometheus text) read back: a scrape's samples
+//! (read by the lab's one exposition parser), the per-tenant table the
+//! live view shows, the agent's health (pure).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// One sample line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
-    /// Family name as rendered (`lachesis_tenant_bytes_total`).
-    pub family: String,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// Value.
-    pub value: f64,
+use lachesis_lab::exposition::{parse_sample, Sample};
+
+/// A sample's value as a count (counters are rendered as integers); unlike
+/// [`Sample::count`] a value that is not one reads as its whole part (a
+/// negative one as 0) rather than panicking the view.
+#[must_use]
+pub fn count(s: &Sample) -> u64 {
+    whole(s.value)
 }
 
-impl Sample {
-    /// A label's value, `""` when absent.
-    #[must_use]
-    pub fn label(&self, name: &str) -> &str {
-        self.labels.get(name).map_or("", String::as_str)
-    }
-
-    /// The series as text (`family{a="x",b="y"}`), labels sorted.
-    #[must_use]
-    pub fn series(&self) -> String {
-        let labels: Vec<String> = self
-            .labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
-            .collect();
-        format!("{}{{{}}}", self.family, labels.join(","))
-    }
-
-    /// The value as a counter (counters are rendered as integers).
-    #[must_use]
-    pub fn count(&self) -> u64 {
-        whole(self.value)
-    }
+/// The value of label `name`, `""` when the sample has none.
+#[must_use]
+pub fn label<'a>(s: &'a Sample, name: &str) -> &'a str {
+    s.label(name).unwrap_or("")
 }
 
 /// A non-negative whole number read from a sample (negative reads as 0).
@@ -60,53 +41,16 @@ pub fn approx(n: u64) -> f64 {
     n as f64
 }
 
-/// Parses the text exposition; comment lines and unreadable lines are skipped.
+/// The samples of a scrape, each line read by
+/// [`parse_sample`]; comment lines and lines it
+/// refuses are skipped, so one bad line costs the view that line, not the
+/// scrape.
 #[must_use]
-pub fn parse(text: &str) -> Vec<Sample> {
+pub fn samples(text: &str) -> Vec<Sample> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(parse_line)
+        .filter_map(|l| parse_sample(l).ok())
         .collect()
-}
-
-fn parse_line(line: &str) -> Option<Sample> {
-    let (family, mut rest) = match line.find(['{', ' ']) {
-        Some(i) => (&line[..i], &line[i..]),
-        None => return None,
-    };
-    let mut labels = BTreeMap::new();
-    if let Some(r) = rest.strip_prefix('{') {
-        rest = r;
-        loop {
-            rest = rest.trim_start_matches(',');
-            if let Some(r) = rest.strip_prefix('}') {
-                rest = r;
-                break;
-            }
-            let (name, r) = rest.split_once("=\"")?;
-            let mut value = String::new();
-            let mut chars = r.char_indices();
-            let end = loop {
-                let (i, c) = chars.next()?;
-                match c {
-                    '\\' => match chars.next()?.1 {
-                        'n' => value.push('\n'),
-                        other => value.push(other),
-                    },
-                    '"' => break i,
-                    c => value.push(c),
-                }
-            };
-            labels.insert(name.to_owned(), value);
-            rest = &r[end + 1..];
-        }
-    }
-    let value = rest.split_whitespace().next()?.parse().ok()?;
-    Some(Sample {
-        family: family.to_owned(),
-        labels,
-        value,
-    })
 }
 
 /// One scrape.
@@ -123,7 +67,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// Samples of `family`.
     pub fn family<'a>(&'a self, family: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
-        self.samples.iter().filter(move |s| s.family == family)
+        self.samples.iter().filter(move |s| s.name == family)
     }
 
     /// The value of an unlabelled gauge.
@@ -136,7 +80,12 @@ impl Snapshot {
     #[must_use]
     pub fn tenant_names(&self) -> BTreeMap<String, String> {
         self.family("lachesis_tenant_info")
-            .map(|s| (s.label("tenant_id").to_owned(), s.label("name").to_owned()))
+            .map(|s| {
+                (
+                    label(s, "tenant_id").to_owned(),
+                    label(s, "name").to_owned(),
+                )
+            })
             .collect()
     }
 
@@ -146,10 +95,10 @@ impl Snapshot {
         self.samples
             .iter()
             .filter(|s| {
-                s.family.starts_with("lachesis_")
-                    && (s.family.ends_with("_bytes_total") || s.family.ends_with("_packets_total"))
+                s.name.starts_with("lachesis_")
+                    && (s.name.ends_with("_bytes_total") || s.name.ends_with("_packets_total"))
             })
-            .map(|s| (s.series(), s.count()))
+            .map(|s| (s.series(), count(s)))
             .collect()
     }
 }
@@ -190,20 +139,20 @@ fn tenant_rows(s: &Snapshot) -> BTreeMap<RowKey, (u64, u64)> {
     let names = s.tenant_names();
     let mut out: BTreeMap<RowKey, (u64, u64)> = BTreeMap::new();
     for sample in s.family("lachesis_tenant_bytes_total") {
-        let id = sample.label("tenant_id");
+        let id = label(sample, "tenant_id");
         let tenant = names.get(id).cloned().unwrap_or_else(|| id.to_owned());
-        let zone = sample.label("zone");
+        let zone = label(sample, "zone");
         let order = ZONES.iter().position(|z| *z == zone).unwrap_or(ZONES.len());
-        let shown = match sample.label("external_network") {
+        let shown = match label(sample, "external_network") {
             "none" | "" => zone.to_owned(),
             net => format!("{zone} ({net})"),
         };
         let cell = out
             .entry((id == "unknown", tenant, order, shown))
             .or_default();
-        match sample.label("direction") {
-            "tx" => cell.0 += sample.count(),
-            _ => cell.1 += sample.count(),
+        match label(sample, "direction") {
+            "tx" => cell.0 += count(sample),
+            _ => cell.1 += count(sample),
         }
     }
     out
@@ -267,7 +216,7 @@ pub fn health(s: &Snapshot) -> Health {
     let phase = s
         .family("lachesis_boot_phase")
         .find(|x| x.value >= 1.0)
-        .map(|x| x.label("phase").to_owned());
+        .map(|x| label(x, "phase").to_owned());
     Health {
         phase,
         attached: s.gauge("lachesis_attached_interfaces").map(whole),
@@ -279,13 +228,13 @@ pub fn health(s: &Snapshot) -> Health {
         degraded: s.gauge("lachesis_degraded").is_some_and(|v| v >= 1.0),
         miss_bytes: s
             .family("lachesis_bytes_total")
-            .filter(|x| x.label("zone") == "miss")
-            .map(Sample::count)
+            .filter(|x| label(x, "zone") == "miss")
+            .map(count)
             .sum(),
         unknown_bytes: s
             .family("lachesis_tenant_bytes_total")
-            .filter(|x| x.label("tenant_id") == "unknown")
-            .map(Sample::count)
+            .filter(|x| label(x, "tenant_id") == "unknown")
+            .map(count)
             .sum(),
         unresolved_rows: s.gauge("lachesis_ledger_unresolved_rows").map_or(0, whole),
         ghosts: s.gauge("lachesis_ghost_bindings").map_or(0, whole),
@@ -340,7 +289,7 @@ lachesis_degraded 0
         Snapshot {
             at: Instant::now(),
             unix,
-            samples: parse(body),
+            samples: samples(body),
         }
     }
 

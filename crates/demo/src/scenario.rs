@@ -255,7 +255,7 @@ fn restart_agent(demo: &Demo) -> anyhow::Result<()> {
 #[must_use]
 pub fn runs_ok(s: &crate::metrics::Snapshot) -> f64 {
     s.family("lachesis_reconcile_runs_total")
-        .find(|x| x.label("result") == "ok")
+        .find(|x| crate::metrics::label(x, "result") == "ok")
         .map_or(0.0, |x| x.value)
 }
 

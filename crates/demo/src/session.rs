@@ -244,11 +244,11 @@ impl Demo {
         self.observed().latest().map_or(0, |s| {
             s.family("lachesis_tenant_bytes_total")
                 .filter(|x| {
-                    x.label("tenant_id") == tenant
-                        && x.label("zone") == "external"
-                        && x.label("external_network") == network
+                    metrics::label(x, "tenant_id") == tenant
+                        && metrics::label(x, "zone") == "external"
+                        && metrics::label(x, "external_network") == network
                 })
-                .map(metrics::Sample::count)
+                .map(metrics::count)
                 .sum()
         })
     }
@@ -281,16 +281,16 @@ impl Demo {
 
     /// Reads the agent's `/metrics` once into what was observed.
     pub fn scrape(&self) {
-        let answer = crate::http::get(agent::METRICS, "/metrics");
+        let answer = lachesis_lab::http::get(agent::METRICS, "/metrics");
         let mut o = self.observed();
         match answer {
-            Ok((200, body)) => {
+            Some((200, body)) => {
                 let snap = Snapshot {
                     at: Instant::now(),
                     unix: std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0.0, |d| d.as_secs_f64()),
-                    samples: metrics::parse(&body),
+                    samples: metrics::samples(&body),
                 };
                 o.monotonic.observe(&snap);
                 if o.first_row.is_none()

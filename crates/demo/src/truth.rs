@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use lachesis_lab::netns::{IfCounters, VmTraffic};
 
-use crate::metrics::Snapshot;
+use crate::metrics::{self, Snapshot};
 
 /// The tenant of a tap no port describes.
 pub const UNKNOWN: &str = "unknown";
@@ -127,23 +127,23 @@ impl Truth {
 pub fn observed(s: &Snapshot) -> Expected {
     let mut out = Expected::default();
     for sample in &s.samples {
-        let (bytes, tier) = match sample.family.as_str() {
+        let (bytes, tier) = match sample.name.as_str() {
             "lachesis_tenant_bytes_total" => (true, false),
             "lachesis_tenant_packets_total" => (false, false),
             "lachesis_port_bytes_total" => (true, true),
             "lachesis_port_packets_total" => (false, true),
             _ => continue,
         };
-        let tenant = sample.label("tenant_id").to_owned();
+        let tenant = metrics::label(sample, "tenant_id").to_owned();
         let t = if tier {
             out.ports
-                .entry((sample.label("port_id").to_owned(), tenant))
+                .entry((metrics::label(sample, "port_id").to_owned(), tenant))
                 .or_default()
         } else {
             out.tenants.entry(tenant).or_default()
         };
-        let v = sample.count();
-        match (sample.label("direction"), bytes) {
+        let v = metrics::count(sample);
+        match (metrics::label(sample, "direction"), bytes) {
             ("tx", true) => t.tx_bytes += v,
             ("tx", false) => t.tx_packets += v,
             (_, true) => t.rx_bytes += v,
@@ -283,7 +283,7 @@ mod tests {
         Snapshot {
             at: std::time::Instant::now(),
             unix: 0.0,
-            samples: crate::metrics::parse(body),
+            samples: crate::metrics::samples(body),
         }
     }
 

@@ -212,6 +212,28 @@ fn duration(d: Duration) -> String {
     }
 }
 
+/// Keeps the caller's `OS_*`, `LACHESIS_*`, `RUST_LOG` and systemd's
+/// notification variables from an agent started by `cmd`: the machine's
+/// own openrc or unit must not change what the agent does.
+pub fn scrub_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(not_inherited) {
+            cmd.env_remove(key);
+        }
+    }
+}
+
+/// Whether [`scrub_env`] removes variable `key`.
+fn not_inherited(key: &str) -> bool {
+    // Nor systemd's notification socket, were the tests or the demo run
+    // under systemd: the agent would report to the caller's unit.
+    key.starts_with("OS_")
+        || key.starts_with("LACHESIS_")
+        || key == "RUST_LOG"
+        || key == "NOTIFY_SOCKET"
+        || key.starts_with("WATCHDOG_")
+}
+
 /// The agent as a child process (`lachesis agent --config FILE`), its
 /// standard error in a log file; killed on drop if still running.
 #[derive(Debug)]
@@ -232,10 +254,8 @@ impl Agent {
 
     /// [`Agent::start`] through `wrapper` (a program and its arguments
     /// that execs the rest, e.g. `setpriv …`; none when empty), with `env`
-    /// added to its environment. Nothing of the caller's `OS_*`,
-    /// `LACHESIS_*`, `RUST_LOG` or systemd's notification variables is
-    /// inherited: the machine's own openrc or unit must not change the
-    /// outcome.
+    /// added to its environment and the caller's scrubbed
+    /// ([`scrub_env`]).
     ///
     /// # Panics
     /// It cannot be started.
@@ -255,18 +275,7 @@ impl Agent {
                 c
             }
         };
-        for (key, _) in std::env::vars() {
-            // Nor systemd's notification socket, were the tests run under
-            // systemd: the agent would report to the test runner's unit.
-            if key.starts_with("OS_")
-                || key.starts_with("LACHESIS_")
-                || key == "RUST_LOG"
-                || key == "NOTIFY_SOCKET"
-                || key.starts_with("WATCHDOG_")
-            {
-                cmd.env_remove(key);
-            }
-        }
+        scrub_env(&mut cmd);
         let stderr =
             std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let started = Instant::now();
@@ -426,6 +435,22 @@ mod tests {
              tunables:\n  scrape_interval: 200ms\n  state_flush_interval: 300ms\n  reconcile_interval: 5m\n  ghost_grace: 1s\n  ghost_sweep_interval: 500ms\n\
              notifications:\n  kafka:\n    brokers: [\"127.0.0.1:2\"]\n    topic: notifications.info\n"
         );
+    }
+
+    #[test]
+    fn the_callers_cloud_agent_and_systemd_settings_are_not_inherited() {
+        for key in [
+            "OS_CLOUD",
+            "LACHESIS_CONFIG",
+            "RUST_LOG",
+            "NOTIFY_SOCKET",
+            "WATCHDOG_USEC",
+        ] {
+            assert!(not_inherited(key), "{key}");
+        }
+        for key in ["PATH", "HOME", "RUST_BACKTRACE", "LOS_X"] {
+            assert!(!not_inherited(key), "{key}");
+        }
     }
 
     #[test]

@@ -466,7 +466,7 @@ mod boundary_tests {
     #[test]
     fn the_pages_reach_the_agent_only_through_the_debug_seam() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/http/ui");
-        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        let files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| {
