@@ -25,11 +25,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn demo(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lachesis"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("OS_") || key.starts_with("LACHESIS_") || key == "RUST_LOG" {
-            cmd.env_remove(key);
-        }
-    }
+    lachesis_lab::agent::scrub_env(&mut cmd);
     cmd.arg("demo").args(args);
     cmd
 }
