@@ -1,0 +1,18 @@
+//! Pure core of fleet mode (DESIGN §17, docs/fleet.md): no I/O, no tasks,
+//! no clock read here (every time is passed in, in ms since the epoch).
+//!
+//! `lachesis relay` does list-then-watch against OpenStack and publishes one
+//! [`Record`] per resource onto a state stream; agents in relay mode build
+//! their snapshot from that stream and make no OpenStack request.
+//!
+//! - [`record`]: format v1 of a stream message, its key, [`encode`] and
+//!   [`decode`], [`lean`] bodies and [`revision_of`].
+
+#![deny(missing_docs)]
+
+pub mod record;
+
+pub use record::{
+    decode, encode, has_revision_number, lean, revision_of, DecodeError, Entry, Heartbeat, Key,
+    Marker, Phase, Record, VERSION,
+};
