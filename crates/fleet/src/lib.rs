@@ -7,12 +7,17 @@
 //!
 //! - [`record`]: format v1 of a stream message, its key, [`encode`] and
 //!   [`decode`], [`lean`] bodies and [`revision_of`].
+//! - [`state`]: the revision guard ([`State::apply`]) and what it holds:
+//!   [`State::pages`] for the planner's `SnapshotParser`, [`State::digest`]
+//!   for heartbeats.
 
 #![deny(missing_docs)]
 
 pub mod record;
+pub mod state;
 
 pub use record::{
     decode, encode, has_revision_number, lean, revision_of, DecodeError, Entry, Heartbeat, Key,
     Marker, Phase, Record, VERSION,
 };
+pub use state::{Held, KindCount, Outcome, State};
