@@ -10,12 +10,16 @@
 //! - [`state`]: the revision guard ([`State::apply`]) and what it holds:
 //!   [`State::pages`] for the planner's `SnapshotParser`, [`State::digest`]
 //!   for heartbeats.
+//! - [`assemble`]: an agent's [`Assembler`], stream records in order → a
+//!   state that is ready once a complete snapshot has been read.
 
 #![deny(missing_docs)]
 
+pub mod assemble;
 pub mod record;
 pub mod state;
 
+pub use assemble::{Assembler, Counts, Fed};
 pub use record::{
     decode, encode, has_revision_number, lean, revision_of, DecodeError, Entry, Heartbeat, Key,
     Marker, Phase, Record, VERSION,

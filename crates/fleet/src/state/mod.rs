@@ -174,6 +174,13 @@ impl State {
             .retain(|_, h| h.body.is_some() || h.at_ms >= older_than_ms);
         before - self.held.len()
     }
+
+    /// Keeps only the keys `keep` says yes to; returns how many went.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Key) -> bool) -> usize {
+        let before = self.held.len();
+        self.held.retain(|k, _| keep(k));
+        before - self.held.len()
+    }
 }
 
 /// The guard's verdict on `entry` when `held` is there.
