@@ -12,14 +12,17 @@
 //!   for heartbeats.
 //! - [`assemble`]: an agent's [`Assembler`], stream records in order → a
 //!   state that is ready once a complete snapshot has been read.
+//! - [`follow`]: what a relay does for one oslo notification ([`Action`]).
 
 #![deny(missing_docs)]
 
 pub mod assemble;
+pub mod follow;
 pub mod record;
 pub mod state;
 
 pub use assemble::{Assembler, Counts, Fed};
+pub use follow::{follow, Action, Ignored};
 pub use record::{
     decode, encode, has_revision_number, lean, revision_of, DecodeError, Entry, Heartbeat, Key,
     Marker, Phase, Record, VERSION,
