@@ -13,12 +13,15 @@
 //! - [`assemble`]: an agent's [`Assembler`], stream records in order → a
 //!   state that is ready once a complete snapshot has been read.
 //! - [`follow`]: what a relay does for one oslo notification ([`Action`]).
+//! - [`repair`]: the relay's digest pass, OpenStack's id + revision list
+//!   against its state: what to GET, what to tombstone.
 
 #![deny(missing_docs)]
 
 pub mod assemble;
 pub mod follow;
 pub mod record;
+pub mod repair;
 pub mod state;
 
 pub use assemble::{Assembler, Counts, Fed};
@@ -27,4 +30,5 @@ pub use record::{
     decode, encode, has_revision_number, lean, revision_of, DecodeError, Entry, Heartbeat, Key,
     Marker, Phase, Record, VERSION,
 };
+pub use repair::{repair, vanished, Repair};
 pub use state::{Held, KindCount, Outcome, State};
