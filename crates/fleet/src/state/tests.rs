@@ -241,3 +241,22 @@ proptest! {
         prop_assert_eq!(result(&stream), result(&ordered));
     }
 }
+
+#[test]
+fn pages_feed_the_planners_parser() {
+    let mut state = State::new();
+    let net = json!({"id": "n1", "name": "n", "project_id": "t1", "revision_number": 1});
+    let port = json!({"id": "p1", "network_id": "n1", "project_id": "t1",
+        "mac_address": "fa:16:3e:00:00:01", "device_id": "vm1", "device_owner": "compute:nova",
+        "fixed_ips": [], "revision_number": 2, "status": "ACTIVE"});
+    state.apply(&Entry::live(Resource::Networks, "n1", 1, &net), 0);
+    state.apply(&Entry::live(Resource::Ports, "p1", 2, &port), 0);
+    let mut parser = lachesis_planner::SnapshotParser::new();
+    for (resource, bodies) in state.pages() {
+        parser.page(resource, &bodies);
+    }
+    let (snapshot, _) = parser.finish(lachesis_planner::Sources::default());
+    assert_eq!(snapshot.networks.len(), 1);
+    assert_eq!(snapshot.ports.len(), 1);
+    assert_eq!(snapshot.ports[0].id, "p1");
+}
