@@ -21,6 +21,7 @@
 
 mod connect;
 mod outage;
+pub mod stream;
 pub mod url;
 
 use std::path::PathBuf;
