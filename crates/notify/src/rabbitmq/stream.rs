@@ -77,8 +77,9 @@ pub struct StreamConfig {
     pub stream: String,
     /// Retention (`x-max-age`, whole seconds, a fraction rounded up): the
     /// broker deletes a segment once all of it is older. Set by the writer
-    /// when it creates the stream; a stream that exists with another age
-    /// is refused (`PRECONDITION_FAILED`).
+    /// when it creates the stream (whether the broker refuses a stream
+    /// that exists with another age is not tested here; a policy is the
+    /// way to change it).
     #[serde_inline_default(DEFAULT_MAX_AGE)]
     #[serde_as(as = "form::Duration")]
     pub max_age: Duration,
