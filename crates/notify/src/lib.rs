@@ -9,6 +9,10 @@
 //! heals, and when they know they may have missed something (a
 //! reconnection, an offset reset) they say so with a gap kick.
 //!
+//! [`rabbitmq::stream`] is the fleet's state stream on a `RabbitMQ` stream
+//! queue (DESIGN §17): a writer for the relay and a reader for agents,
+//! over the same connection code as the consumer.
+//!
 //! The consumers run on the caller's task: this crate never spawns.
 
 #![deny(missing_docs)]

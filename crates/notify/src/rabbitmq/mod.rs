@@ -19,11 +19,12 @@
 //! says why on `lachesis_notifications_subscribe_failing{reason}` and in
 //! one error line per change ([`outage`]).
 
+mod connect;
 mod outage;
+pub mod stream;
 pub mod url;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use futures::StreamExt as _;
 use lachesis_config::form;
@@ -34,7 +35,7 @@ use lapin::options::{
 use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::tcp::OwnedTLSConfig;
 use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties, DefaultConnectionBuilder, ExchangeKind};
+use lapin::{Connection, ExchangeKind};
 use serde::{Deserialize, Serialize};
 use serde_inline_default::serde_inline_default;
 use serde_with::serde_as;
@@ -43,8 +44,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::metrics::{ErrorKind, SubscribeFailure, TransportMetrics};
-use crate::tls::{ca_pem_text, SetupError};
+use crate::tls::SetupError;
 use crate::{backoff, gap, handle, Gap, Sink};
+pub use connect::ATTEMPT_TIMEOUT;
+use connect::{connect, each_host, tls_config, Won};
 use outage::{OutageLog, Said};
 pub use url::{BrokerHost, RabbitUrl, UrlError, REDACTED};
 
@@ -53,12 +56,6 @@ pub const ROUTING_KEY: &str = "notifications.info";
 
 /// Unacknowledged deliveries in flight at once.
 const PREFETCH: u16 = 64;
-
-/// How long one host has to accept the connection and the subscription.
-/// Without it a host that drops packets would hold the failover for the
-/// kernel's TCP connect timeout (minutes): lapin's own timeout applies only
-/// to its blocking connect.
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `notifications.rabbitmq.*` (DESIGN §8, §13): the section as written,
 /// one field per key. TLS follows from the URL (`amqps://`, or `?ssl=1` in
@@ -212,10 +209,7 @@ impl RabbitMqConsumer {
                 "notifications.rabbitmq.exchanges is empty".into(),
             ));
         }
-        let tls = OwnedTLSConfig {
-            identity: None,
-            cert_chain: config.ca_file.as_deref().map(ca_pem_text).transpose()?,
-        };
+        let tls = tls_config(config.ca_file.as_deref())?;
         Ok(RabbitMqConsumer {
             config,
             tls,
@@ -318,30 +312,28 @@ impl RabbitMqConsumer {
     /// Each host once, from `first`, until one subscribes. Every failed
     /// attempt is counted as it happens.
     async fn round(&self, first: usize) -> Round {
-        let n = self.config.url.hosts().len();
-        let mut failed = Vec::new();
-        for i in (0..n).map(|k| (first + k) % n) {
-            let host = &self.config.url.hosts()[i];
-            let attempt = tokio::time::timeout(ATTEMPT_TIMEOUT, self.subscribe(i)).await;
-            match attempt.unwrap_or_else(|_| {
-                Err(RabbitError::TimedOut {
-                    host: host.to_string(),
-                })
-            }) {
-                Ok(sub) => {
-                    return Round::Subscribed {
-                        host: i,
-                        sub: Box::new(sub),
-                        skipped: failed,
-                    }
-                }
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Transport);
-                    failed.push((i, e));
-                }
-            }
+        let hosts = self.config.url.hosts();
+        let round = each_host(
+            hosts.len(),
+            first,
+            |i| self.subscribe(i),
+            |i| RabbitError::TimedOut {
+                host: hosts[i].to_string(),
+            },
+            |_, _| self.metrics.error(ErrorKind::Transport),
+        );
+        match round.await {
+            Ok(Won {
+                host,
+                made,
+                skipped,
+            }) => Round::Subscribed {
+                host,
+                sub: Box::new(made),
+                skipped,
+            },
+            Err(failed) => Round::Failed(failed),
         }
-        Round::Failed(failed)
     }
 
     /// `host:port: error; …` for a log line.
@@ -364,19 +356,14 @@ impl RabbitMqConsumer {
     /// `host` is not an index of the URL's hosts.
     pub async fn subscribe(&self, host: usize) -> Result<Subscription, RabbitError> {
         let broker = &self.config.url.hosts()[host];
-        let connect = |source| RabbitError::Connect {
+        let connected = |source| RabbitError::Connect {
             host: broker.to_string(),
             source,
         };
-        let connection = DefaultConnectionBuilder::new()
-            .map_err(connect)?
-            .with_uri(self.config.url.amqp_uri(broker))
-            .with_properties(ConnectionProperties::default())
-            .with_tls_config(self.tls.clone())
-            .connect()
+        let connection = connect(&self.config.url, broker, &self.tls)
             .await
-            .map_err(connect)?;
-        let channel = connection.create_channel().await.map_err(connect)?;
+            .map_err(connected)?;
+        let channel = connection.create_channel().await.map_err(connected)?;
         let step = |step: String| move |source| RabbitError::Subscribe { step, source };
         channel
             .basic_qos(PREFETCH, BasicQosOptions::default())

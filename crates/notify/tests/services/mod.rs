@@ -3,3 +3,4 @@
 
 mod kafka;
 mod rabbitmq;
+mod stream;
