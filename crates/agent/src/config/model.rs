@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_inline_default::serde_inline_default;
 use serde_with::serde_as;
 
-use super::layers::Override;
+use lachesis_config::layered::{Layout, Override};
 
 /// Most router hops a static route may be configured to take.
 pub const ROUTE_HOP_LIMIT_MAX: u64 = 255;
@@ -87,6 +87,13 @@ impl Config {
 
 /// Every key and section of [`Config`], from its types.
 pub(crate) static SCHEMA: LazyLock<Schema> = LazyLock::new(Schema::of::<Config>);
+
+/// The agent's keys, and the one its messages give as an example.
+pub(crate) static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout {
+    schema: &SCHEMA,
+    example: "tunables.scrape_interval",
+    example_value: "5s",
+});
 
 /// Whether a reload applies the key at `path`.
 pub(crate) fn is_hot(path: &str) -> bool {
