@@ -17,4 +17,4 @@ pub use client::{
     fetch, load_bodies, save_bodies, ApiMetrics, Client, PageSink, Revisions, ServiceStatus,
     Services, SyncError, SyncResult,
 };
-pub use config::{CloudConfig, ConfigError, Credentials};
+pub use config::{CloudConfig, ConfigError, Credentials, OpenStackSettings};

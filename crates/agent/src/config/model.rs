@@ -16,6 +16,7 @@ use lachesis_config::{form, Choice, Schema};
 use lachesis_datapath::{DatapathConfig, FLOWS_MAX_ENTRIES};
 use lachesis_ledger::UnresolvedLimits;
 use lachesis_notify::{KafkaConfig, RabbitMqConfig};
+pub use lachesis_openstack::OpenStackSettings;
 use lachesis_planner::PlanOptions;
 use serde::{Deserialize, Serialize};
 use serde_inline_default::serde_inline_default;
@@ -99,19 +100,6 @@ pub(crate) static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout {
 pub(crate) fn is_hot(path: &str) -> bool {
     HOT.iter()
         .any(|h| path == *h || path.strip_prefix(h).is_some_and(|r| r.starts_with('.')))
-}
-
-/// `openstack.*`
-#[serde_as]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping of openstack keys")]
-pub struct OpenStackSettings {
-    /// Entry of `clouds.yaml`; `None`: `OS_CLOUD` or the `OS_*` variables.
-    #[serde_as(as = "Option<form::Text>")]
-    pub cloud: Option<String>,
-    /// Explicit `clouds.yaml`; `None`: the standard search path.
-    #[serde_as(as = "Option<form::Path>")]
-    pub clouds_file: Option<PathBuf>,
 }
 
 /// `listen.*`
