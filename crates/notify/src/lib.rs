@@ -35,6 +35,18 @@ pub use rabbitmq::{
 };
 pub use tls::SetupError;
 
+/// `notifications.*`, the section of every program that consumes them
+/// (the agent, the relay): each transport is off unless its section is
+/// present (its consumer's own configuration type).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of notifications keys")]
+pub struct NotificationSettings {
+    /// `notifications.rabbitmq.*`
+    pub rabbitmq: Option<RabbitMqConfig>,
+    /// `notifications.kafka.*`
+    pub kafka: Option<KafkaConfig>,
+}
+
 /// Either consumer, for an owner that starts whichever is configured.
 #[derive(Debug)]
 pub enum Consumer {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use lachesis_config::{form, Choice, Schema};
 use lachesis_datapath::{DatapathConfig, FLOWS_MAX_ENTRIES};
 use lachesis_ledger::UnresolvedLimits;
-use lachesis_notify::{KafkaConfig, RabbitMqConfig};
+pub use lachesis_notify::NotificationSettings;
 pub use lachesis_openstack::OpenStackSettings;
 use lachesis_planner::PlanOptions;
 use serde::{Deserialize, Serialize};
@@ -128,17 +128,6 @@ pub struct StateSettings {
     #[serde_inline_default(PathBuf::from("/var/lib/lachesis/state.json"))]
     #[serde_as(as = "form::Path")]
     pub path: PathBuf,
-}
-
-/// `notifications.*`: each transport is off unless its section is present
-/// (its crate's own configuration type).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping of notifications keys")]
-pub struct NotificationSettings {
-    /// `notifications.rabbitmq.*`
-    pub rabbitmq: Option<RabbitMqConfig>,
-    /// `notifications.kafka.*`
-    pub kafka: Option<KafkaConfig>,
 }
 
 /// The hot-reloadable tunables (DESIGN §13): one snapshot, swapped whole by
