@@ -55,6 +55,10 @@ pub fn run(
         let cancel = CancellationToken::new();
         let mut term = signal(SignalKind::terminate()).context("waiting for SIGTERM")?;
         let relay = async {
+            tracing::warn!(
+                "this build has no state stream publisher yet (stream.* is a placeholder): \
+                 records are counted, not written; no agent can read them"
+            );
             let served = Box::pin(serve(&loaded.config, NoStream, cancel.clone())).await;
             cancel.cancel();
             served

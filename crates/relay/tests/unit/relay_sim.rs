@@ -297,3 +297,22 @@ async fn failures_of_openstack_or_the_stream_stop_nothing_and_lose_nothing() {
     assert_eq!(relay.metrics.value("publish_errors", ""), 2);
     relay.stop().await;
 }
+
+/// What the relay serves on /metrics is docs/metrics.md's "Relay" section,
+/// family for family: type, labels, owner; nothing more, nothing less.
+#[test]
+fn the_relay_s_families_are_the_documented_ones() {
+    use lachesis_lab::catalogue;
+    let text = lachesis_relay::serve::render(&lachesis_relay::RelayMetrics::default());
+    let rendered = catalogue::rendered(&text, "relay");
+    catalogue::assert_documented(&rendered);
+    for (name, family) in catalogue::documented() {
+        if family.owner == "relay" {
+            assert!(
+                rendered.contains_key(&name),
+                "{name} is documented, not rendered"
+            );
+        }
+    }
+    assert_eq!(rendered.len(), 12);
+}
