@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod logging;
 mod plan_cmd;
 mod plan_table;
+mod relay_cmd;
 #[cfg(feature = "sim")]
 mod sim_cmd;
 
@@ -50,6 +51,8 @@ enum Command {
     Agent(lachesis_agent::config::AgentArgs),
     /// Print the desired kernel state for a cloud or a folder of API responses.
     Plan(plan_cmd::PlanArgs),
+    /// Run the fleet relay: OpenStack to the state stream (DESIGN §17).
+    Relay(relay_cmd::RelayArgs),
     /// Serve a simulated OpenStack API from a topology file.
     #[cfg(feature = "sim")]
     Sim(sim_cmd::SimArgs),
@@ -124,24 +127,32 @@ fn run(
             let mut args = args.clone();
             args.log_level = cli.log.log_level.map(|l| l.as_str().to_owned());
             let loaded = args.load()?;
-            let configured = logging::configured_level(
-                cli.log.log_level,
-                std::env::var("RUST_LOG").ok(),
-                loaded.config.log.level,
-            );
-            if let Some(level) = configured {
-                log.set_level(level)
-                    .map_err(|e| anyhow::anyhow!("applying log.level: {e}"))?;
-            }
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
+            let runtime = daemon_start(cli.log.log_level, loaded.config.log.level, &log)?;
             runtime.block_on(lachesis_agent::daemon::run(loaded, log))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Plan(ref args) => plan_cmd::run(args),
+        Command::Relay(ref args) => relay_cmd::run(args, cli.log.log_level, &log),
     }
+}
+
+/// What a daemon (`agent`, `relay`) does before it runs: its configured
+/// log level applied unless `--log-level` or `RUST_LOG` said otherwise, and
+/// the async runtime.
+pub fn daemon_start(
+    flag: Option<lachesis_agent::config::LogLevel>,
+    configured: lachesis_agent::config::LogLevel,
+    log: &std::sync::Arc<dyn lachesis_agent::http::LogLevelControl>,
+) -> anyhow::Result<tokio::runtime::Runtime> {
+    if let Some(level) = logging::configured_level(flag, std::env::var("RUST_LOG").ok(), configured)
+    {
+        log.set_level(level)
+            .map_err(|e| anyhow::anyhow!("applying log.level: {e}"))?;
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// A usage error found after parsing, formatted like clap's (exit 2).

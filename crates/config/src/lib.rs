@@ -33,9 +33,12 @@
 //! one wrapper a secret stays in until the place that connects, and
 //! [`schema`] the walk that lists a configuration's keys, their forms and
 //! its sections from the types alone — what the environment layer, the
-//! reference check and a reload compare by.
+//! reference check and a reload compare by. [`layered`] reads a whole
+//! configuration from its layers (file, environment, flags) with every
+//! problem at once.
 
 pub mod form;
+pub mod layered;
 pub mod schema;
 pub mod secret;
 

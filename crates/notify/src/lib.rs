@@ -4,10 +4,12 @@
 //!
 //! Layout: [`decode`] (bytes → [`Decision`], pure), [`metrics`] (the
 //! `lachesis_notifications_*` families), [`rabbitmq`] and [`kafka`] (one
-//! consumer each, reconnecting with backoff until cancelled). The
-//! consumers never apply a payload: whatever they miss, the next tick
+//! consumer each, reconnecting with backoff until cancelled). The agent
+//! never applies a payload: whatever the consumers miss, the next tick
 //! heals, and when they know they may have missed something (a
-//! reconnection, an offset reset) they say so with a gap kick.
+//! reconnection, an offset reset) they say so with a gap kick. The relay
+//! (DESIGN §17) asks its [`Sink`] for payloads too, and runs a digest on a
+//! gap.
 //!
 //! [`rabbitmq::stream`] is the fleet's state stream on a `RabbitMQ` stream
 //! queue (DESIGN §17): a writer for the relay and a reader for agents,
@@ -25,7 +27,9 @@ mod tls;
 
 use std::time::Duration;
 
-pub use decode::{classify, decide, Decision, DecodeError, Ignored, Notification, Rule};
+pub use decode::{
+    classify, decide, decode_with_payload, Decision, DecodeError, Ignored, Notification, Rule,
+};
 pub use kafka::{KafkaConfig, KafkaConsumer, KafkaError, KafkaTls, Sasl, SaslMechanism};
 pub use metrics::{
     ErrorKind, NotifyMetrics, Snapshot, SubscribeFailure, Transport, TransportMetrics,
@@ -34,6 +38,18 @@ pub use rabbitmq::{
     BrokerHost, RabbitError, RabbitMqConfig, RabbitMqConsumer, RabbitUrl, UrlError, REDACTED,
 };
 pub use tls::SetupError;
+
+/// `notifications.*`, the section of every program that consumes them
+/// (the agent, the relay): each transport is off unless its section is
+/// present (its consumer's own configuration type).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of notifications keys")]
+pub struct NotificationSettings {
+    /// `notifications.rabbitmq.*`
+    pub rabbitmq: Option<RabbitMqConfig>,
+    /// `notifications.kafka.*`
+    pub kafka: Option<KafkaConfig>,
+}
 
 /// Either consumer, for an owner that starts whichever is configured.
 #[derive(Debug)]
@@ -66,12 +82,25 @@ pub enum Gap {
 }
 
 /// Where a consumer's findings go. The agent kicks its reconciler for
-/// every [`Decision::Kick`] and every gap; tests record them.
+/// every [`Decision::Kick`] and every gap; the relay applies payloads
+/// ([`Sink::payload`]) and runs a digest on a gap; tests record them.
 pub trait Sink: Send + Sync {
     /// One message decoded and classified.
     fn decided(&self, transport: Transport, decision: &Decision);
-    /// Notifications may have been missed: a pass should run.
+    /// Notifications may have been missed: a pass (the relay: a digest)
+    /// should run.
     fn gap(&self, transport: Transport, gap: Gap);
+    /// Whether this sink takes payloads ([`Sink::payload`]). Off by
+    /// default: keeping a payload costs its parse, and the agent never
+    /// reads one.
+    fn wants_payloads(&self) -> bool {
+        false
+    }
+    /// The payload of the message just [`Sink::decided`] (`null` when it
+    /// had none); called only when [`Sink::wants_payloads`].
+    fn payload(&self, transport: Transport, decision: &Decision, payload: &serde_json::Value) {
+        let _ = (transport, decision, payload);
+    }
 }
 
 /// The wait before attempt `failures + 1` of something that keeps failing:
@@ -88,8 +117,13 @@ pub fn backoff(failures: u32) -> Duration {
 /// level on this connection (later ones go to debug).
 fn handle(bytes: &[u8], metrics: &TransportMetrics, sink: &dyn Sink, warned: &mut bool) {
     metrics.received();
-    match decide(bytes) {
-        Ok(decision) => {
+    let decoded = if sink.wants_payloads() {
+        decode_with_payload(bytes).map(|(n, payload)| (classify(&n), Some(payload)))
+    } else {
+        decide(bytes).map(|decision| (decision, None))
+    };
+    match decoded {
+        Ok((decision, payload)) => {
             metrics.decided(&decision);
             tracing::debug!(
                 transport = metrics.kind().as_str(),
@@ -98,6 +132,9 @@ fn handle(bytes: &[u8], metrics: &TransportMetrics, sink: &dyn Sink, warned: &mu
                 "notification"
             );
             sink.decided(metrics.kind(), &decision);
+            if let Some(payload) = payload {
+                sink.payload(metrics.kind(), &decision, &payload);
+            }
         }
         Err(e) => {
             metrics.error(ErrorKind::Decode);
@@ -122,6 +159,65 @@ fn gap(metrics: &TransportMetrics, sink: &dyn Sink, why: Gap) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records what `handle` hands a sink.
+    #[derive(Default)]
+    struct Recorded {
+        wants: bool,
+        decided: std::sync::Mutex<Vec<String>>,
+        payloads: std::sync::Mutex<Vec<(String, serde_json::Value)>>,
+    }
+
+    impl Sink for Recorded {
+        fn decided(&self, _: Transport, decision: &Decision) {
+            self.decided
+                .lock()
+                .unwrap()
+                .push(decision.event_type().to_owned());
+        }
+        fn gap(&self, _: Transport, _: Gap) {}
+        fn wants_payloads(&self) -> bool {
+            self.wants
+        }
+        fn payload(&self, _: Transport, decision: &Decision, payload: &serde_json::Value) {
+            self.payloads
+                .lock()
+                .unwrap()
+                .push((decision.event_type().to_owned(), payload.clone()));
+        }
+    }
+
+    /// A sink that asks gets each decoded message's payload after its
+    /// decision; one that does not (the agent's) gets decisions only.
+    #[test]
+    fn payloads_reach_only_a_sink_that_asks() {
+        let message = serde_json::json!({"event_type": "port.create.end",
+            "publisher_id": "network.ctl", "payload": {"port": {"id": "p1"}}})
+        .to_string();
+        let metrics = NotifyMetrics::default().transport(Transport::Kafka);
+        for wants in [false, true] {
+            let sink = Recorded {
+                wants,
+                ..Recorded::default()
+            };
+            let mut warned = false;
+            handle(message.as_bytes(), &metrics, &sink, &mut warned);
+            handle(b"not json", &metrics, &sink, &mut warned);
+            assert_eq!(*sink.decided.lock().unwrap(), ["port.create.end"]);
+            let payloads = sink.payloads.lock().unwrap().clone();
+            if wants {
+                assert_eq!(
+                    payloads,
+                    [(
+                        "port.create.end".to_owned(),
+                        serde_json::json!({"port": {"id": "p1"}})
+                    )]
+                );
+            } else {
+                assert!(payloads.is_empty());
+            }
+        }
+    }
 
     #[test]
     fn backoff_is_one_to_thirty_seconds() {

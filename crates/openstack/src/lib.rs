@@ -14,7 +14,7 @@ pub mod client;
 pub mod config;
 
 pub use client::{
-    fetch, load_bodies, save_bodies, ApiMetrics, Client, PageSink, ServiceStatus, Services,
-    SyncError, SyncResult,
+    fetch, load_bodies, save_bodies, ApiMetrics, Client, PageSink, Revisions, ServiceStatus,
+    Services, SyncError, SyncResult,
 };
-pub use config::{CloudConfig, ConfigError, Credentials};
+pub use config::{CloudConfig, ConfigError, Credentials, OpenStackSettings};

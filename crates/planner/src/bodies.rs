@@ -121,6 +121,23 @@ impl Resource {
         }
     }
 
+    /// The key one resource is wrapped in when a service shows it by id
+    /// (`{"port": {…}}`), and the singular its notifications use.
+    #[must_use]
+    pub const fn singular(self) -> &'static str {
+        match self {
+            Resource::Networks => "network",
+            Resource::Subnets => "subnet",
+            Resource::Ports => "port",
+            Resource::Routers => "router",
+            Resource::FloatingIps => "floatingip",
+            Resource::Projects => "project",
+            Resource::Servers => "server",
+            Resource::LoadBalancers => "loadbalancer",
+            Resource::Amphorae => "amphora",
+        }
+    }
+
     /// The catalog service type that serves the list.
     #[must_use]
     pub const fn service(self) -> &'static str {

@@ -14,23 +14,6 @@ use crate::store::Store;
 use crate::topology::Server;
 use crate::wire;
 
-/// The key one resource is wrapped in (`{"port": {...}}`), as each service
-/// names it.
-#[must_use]
-pub(crate) fn singular(r: Resource) -> &'static str {
-    match r {
-        Resource::Networks => "network",
-        Resource::Subnets => "subnet",
-        Resource::Ports => "port",
-        Resource::Routers => "router",
-        Resource::FloatingIps => "floatingip",
-        Resource::Projects => "project",
-        Resource::Servers => "server",
-        Resource::LoadBalancers => "loadbalancer",
-        Resource::Amphorae => "amphora",
-    }
-}
-
 /// Whether Neutron serves it (and so honours `fields=`).
 fn neutron(r: Resource) -> bool {
     r.service() == "network"
@@ -114,7 +97,7 @@ pub(crate) fn shown(
         v = select(v, &fields(query));
     }
     let mut body = Map::new();
-    body.insert(singular(kind).to_owned(), v);
+    body.insert(kind.singular().to_owned(), v);
     Some(Value::Object(body))
 }
 

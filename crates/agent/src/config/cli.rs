@@ -4,8 +4,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::error::ConfigError;
-use super::load::{load, ConfigFile, Flags, Loaded, DEFAULT_CONFIG_PATH};
+use lachesis_config::layered::ConfigError;
+use lachesis_config::layered::Flags;
+
+use super::load::{config_file, load, Loaded, DEFAULT_CONFIG_PATH};
 
 /// `lachesis agent` flags.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -41,7 +43,7 @@ impl AgentArgs {
     /// environment.
     pub fn load(&self) -> Result<Loaded, ConfigError> {
         load(
-            ConfigFile::new(self.config.clone()),
+            config_file(self.config.clone()),
             std::env::vars_os(),
             &Flags {
                 set: self.set.clone(),

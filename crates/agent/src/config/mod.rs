@@ -22,8 +22,6 @@
 //! ```
 
 mod cli;
-mod error;
-mod layers;
 mod load;
 mod model;
 mod reload;
@@ -33,12 +31,12 @@ mod validate;
 mod tests;
 
 pub use cli::{check_config, check_report, AgentArgs, CheckReport};
-pub use error::{ConfigError, Issue};
+pub use lachesis_config::layered::{env_name, ENV_PREFIX};
+pub use lachesis_config::layered::{ConfigError, ConfigFile, Flags, Issue};
 pub use lachesis_config::{Secret, REDACTED};
 pub use lachesis_datapath::DatapathConfig;
 pub use lachesis_notify::{KafkaConfig, KafkaTls, RabbitMqConfig, Sasl, SaslMechanism};
-pub use layers::{env_name, ENV_PREFIX};
-pub use load::{load, ConfigFile, Flags, Loaded, DEFAULT_CONFIG_PATH};
+pub use load::{config_file, load, Loaded, DEFAULT_CONFIG_PATH};
 pub use model::{
     parse_log_level, Config, ListenSettings, LogFormat, LogLevel, LogSettings,
     NotificationSettings, OpenStackSettings, StateSettings, Tunables, HOT, ROUTE_HOP_LIMIT_MAX,

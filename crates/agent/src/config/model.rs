@@ -15,13 +15,14 @@ use std::time::Duration;
 use lachesis_config::{form, Choice, Schema};
 use lachesis_datapath::{DatapathConfig, FLOWS_MAX_ENTRIES};
 use lachesis_ledger::UnresolvedLimits;
-use lachesis_notify::{KafkaConfig, RabbitMqConfig};
+pub use lachesis_notify::NotificationSettings;
+pub use lachesis_openstack::OpenStackSettings;
 use lachesis_planner::PlanOptions;
 use serde::{Deserialize, Serialize};
 use serde_inline_default::serde_inline_default;
 use serde_with::serde_as;
 
-use super::layers::Override;
+use lachesis_config::layered::{Layout, Override};
 
 /// Most router hops a static route may be configured to take.
 pub const ROUTE_HOP_LIMIT_MAX: u64 = 255;
@@ -88,23 +89,17 @@ impl Config {
 /// Every key and section of [`Config`], from its types.
 pub(crate) static SCHEMA: LazyLock<Schema> = LazyLock::new(Schema::of::<Config>);
 
+/// The agent's keys, and the one its messages give as an example.
+pub(crate) static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout {
+    schema: &SCHEMA,
+    example: "tunables.scrape_interval",
+    example_value: "5s",
+});
+
 /// Whether a reload applies the key at `path`.
 pub(crate) fn is_hot(path: &str) -> bool {
     HOT.iter()
         .any(|h| path == *h || path.strip_prefix(h).is_some_and(|r| r.starts_with('.')))
-}
-
-/// `openstack.*`
-#[serde_as]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping of openstack keys")]
-pub struct OpenStackSettings {
-    /// Entry of `clouds.yaml`; `None`: `OS_CLOUD` or the `OS_*` variables.
-    #[serde_as(as = "Option<form::Text>")]
-    pub cloud: Option<String>,
-    /// Explicit `clouds.yaml`; `None`: the standard search path.
-    #[serde_as(as = "Option<form::Path>")]
-    pub clouds_file: Option<PathBuf>,
 }
 
 /// `listen.*`
@@ -133,17 +128,6 @@ pub struct StateSettings {
     #[serde_inline_default(PathBuf::from("/var/lib/lachesis/state.json"))]
     #[serde_as(as = "form::Path")]
     pub path: PathBuf,
-}
-
-/// `notifications.*`: each transport is off unless its section is present
-/// (its crate's own configuration type).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping of notifications keys")]
-pub struct NotificationSettings {
-    /// `notifications.rabbitmq.*`
-    pub rabbitmq: Option<RabbitMqConfig>,
-    /// `notifications.kafka.*`
-    pub kafka: Option<KafkaConfig>,
 }
 
 /// The hot-reloadable tunables (DESIGN §13): one snapshot, swapped whole by

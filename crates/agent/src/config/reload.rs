@@ -16,9 +16,8 @@ use lachesis_config::Schema;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::error::ConfigError;
-use super::layers;
-use super::load::ConfigFile;
+use lachesis_config::layered::{layers, ConfigError, ConfigFile};
+
 use super::model::{is_hot, Config, LogLevel, Tunables, SCHEMA};
 
 /// The `result` label of `lachesis_config_reloads_total`.

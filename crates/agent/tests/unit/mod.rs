@@ -7,5 +7,6 @@ mod layout;
 mod plan_cloud;
 mod plan_cmd;
 mod plan_first_run;
+mod relay_cmd;
 mod sim_cmd;
 mod version;

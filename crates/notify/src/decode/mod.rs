@@ -5,10 +5,13 @@
 //! notification in an envelope, `{"oslo.version": "2.0", "oslo.message":
 //! "<the notification as a JSON string>"}`; older senders and the Kafka
 //! driver send the notification object itself (the Kafka driver adds one
-//! nested `_context` object and no `_unique_id`). Only `event_type` and
-//! `publisher_id` are read: the payload is never applied — the reconcile
-//! re-reads the authoritative state — so it is skipped without being kept.
+//! nested `_context` object and no `_unique_id`). [`decode`] reads only
+//! `event_type` and `publisher_id`: the agent never applies a payload — the
+//! reconcile re-reads the authoritative state — so it is skipped without
+//! being kept. The relay applies payloads (DESIGN §17):
+//! [`decode_with_payload`] keeps it, through the same reading.
 
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -121,16 +124,19 @@ pub enum Ignored {
 /// Neutron resources whose committed changes move the plan.
 const NEUTRON_RESOURCES: [&str; 5] = ["network.", "subnet.", "port.", "router.", "floatingip."];
 
-/// The object oslo sends, either shape: unknown keys (the payload, every
-/// `_context…` key) are skipped, not stored.
+/// The object oslo sends, either shape: unknown keys (every `_context…`
+/// key) are skipped, not stored; so is the payload when `P` is
+/// [`IgnoredAny`].
 #[derive(Deserialize)]
-struct Fields {
+#[serde(bound(deserialize = "P: DeserializeOwned"))]
+struct Fields<P> {
     #[serde(rename = "oslo.version")]
     version: Option<Value>,
     #[serde(rename = "oslo.message")]
     message: Option<Value>,
     event_type: Option<Value>,
     publisher_id: Option<Value>,
+    payload: Option<P>,
 }
 
 /// Reads a message: the envelope or the bare object.
@@ -138,7 +144,20 @@ struct Fields {
 /// # Errors
 /// The bytes are not an oslo notification ([`DecodeError`]).
 pub fn decode(bytes: &[u8]) -> Result<Notification, DecodeError> {
-    let outer = fields(bytes, DecodeError::Json)?;
+    decode_as::<IgnoredAny>(bytes).map(|(n, _)| n)
+}
+
+/// [`decode`], keeping the payload (`null` when there is none): for a
+/// consumer that applies payloads, the relay (DESIGN §17).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_with_payload(bytes: &[u8]) -> Result<(Notification, Value), DecodeError> {
+    decode_as::<Value>(bytes).map(|(n, payload)| (n, payload.unwrap_or(Value::Null)))
+}
+
+fn decode_as<P: DeserializeOwned>(bytes: &[u8]) -> Result<(Notification, Option<P>), DecodeError> {
+    let outer = fields::<P>(bytes, DecodeError::Json)?;
     if outer.message.is_none() && outer.version.is_none() {
         return notification(outer);
     }
@@ -156,20 +175,20 @@ pub fn decode(bytes: &[u8]) -> Result<Notification, DecodeError> {
             "oslo.message missing or not a string",
         ));
     };
-    let inner = fields(inner.as_bytes(), DecodeError::InnerJson)?;
+    let inner = fields::<P>(inner.as_bytes(), DecodeError::InnerJson)?;
     if inner.message.is_some() {
         return Err(DecodeError::Envelope("an envelope inside the envelope"));
     }
     notification(inner)
 }
 
-fn fields(
+fn fields<P: DeserializeOwned>(
     bytes: &[u8],
     not_json: fn(serde_json::Error) -> DecodeError,
-) -> Result<Fields, DecodeError> {
+) -> Result<Fields<P>, DecodeError> {
     // Deserializing `Fields` from a non-object (or an object with a key
     // twice) is a data error; tell that apart from broken JSON.
-    serde_json::from_slice::<Fields>(bytes).map_err(|e| {
+    serde_json::from_slice::<Fields<P>>(bytes).map_err(|e| {
         if e.is_data() {
             DecodeError::Shape(e)
         } else {
@@ -178,7 +197,7 @@ fn fields(
     })
 }
 
-fn notification(f: Fields) -> Result<Notification, DecodeError> {
+fn notification<P>(f: Fields<P>) -> Result<(Notification, Option<P>), DecodeError> {
     let event_type = match f.event_type {
         None | Some(Value::Null) => return Err(DecodeError::MissingEventType),
         Some(Value::String(s)) => s,
@@ -197,10 +216,13 @@ fn notification(f: Fields) -> Result<Notification, DecodeError> {
             })
         }
     };
-    Ok(Notification {
-        event_type,
-        publisher_id,
-    })
+    Ok((
+        Notification {
+            event_type,
+            publisher_id,
+        },
+        f.payload,
+    ))
 }
 
 /// The §8 rules applied to one notification.

@@ -350,10 +350,27 @@ fn deep_nesting_never_overflows_the_stack() {
     }
 }
 
+/// The relay's reading keeps the payload in every shape, and decides the
+/// same as the agent's.
+#[test]
+fn the_payload_is_kept_in_every_shape_when_asked_for() {
+    for (shape, bytes) in shapes("port.create.end", Some("network.ctl")) {
+        let (n, payload) = decode_with_payload(&bytes).unwrap();
+        assert_eq!(n, decode(&bytes).unwrap(), "{shape}");
+        assert_eq!(payload, port_payload(), "{shape}");
+    }
+    let bare = json!({"event_type": "port.create.end"}).to_string();
+    assert_eq!(decode_with_payload(bare.as_bytes()).unwrap().1, Value::Null);
+    for bytes in [&b"{"[..], b"[]", b"{\"payload\": {}}"] {
+        assert!(decode_with_payload(bytes).is_err());
+    }
+}
+
 proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         let _ = decide(&bytes);
+        let _ = decode_with_payload(&bytes);
     }
 
     #[test]

@@ -7,8 +7,10 @@ mod metrics;
 pub mod paginate;
 mod session;
 mod sync;
+mod watch;
 
 pub use bodies_io::{load_bodies, save_bodies, LoadError, SaveError};
 pub use metrics::ApiMetrics;
 pub use session::{ApiError, Session, Traffic};
 pub use sync::{fetch, Client, PageSink, ServiceStatus, Services, SyncError, SyncResult};
+pub use watch::Revisions;

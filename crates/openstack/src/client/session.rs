@@ -382,6 +382,31 @@ impl Session {
 
     /// GET one JSON body; on a 401 re-authenticates once and retries.
     async fn get_json(&self, service: &str, endpoint: &str, url: &Url) -> Result<Value, ApiError> {
+        self.get(service, endpoint, url, false)
+            .await
+            .map(|body| body.unwrap_or(Value::Null))
+    }
+
+    /// GET one resource by id: `None` when the service answers 404, which
+    /// is an answer (the resource is gone), not a failure, so it is not
+    /// counted as an error.
+    pub(crate) async fn show(
+        &self,
+        service: &str,
+        endpoint: &str,
+        url: &Url,
+    ) -> Result<Option<Value>, ApiError> {
+        self.get(service, endpoint, url, true).await
+    }
+
+    /// [`Self::get_json`], and with `absent_ok` a 404 is `Ok(None)`.
+    async fn get(
+        &self,
+        service: &str,
+        endpoint: &str,
+        url: &Url,
+        absent_ok: bool,
+    ) -> Result<Option<Value>, ApiError> {
         let mut token = self.token().await?;
         let mut retried = false;
         loop {
@@ -409,6 +434,9 @@ impl Session {
                 token = self.reauthenticate(&token.value).await?;
                 continue;
             }
+            if status == 404 && absent_ok {
+                return Ok(None);
+            }
             if !(200..300).contains(&status) {
                 self.metrics.count(service, endpoint, &status.to_string());
                 return Err(ApiError::Status {
@@ -419,7 +447,7 @@ impl Session {
                     body: excerpt(&bytes),
                 });
             }
-            return serde_json::from_slice(&bytes).map_err(|e| {
+            return serde_json::from_slice(&bytes).map(Some).map_err(|e| {
                 self.metrics.count(service, endpoint, "body");
                 ApiError::Body {
                     service: service.into(),

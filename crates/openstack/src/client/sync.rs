@@ -187,7 +187,7 @@ pub struct Client {
     session: Session,
 }
 
-fn join(base: &str, path: &str) -> Result<Url, SyncError> {
+pub(super) fn join(base: &str, path: &str) -> Result<Url, SyncError> {
     let joined = format!(
         "{}/{}",
         base.trim_end_matches('/'),
@@ -202,7 +202,7 @@ fn join(base: &str, path: &str) -> Result<Url, SyncError> {
 /// The first page of `resource`'s list under `base`: its path and, for a
 /// list with field selection, one `fields=` per field (Neutron's form;
 /// it then answers those fields only, about half the bytes, DESIGN §17).
-fn list_url(base: &str, resource: Resource) -> Result<Url, SyncError> {
+pub(super) fn list_url(base: &str, resource: Resource) -> Result<Url, SyncError> {
     let mut url = join(base, resource.path())?;
     if let Some(fields) = resource.fields() {
         let mut query = url.query_pairs_mut();
@@ -269,9 +269,21 @@ impl Client {
         &self.session
     }
 
+    /// The versioned root of `resource`'s service, from the token's
+    /// catalog.
+    pub(super) async fn base(&self, resource: Resource) -> Result<String, ApiError> {
+        let url = self.session.endpoint(resource.service()).await?;
+        Ok(match resource.service() {
+            "network" => neutron_base(&url),
+            "identity" => keystone_base(&url),
+            "compute" => nova_base(&url),
+            _ => octavia_base(&url),
+        })
+    }
+
     /// Fetches one list into the shared sink. The sink is locked only while
     /// a page is handed over, never across a request.
-    async fn list<S: PageSink>(
+    pub(super) async fn list<S: PageSink>(
         &self,
         resource: Resource,
         url: Url,

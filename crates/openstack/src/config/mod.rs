@@ -4,12 +4,14 @@
 
 mod clouds;
 mod env;
+mod section;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use clouds::{load_clouds_entry, SearchPaths};
 pub use env::from_env;
+pub use section::OpenStackSettings;
 
 /// Errors reading cloud configuration; each names where and what was expected.
 #[derive(Debug, thiserror::Error)]

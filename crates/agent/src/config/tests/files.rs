@@ -192,7 +192,7 @@ fn secrets_are_redacted_in_debug_yaml_and_errors() {
     }
     // Nor is a secret set by the environment.
     let e = load(
-        ConfigFile::default_at("/nonexistent/lachesis.yaml".into()),
+        ConfigFile::implicit("/nonexistent/lachesis.yaml".into()),
         env(&[
             (
                 "LACHESIS_NOTIFICATIONS__RABBITMQ__URL",
@@ -304,7 +304,7 @@ fn reference_document_matches_the_defaults_table() {
 fn check_report_prints_the_config_or_each_error_once() {
     let ok = check_report(&Ok(Loaded {
         config: Config::from_yaml("listen:\n  debug: 10.1.1.1:9848\n").unwrap(),
-        file: ConfigFile::new(Some("/x.yaml".into())),
+        file: config_file(Some("/x.yaml".into())),
         file_found: true,
     }));
     assert_eq!(ok.code, 0);
@@ -320,7 +320,7 @@ fn check_report_prints_the_config_or_each_error_once() {
     let bad = check_report(
         &Config::from_yaml("log:\n  format: xml\n  level: x\n").map(|config| Loaded {
             config,
-            file: ConfigFile::new(None),
+            file: config_file(None),
             file_found: false,
         }),
     );

@@ -6,7 +6,7 @@ use super::*;
 fn precedence_file_then_environment_then_flags() {
     let f =
         file_with("tunables:\n  scrape_interval: 7s\n  kick_debounce: 2s\nlog:\n  level: debug\n");
-    let file = || ConfigFile::new(Some(f.path().to_path_buf()));
+    let file = || config_file(Some(f.path().to_path_buf()));
     let vars = env(&[
         ("LACHESIS_TUNABLES__SCRAPE_INTERVAL", "8s"),
         ("LACHESIS_LOG__LEVEL", "warn"),
@@ -53,7 +53,7 @@ fn precedence_file_then_environment_then_flags() {
 #[test]
 fn environment_lists_and_sections() {
     let c = load(
-        ConfigFile::default_at("/nonexistent/lachesis.yaml".into()),
+        ConfigFile::implicit("/nonexistent/lachesis.yaml".into()),
         env(&[
             ("LACHESIS_DATAPATH__INTERFACE_PREFIXES", "tap,vnet"),
             ("LACHESIS_DATAPATH__INTERFACES", "[eth3]"),
@@ -85,7 +85,7 @@ fn environment_lists_and_sections() {
 fn layer_errors_name_the_variable_or_flag_and_are_all_reported() {
     let f = file_with("tunables:\n  ghost_grace: later\n");
     let e = load(
-        ConfigFile::new(Some(f.path().to_path_buf())),
+        config_file(Some(f.path().to_path_buf())),
         env(&[
             ("LACHESIS_TUNABLES__SCRAPE_INTERVL", "5s"),
             ("LACHESIS_TUNABLES__KICK_DEBOUNCE", "9s"),
@@ -119,15 +119,10 @@ fn layer_errors_name_the_variable_or_flag_and_are_all_reported() {
 fn missing_file_is_defaults_only_at_the_default_path() {
     let dir = tempfile::tempdir().unwrap();
     let absent = dir.path().join("lachesis.yaml");
-    let loaded = load(
-        ConfigFile::default_at(absent.clone()),
-        [],
-        &Flags::default(),
-    )
-    .unwrap();
+    let loaded = load(ConfigFile::implicit(absent.clone()), [], &Flags::default()).unwrap();
     assert!(!loaded.file_found);
     assert_eq!(loaded.config, Config::default());
-    let e = load(ConfigFile::new(Some(absent.clone())), [], &Flags::default()).unwrap_err();
+    let e = load(config_file(Some(absent.clone())), [], &Flags::default()).unwrap_err();
     assert_eq!(e.issues.len(), 1);
     assert_eq!(e.issues[0].key, absent.display().to_string());
     assert!(e.issues[0]
@@ -136,7 +131,7 @@ fn missing_file_is_defaults_only_at_the_default_path() {
     // YAML syntax errors name the file.
     let f = file_with("log: [\n");
     let e = load(
-        ConfigFile::new(Some(f.path().to_path_buf())),
+        config_file(Some(f.path().to_path_buf())),
         [],
         &Flags::default(),
     )

@@ -12,14 +12,15 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::layers;
 use super::model::{is_hot, SCHEMA};
 use super::reload::compared;
 use super::*;
+use lachesis_config::layered::layers;
 
 mod adding;
 mod cases;
 mod files;
+mod layer_values;
 mod layering;
 mod reloading;
 

@@ -102,7 +102,7 @@ fn reload_classifies_every_key_by_the_layout() {
 fn reload_keeps_the_environment_and_flag_layers() {
     let f = file_with("tunables:\n  scrape_interval: 7s\n");
     let loaded = load(
-        ConfigFile::new(Some(f.path().to_path_buf())),
+        config_file(Some(f.path().to_path_buf())),
         env(&[("LACHESIS_TUNABLES__SCRAPE_INTERVAL", "8s")]),
         &Flags {
             set: vec!["tunables.ghost_grace=2m".into()],
@@ -127,7 +127,7 @@ fn reload_keeps_the_environment_and_flag_layers() {
     let (result, e) = reload_file(&loaded.file, &loaded.config).unwrap_err();
     assert_eq!(result.label(), "invalid");
     assert_eq!(e.issues[0].key, "tunables.kick_debounce");
-    let gone = ConfigFile::new(Some(f.path().with_extension("gone")));
+    let gone = config_file(Some(f.path().with_extension("gone")));
     let (result, _) = reload_file(&gone, &loaded.config).unwrap_err();
     assert_eq!(result, ReloadResult::Unreadable);
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-/// One problem (an error, or a warning that does not stop the agent).
+/// One problem (an error, or a warning that does not stop the program).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issue {
     /// The dotted key path (`tunables.scrape_interval`), or the environment
@@ -14,7 +14,8 @@ pub struct Issue {
 }
 
 impl Issue {
-    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A problem about `key`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         Issue {
             key: key.into(),
             message: message.into(),

@@ -1,6 +1,7 @@
 //! Layering (DESIGN §13): defaults, then the YAML file, then `LACHESIS_*`
 //! environment variables, then flags — applied to the YAML tree before it
-//! is read, so every layer goes through the same checks.
+//! is read, so every layer goes through the same checks. Any
+//! configuration's: each function takes its [`Schema`] (or [`Layout`]).
 //!
 //! Environment variables name a key's path in upper case with `__` between
 //! segments: `tunables.scrape_interval` is `LACHESIS_TUNABLES__SCRAPE_INTERVAL`,
@@ -15,17 +16,28 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use lachesis_config::{Key, Shape, REDACTED};
+use crate::{Key, Schema, Shape, REDACTED};
 
 use super::error::Issue;
-use super::model::SCHEMA;
 
 /// Prefix of every configuration variable.
 pub const ENV_PREFIX: &str = "LACHESIS_";
 
+/// A configuration's keys, and the key (with a value) its messages give as
+/// an example.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    /// Every key and section, from the configuration's types.
+    pub schema: &'static Schema,
+    /// A key shown in messages, e.g. `tunables.scrape_interval`.
+    pub example: &'static str,
+    /// A value of it, e.g. `5s`.
+    pub example_value: &'static str,
+}
+
 /// One value set over the file by the environment or a flag.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Override {
+pub struct Override {
     pub key: &'static Key,
     pub value: String,
     /// The variable or flag that set it, for error messages.
@@ -52,11 +64,13 @@ pub fn env_name(path: &str) -> String {
 
 /// The configuration variables among `vars` (sorted by name, so the result
 /// does not depend on the environment's order).
-pub(crate) fn from_env<I>(vars: I) -> (Vec<Override>, Vec<Issue>)
+#[must_use]
+pub fn from_env<I>(layout: &Layout, vars: I) -> (Vec<Override>, Vec<Issue>)
 where
     I: IntoIterator<Item = (OsString, OsString)>,
 {
-    let sections = SCHEMA.children("");
+    let schema = layout.schema;
+    let sections = schema.children("");
     let mut vars: Vec<(String, OsString)> = vars
         .into_iter()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
@@ -75,17 +89,20 @@ where
                     format!(
                         "not a configuration variable; separate path segments with a double \
                          underscore, e.g. {}",
-                        env_name("tunables.scrape_interval")
+                        env_name(layout.example)
                     ),
                 ));
             }
             continue;
         }
         let path = rest.to_lowercase().replace("__", ".");
-        let Some(key) = SCHEMA.key(&path) else {
+        let Some(key) = schema.key(&path) else {
             issues.push(Issue::new(
                 &name,
-                format!("not a configuration variable ({})", unknown_key(&path)),
+                format!(
+                    "not a configuration variable ({})",
+                    unknown_key(schema, &path)
+                ),
             ));
             continue;
         };
@@ -103,18 +120,27 @@ where
 
 /// `--set key.path=value` flags, then `--log-level` (which wins over a
 /// `--set log.level=…`).
-pub(crate) fn from_flags(set: &[String], log_level: Option<&str>) -> (Vec<Override>, Vec<Issue>) {
+#[must_use]
+pub fn from_flags(
+    layout: &Layout,
+    set: &[String],
+    log_level: Option<&str>,
+) -> (Vec<Override>, Vec<Issue>) {
+    let schema = layout.schema;
     let mut overrides = Vec::new();
     let mut issues = Vec::new();
     for item in set {
         let Some((path, value)) = item.split_once('=') else {
             issues.push(Issue::new(
                 format!("--set {item}"),
-                "expected KEY=VALUE, e.g. --set tunables.scrape_interval=5s",
+                format!(
+                    "expected KEY=VALUE, e.g. --set {}={}",
+                    layout.example, layout.example_value
+                ),
             ));
             continue;
         };
-        match SCHEMA.key(path.trim()) {
+        match schema.key(path.trim()) {
             Some(key) => overrides.push(Override {
                 key,
                 value: value.to_owned(),
@@ -122,13 +148,15 @@ pub(crate) fn from_flags(set: &[String], log_level: Option<&str>) -> (Vec<Overri
             }),
             None => issues.push(Issue::new(
                 format!("--set {}", path.trim()),
-                unknown_key(path.trim()),
+                unknown_key(schema, path.trim()),
             )),
         }
     }
     if let Some(level) = log_level {
         overrides.push(Override {
-            key: SCHEMA.key("log.level").expect("log.level is a key"),
+            key: schema
+                .key("log.level")
+                .expect("a configuration with --log-level has log.level"),
             value: level.to_owned(),
             origin: "--log-level".into(),
         });
@@ -137,8 +165,9 @@ pub(crate) fn from_flags(set: &[String], log_level: Option<&str>) -> (Vec<Overri
 }
 
 /// Explains an unknown path by what its deepest known section holds.
-pub(crate) fn unknown_key(path: &str) -> String {
-    let children = SCHEMA.children(path);
+#[must_use]
+pub fn unknown_key(schema: &Schema, path: &str) -> String {
+    let children = schema.children(path);
     if !children.is_empty() {
         return format!(
             "{path} is a section, not a key; it holds {}",
@@ -149,7 +178,7 @@ pub(crate) fn unknown_key(path: &str) -> String {
     let section = (0..segments.len())
         .rev()
         .map(|n| segments[..n].join("."))
-        .find(|s| !SCHEMA.children(s).is_empty())
+        .find(|s| !schema.children(s).is_empty())
         .unwrap_or_default();
     let holder = if section.is_empty() {
         "the top level".to_owned()
@@ -158,14 +187,18 @@ pub(crate) fn unknown_key(path: &str) -> String {
     };
     format!(
         "no key {path}; {holder} holds {}",
-        SCHEMA.children(&section).join(", ")
+        schema.children(&section).join(", ")
     )
 }
 
 /// The YAML tree: the file (or nothing), then the overrides in order. A
 /// key or section left empty (`null`) is taken out: it means its default,
 /// and an optional section left empty stays off.
-pub(crate) fn tree(text: Option<&str>, overrides: &[Override]) -> Result<Value, Vec<Issue>> {
+pub fn tree(
+    schema: &Schema,
+    text: Option<&str>,
+    overrides: &[Override],
+) -> Result<Value, Vec<Issue>> {
     let mut root = match text.map(parse_yaml).transpose()? {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v,
@@ -174,7 +207,7 @@ pub(crate) fn tree(text: Option<&str>, overrides: &[Override]) -> Result<Value, 
                 FILE_KEY,
                 format!(
                     "expected a mapping of sections ({})",
-                    SCHEMA.children("").join(", ")
+                    schema.children("").join(", ")
                 ),
             )])
         }
@@ -207,7 +240,7 @@ fn drop_nulls(v: &mut Value) {
 }
 
 /// The key of problems with the file as a whole (the caller names the file).
-pub(crate) const FILE_KEY: &str = "(file)";
+pub const FILE_KEY: &str = "(file)";
 
 fn parse_yaml(text: &str) -> Result<Value, Vec<Issue>> {
     // Stated rather than left to the crate's default: a tree of JSON values
@@ -228,7 +261,8 @@ fn parse_yaml(text: &str) -> Result<Value, Vec<Issue>> {
 }
 
 /// An override's text as a YAML value of its key's kind.
-fn override_value(o: &Override) -> Value {
+#[must_use]
+pub fn override_value(o: &Override) -> Value {
     let raw = o.value.as_str();
     if o.key.shape == Shape::Text {
         return Value::String(raw.to_owned());
@@ -251,13 +285,14 @@ fn override_value(o: &Override) -> Value {
 }
 
 /// The value at a dotted path.
-pub(crate) fn get<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
+#[must_use]
+pub fn get<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(root, |v, seg| v.get(seg))
 }
 
 /// Sets a dotted path, creating (or replacing null) sections on the way.
 /// Fails with the first section on the way that is not a mapping.
-pub(crate) fn set(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
+pub fn set(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
     let mut node = root;
     let mut walked = String::new();
     let segments: Vec<&str> = path.split('.').collect();
@@ -284,12 +319,12 @@ pub(crate) fn set(root: &mut Value, path: &str, value: Value) -> Result<(), Stri
 }
 
 /// The value at a dotted path, to change it.
-pub(crate) fn get_mut<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
+pub fn get_mut<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
     path.split('.').try_fold(root, |v, seg| v.get_mut(seg))
 }
 
 /// Takes out the value at a dotted path; whether there was one.
-pub(crate) fn remove(root: &mut Value, path: &str) -> bool {
+pub fn remove(root: &mut Value, path: &str) -> bool {
     let (parent, name) = match path.rsplit_once('.') {
         Some((parent, name)) => (get_mut(root, parent), name),
         None => (Some(root), path),
@@ -301,7 +336,8 @@ pub(crate) fn remove(root: &mut Value, path: &str) -> bool {
 }
 
 /// Every non-null leaf of a tree by dotted path (lists are leaves).
-pub(crate) fn leaves(root: &Value) -> Vec<(String, Value)> {
+#[must_use]
+pub fn leaves(root: &Value) -> Vec<(String, Value)> {
     fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
         match v {
             Value::Object(map) => {
@@ -321,204 +357,4 @@ pub(crate) fn leaves(root: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     walk("", root, &mut out);
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect()
-    }
-
-    #[test]
-    fn env_names_map_to_paths_and_back() {
-        assert_eq!(
-            env_name("tunables.scrape_interval"),
-            "LACHESIS_TUNABLES__SCRAPE_INTERVAL"
-        );
-        for key in SCHEMA.keys() {
-            let (o, issues) = from_env(env(&[(&env_name(&key.path), "x")]));
-            assert!(issues.is_empty(), "{issues:?}");
-            assert_eq!(o[0].key.path, key.path);
-        }
-    }
-
-    #[test]
-    fn unknown_configuration_variables_are_named() {
-        let (o, issues) = from_env(env(&[
-            ("LACHESIS_TUNABLES__SCRAPE_INTERVL", "5s"),
-            ("LACHESIS_TUNABLES_SCRAPE_INTERVAL", "5s"),
-            ("LACHESIS_BOGUS__KEY", "1"),
-            ("LACHESIS_NOTIFICATIONS__KAFKA", "x"),
-            // Not configuration: the lab scripts' own variables, and others.
-            ("LACHESIS_CLOUD_DIR", "/var/lib/x"),
-            ("PATH", "/bin"),
-        ]));
-        assert!(o.is_empty());
-        let shown: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        assert_eq!(
-            shown,
-            [
-                "LACHESIS_BOGUS__KEY: not a configuration variable (no key bogus.key; the top \
-                 level holds openstack, listen, datapath, state, notifications, tunables, log)",
-                "LACHESIS_NOTIFICATIONS__KAFKA: not a configuration variable \
-                 (notifications.kafka is a section, not a key; it holds brokers, topic, tls, sasl)",
-                "LACHESIS_TUNABLES_SCRAPE_INTERVAL: not a configuration variable; separate path \
-                 segments with a double underscore, e.g. LACHESIS_TUNABLES__SCRAPE_INTERVAL",
-                &format!(
-                    "LACHESIS_TUNABLES__SCRAPE_INTERVL: not a configuration variable (no key \
-                     tunables.scrape_intervl; tunables holds {})",
-                    SCHEMA.children("tunables").join(", ")
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn flags_set_and_log_level() {
-        let (o, issues) = from_flags(
-            &[
-                "tunables.kick_debounce=2s".into(),
-                "log.level=debug".into(),
-                "no-equals".into(),
-                "tunables.nope=1".into(),
-            ],
-            Some("trace"),
-        );
-        let got: Vec<(&str, &str, &str)> = o
-            .iter()
-            .map(|o| (o.key.path.as_str(), o.value.as_str(), o.origin.as_str()))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("tunables.kick_debounce", "2s", "--set"),
-                ("log.level", "debug", "--set"),
-                ("log.level", "trace", "--log-level"),
-            ]
-        );
-        assert_eq!(issues.len(), 2);
-        assert_eq!(issues[0].key, "--set no-equals");
-        assert_eq!(issues[1].key, "--set tunables.nope");
-    }
-
-    #[test]
-    fn override_values_take_their_key_kind() {
-        let o = |path: &str, value: &str| Override {
-            key: SCHEMA.key(path).unwrap(),
-            value: value.into(),
-            origin: "test".into(),
-        };
-        let cases = [
-            (o("tunables.scrape_interval", "10s"), Value::from("10s")),
-            (
-                o("tunables.pressure_high_watermark", "0.9"),
-                Value::from(0.9),
-            ),
-            (
-                o("notifications.rabbitmq.durable", "true"),
-                Value::from(true),
-            ),
-            (o("tunables.unresolved_cap", "500"), Value::from(500)),
-            (
-                o("datapath.interface_prefixes", "tap, vnet"),
-                Value::from(vec!["tap", "vnet"]),
-            ),
-            (
-                o("datapath.interfaces", "[eth1, eth2]"),
-                Value::from(vec!["eth1", "eth2"]),
-            ),
-            (o("datapath.interfaces", ""), Value::Array(vec![])),
-            // Secrets and paths are never read as YAML.
-            (
-                o("notifications.kafka.sasl.password", "*alias !tag"),
-                Value::from("*alias !tag"),
-            ),
-            (o("openstack.cloud", "123"), Value::from("123")),
-            // A mapping where a scalar belongs stays text for the check to reject.
-            (o("log.level", "{a: 1}"), Value::from("{a: 1}")),
-        ];
-        for (ov, want) in cases {
-            assert_eq!(override_value(&ov), want, "{ov:?}");
-        }
-        // A secret override's Debug hides it.
-        let secret = o("notifications.kafka.sasl.password", "hunter2");
-        assert!(!format!("{secret:?}").contains("hunter2"));
-    }
-
-    #[test]
-    fn defaults_fill_only_present_optional_sections() {
-        use crate::config::Config;
-        let c = Config::from_yaml("notifications:\n  kafka:\n    brokers: [k:9092]\n").unwrap();
-        let kafka = c.notifications.kafka.unwrap();
-        assert_eq!(kafka.topic, "notifications.info");
-        // tls is absent, so it is off.
-        assert_eq!(kafka.tls, lachesis_notify::KafkaTls::default());
-        assert!(!kafka.tls.enabled);
-        assert_eq!(c.notifications.rabbitmq, None);
-        assert_eq!(
-            c.tunables.scrape_interval,
-            std::time::Duration::from_secs(10)
-        );
-        // A null key takes its default like an absent one.
-        let t = tree(Some("tunables:\n  scrape_interval:\n"), &[]).unwrap();
-        assert_eq!(get(&t, "tunables.scrape_interval"), None);
-        let c = Config::from_yaml("tunables:\n  scrape_interval:\n").unwrap();
-        assert_eq!(
-            c.tunables.scrape_interval,
-            std::time::Duration::from_secs(10)
-        );
-    }
-
-    #[test]
-    fn overrides_create_sections_and_win_over_the_file() {
-        let o = Override {
-            key: SCHEMA.key("notifications.rabbitmq.url").unwrap(),
-            value: "amqp://u:p@h/".into(),
-            origin: "LACHESIS_NOTIFICATIONS__RABBITMQ__URL".into(),
-        };
-        let c = crate::config::Config::parse(Some("notifications:\n"), vec![o.clone()]).unwrap();
-        assert_eq!(c.notifications.rabbitmq.map(|r| r.exchanges.len()), Some(5));
-        let blocked = tree(Some("notifications: 5\n"), &[o]).unwrap_err();
-        assert_eq!(
-            blocked[0].to_string(),
-            "LACHESIS_NOTIFICATIONS__RABBITMQ__URL: cannot set notifications.rabbitmq.url: \
-             notifications is not a mapping"
-        );
-    }
-
-    #[test]
-    fn yaml_errors_show_no_file_content() {
-        let err = tree(
-            Some("notifications:\n  rabbitmq: {url: amqp://u:hunter2@h/\nlog: [\n"),
-            &[],
-        )
-        .unwrap_err();
-        assert_eq!(err.len(), 1);
-        assert_eq!(err[0].key, FILE_KEY);
-        assert!(
-            err[0].message.starts_with("not valid YAML: line "),
-            "{}",
-            err[0]
-        );
-        assert!(!err[0].message.contains("hunter2"), "{}", err[0]);
-        let inf = tree(Some("tunables:\n  pressure_high_watermark: .inf\n"), &[]).unwrap_err();
-        assert_eq!(
-            inf[0].message,
-            "not valid YAML: line 2 column 28: non-finite float `.inf` rejected by the configured policy"
-        );
-        let dup = tree(Some("log:\n  level: info\n  level: debug\n"), &[]).unwrap_err();
-        assert_eq!(
-            dup[0].message,
-            "not valid YAML: line 3 column 3: duplicate mapping key: level"
-        );
-        let list = tree(Some("- a\n"), &[]).unwrap_err();
-        assert!(list[0]
-            .message
-            .starts_with("expected a mapping of sections"));
-    }
 }

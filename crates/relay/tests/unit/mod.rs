@@ -1,0 +1,4 @@
+//! No root, no services.
+
+mod harness;
+mod relay_sim;
