@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use lachesis_agent::config::{parse_log_level, ConfigError, Flags, Issue};
 use lachesis_agent::http::LogLevelControl;
-use lachesis_relay::{config, serve, NoStream, ServeError};
+use lachesis_relay::{config, serve, RabbitPublisher, ServeError};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -55,11 +55,11 @@ pub fn run(
         let cancel = CancellationToken::new();
         let mut term = signal(SignalKind::terminate()).context("waiting for SIGTERM")?;
         let relay = async {
-            tracing::warn!(
-                "this build has no state stream publisher yet (stream.* is a placeholder): \
-                 records are counted, not written; no agent can read them"
-            );
-            let served = Box::pin(serve(&loaded.config, NoStream, cancel.clone())).await;
+            let mut stream = loaded.config.stream.clone();
+            // Relays of a cluster's brokers spread over its nodes.
+            stream.first_host = fastrand::usize(..stream.url.hosts().len().max(1));
+            let publisher = RabbitPublisher::new(stream);
+            let served = Box::pin(serve(&loaded.config, publisher, cancel.clone())).await;
             cancel.cancel();
             served
         };

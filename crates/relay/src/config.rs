@@ -15,6 +15,7 @@ use lachesis_config::layered::{
     self, check_spans, in_file_order, read, ConfigError, ConfigFile, Flags, Issue, Layout, Span,
 };
 use lachesis_config::{form, Schema};
+use lachesis_notify::rabbitmq::stream::StreamConfig;
 use lachesis_notify::NotificationSettings;
 use lachesis_openstack::OpenStackSettings;
 use serde::{Deserialize, Serialize};
@@ -39,21 +40,15 @@ pub struct RelayConfig {
     /// without either, the relay heals by digests alone.
     #[serde(default)]
     pub notifications: NotificationSettings,
-    /// The state stream the relay writes.
-    #[serde(default)]
-    pub stream: StreamSettings,
+    /// The state stream the relay writes (a RabbitMQ stream queue; the
+    /// relay declares it). Required.
+    pub stream: StreamConfig,
     /// What the relay does when.
     #[serde(default)]
     pub relay: RelaySettings,
     /// Logging.
     #[serde(default)]
     pub log: RelayLog,
-}
-
-impl Default for RelayConfig {
-    fn default() -> Self {
-        lachesis_config::defaults()
-    }
 }
 
 /// `listen.*`
@@ -70,29 +65,6 @@ pub struct RelayListen {
 }
 
 impl Default for RelayListen {
-    fn default() -> Self {
-        lachesis_config::defaults()
-    }
-}
-
-/// `stream.*`: where the records go. A placeholder until the RabbitMQ
-/// stream publisher lands (`lachesis_notify::rabbitmq::stream`), which
-/// brings its own section type.
-#[serde_inline_default]
-#[serde_as]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping of stream keys")]
-pub struct StreamSettings {
-    /// The broker (`rabbitmq-stream://user:pass@host:5552/`; its password
-    /// is never shown).
-    pub url: Option<lachesis_config::Secret>,
-    /// The stream's name.
-    #[serde_inline_default("lachesis.state".to_owned())]
-    #[serde_as(as = "form::Text")]
-    pub stream: String,
-}
-
-impl Default for StreamSettings {
     fn default() -> Self {
         lachesis_config::defaults()
     }
@@ -308,23 +280,39 @@ mod tests {
 
     #[test]
     fn defaults_and_bounds() {
-        let c = RelayConfig::default();
+        let c = RelayConfig::from_yaml("stream:\n  url: rabbit://u:p@h:5672/\n").unwrap();
         assert_eq!(c.relay.digest_interval, Duration::from_mins(5));
         assert_eq!(c.relay.resync_interval, Duration::from_hours(1));
         assert_eq!(c.relay.snapshot_interval, Duration::from_mins(10));
         let e =
             RelayConfig::from_yaml("relay:\n  digest_interval: 10ms\n  bogus: 1\n").unwrap_err();
         let keys: Vec<&str> = e.issues.iter().map(|i| i.key.as_str()).collect();
-        assert_eq!(keys, ["relay.digest_interval", "relay.bogus"], "{e}");
-        assert!(e.issues[0].message.contains("below 1s"), "{e}");
+        // The absent stream section is one problem among the others, where
+        // the file would have it.
+        assert_eq!(
+            keys,
+            ["stream", "relay.digest_interval", "relay.bogus"],
+            "{e}"
+        );
+        assert_eq!(
+            e.issues[0].message,
+            "is required (a mapping of stream keys)"
+        );
+        assert!(e.issues[1].message.contains("below 1s"), "{e}");
     }
 
     #[test]
     fn layers_name_their_origin() {
-        let env = [(
-            OsString::from("LACHESIS_RELAY__SNAPSHOT_INTERVAL"),
-            OsString::from("2m"),
-        )];
+        let env = [
+            (
+                OsString::from("LACHESIS_RELAY__SNAPSHOT_INTERVAL"),
+                OsString::from("2m"),
+            ),
+            (
+                OsString::from("LACHESIS_STREAM__URL"),
+                OsString::from("rabbit://u:p@h:5672/"),
+            ),
+        ];
         let flags = Flags {
             set: vec!["relay.name=r1".into()],
             log_level: None,
@@ -342,8 +330,7 @@ mod tests {
 
     #[test]
     fn the_stream_password_is_never_printed() {
-        let c = RelayConfig::from_yaml("stream:\n  url: rabbitmq-stream://u:hunter2@h:5552/\n")
-            .unwrap();
+        let c = RelayConfig::from_yaml("stream:\n  url: rabbit://u:hunter2@h:5672/\n").unwrap();
         assert!(!c.to_yaml().contains("hunter2"));
     }
 }

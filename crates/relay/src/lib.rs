@@ -7,7 +7,8 @@
 //!   (through [`lachesis_fleet::follow`] and the revision guard), digests
 //!   ([`lachesis_fleet::repair`]), resyncs, snapshots and heartbeats.
 //! - [`Publisher`]: the state stream, the relay's one seam;
-//!   [`MemoryPublisher`] for tests.
+//!   [`RabbitPublisher`] (a RabbitMQ stream queue) and [`MemoryPublisher`]
+//!   for tests.
 //! - [`RelaySink`] and [`channel`]: the notification consumers' side.
 //! - [`RelayMetrics`]: the `lachesis_relay_*` families.
 //! - [`config`]: `RelayConfig`, read in layers like the agent's;
@@ -28,7 +29,7 @@ pub mod sink;
 
 pub use config::{RelayConfig, DEFAULT_RELAY_CONFIG_PATH};
 pub use metrics::{Dropped, RelayMetrics};
-pub use publish::{MemoryPublisher, PublishError, Publisher};
+pub use publish::{MemoryPublisher, PublishError, Publisher, RabbitPublisher};
 pub use run::{Relay, Schedule, GAP_DIGEST_DELAY, HEARTBEAT_INTERVAL};
-pub use serve::{serve, NoStream, ServeError};
+pub use serve::{serve, ServeError};
 pub use sink::{channel, Input, RelaySink};

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use lachesis_fleet::{decode, Record};
+use lachesis_notify::rabbitmq::stream::{StreamConfig, StreamWriter};
 
 /// A batch the stream did not take. The relay keeps every record of it
 /// pending and offers them again (with backoff): a record is never dropped.
@@ -90,5 +91,54 @@ impl Publisher for MemoryPublisher {
         }
         log.records.extend_from_slice(records);
         Ok(())
+    }
+}
+
+/// The state stream on RabbitMQ (a stream queue, docs/decisions/0008): a
+/// [`StreamWriter`] opened at the first batch (it declares the stream) and
+/// opened again after any failure, so a broker restart costs the batch in
+/// flight a retry, never a record.
+#[derive(Debug)]
+pub struct RabbitPublisher {
+    config: StreamConfig,
+    writer: Option<StreamWriter>,
+}
+
+impl RabbitPublisher {
+    /// Writes to `config`'s stream; nothing is connected yet.
+    #[must_use]
+    pub fn new(config: StreamConfig) -> RabbitPublisher {
+        RabbitPublisher {
+            config,
+            writer: None,
+        }
+    }
+}
+
+impl Publisher for RabbitPublisher {
+    async fn publish_batch(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), PublishError> {
+        if self.writer.is_none() {
+            let writer = StreamWriter::open(&self.config)
+                .await
+                .map_err(|e| PublishError(e.to_string()))?;
+            tracing::info!(
+                host = writer.host(),
+                stream = self.config.stream,
+                "writing the state stream"
+            );
+            self.writer = Some(writer);
+        }
+        let Some(writer) = self.writer.as_ref() else {
+            return Err(PublishError("no writer".into()));
+        };
+        match writer.publish_batch(records).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // Whatever failed, the next batch starts on a fresh
+                // connection (the broker may have restarted or failed over).
+                self.writer = None;
+                Err(PublishError(e.to_string()))
+            }
+        }
     }
 }

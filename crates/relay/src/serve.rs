@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::RelayConfig;
-use crate::publish::{PublishError, Publisher};
+use crate::publish::Publisher;
 use crate::run::{Relay, Schedule, HEARTBEAT_INTERVAL};
 use crate::{channel, RelayMetrics};
 
@@ -46,22 +46,6 @@ pub enum ServeError {
         /// The system's error.
         error: std::io::Error,
     },
-}
-
-/// The stream until its publisher lands (`stream.*` names it): each batch
-/// is counted as published and logged at debug, and the relay says at
-/// start, at WARN, that no agent can read what it writes.
-#[derive(Debug, Default)]
-pub struct NoStream;
-
-impl Publisher for NoStream {
-    async fn publish_batch(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), PublishError> {
-        tracing::debug!(
-            records = records.len(),
-            "no state stream in this build: batch not written"
-        );
-        Ok(())
-    }
 }
 
 /// Runs the relay with `config` until `cancel`.

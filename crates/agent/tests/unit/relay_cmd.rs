@@ -41,6 +41,7 @@ fn a_bad_file_exits_2_naming_every_key() {
     );
     assert_eq!(code, 2, "{out}");
     for key in [
+        "stream: is required (a mapping of stream keys)",
         "relay.digest_intervall: unknown key",
         "relay.snapshot_interval: 0s is below 1s",
         "relay.resync_interval",

@@ -55,6 +55,7 @@ pub fn read<T: DeserializeOwned>(schema: &Schema, tree: Value) -> Result<Read<T>
         bad: BTreeSet::new(),
         kept: BTreeMap::new(),
         stood_in: BTreeSet::new(),
+        absent: BTreeSet::new(),
     };
     let config = reading.values::<T>()?;
     Ok(Read {
@@ -97,6 +98,15 @@ fn order(schema: &Schema, key: &str) -> (usize, bool) {
     if let Some(at) = schema.position(key) {
         return (at, false);
     }
+    // A whole section (a required one that is absent): where its keys are.
+    let prefix = format!("{key}.");
+    if let Some(at) = schema
+        .keys()
+        .iter()
+        .position(|k| k.path.starts_with(&prefix))
+    {
+        return (at, false);
+    }
     let section = key.rsplit_once('.').map_or("", |(s, _)| s);
     let last = schema
         .keys()
@@ -122,6 +132,9 @@ struct Reading<'a> {
     kept: BTreeMap<String, Vec<usize>>,
     /// Required keys given a stand-in (once each).
     stood_in: BTreeSet<String>,
+    /// Required sections that were absent, reported once as a whole: the
+    /// keys they require are not reported again.
+    absent: BTreeSet<String>,
 }
 
 impl Reading<'_> {
@@ -144,7 +157,16 @@ impl Reading<'_> {
             }
             let path = keys.join(".");
             let taken = if let Some(field) = missing_field(&message) {
-                self.missing(&path, field)
+                let section = if path.is_empty() {
+                    field.to_owned()
+                } else {
+                    format!("{path}.{field}")
+                };
+                if self.schema.sections().iter().any(|s| s.path == section) {
+                    self.missing_section(&section)
+                } else {
+                    self.missing(&path, field)
+                }
             } else if message.starts_with("unknown field `") && !path.is_empty() {
                 self.unknown(&path, &message)
             } else if self.schema.key(&path).is_some() && !message.starts_with("invalid type: ") {
@@ -172,7 +194,7 @@ impl Reading<'_> {
     /// key at a time); without one, the section is taken out.
     fn missing(&mut self, section: &str, field: &str) -> bool {
         let key = format!("{section}.{field}");
-        if self.bad.insert(key.clone()) {
+        if self.bad.insert(key.clone()) && !self.absent.contains(section) {
             self.issues.push(Issue::new(
                 &key,
                 format!("is required when {section} is set"),
@@ -188,6 +210,27 @@ impl Reading<'_> {
                 layers::remove(&mut self.tree, section)
             }
         }
+    }
+
+    /// A required section that is absent: reported once, then read as an
+    /// empty mapping (its required keys get stand-ins, unreported), so the
+    /// rest of the file is still read.
+    fn missing_section(&mut self, section: &str) -> bool {
+        if !self.absent.insert(section.to_owned()) {
+            return false;
+        }
+        self.bad.insert(section.to_owned());
+        let name = section.rsplit('.').next().unwrap_or(section);
+        self.issues.push(Issue::new(
+            section,
+            format!("is required (a mapping of {name} keys)"),
+        ));
+        layers::set(
+            &mut self.tree,
+            section,
+            Value::Object(serde_json::Map::new()),
+        )
+        .is_ok()
     }
 
     /// A key no section has (a typo, a key of another version): reported
