@@ -1,0 +1,276 @@
+//! `lachesis relay` as an operator runs it (root: Debian's RabbitMQ of the
+//! services tier): the binary against the simulator, following its oslo
+//! notifications on the broker and writing the state stream there. The
+//! test reads the stream as an agent does (`StreamReader` + the fleet
+//! crate's `Assembler`) and holds it to the simulator's own lists:
+//!
+//! - the first snapshot is complete and holds every port, network, subnet,
+//!   router, floating IP, project and server of the cloud;
+//! - a port created through the simulator's API reaches the stream through
+//!   its notification within 3 s; one deleted while its notification is
+//!   dropped by the simulator's fault injection is tombstoned by the
+//!   digest;
+//! - heartbeats carry the relay's last check against OpenStack;
+//! - a relay killed with SIGKILL and started again writes a new complete
+//!   snapshot, and a reader resumed after its last offset continues.
+//!
+//! Each run writes a stream of its own and deletes it at the end.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::Sim;
+use lachesis_fleet::{decode, Assembler, Record};
+use lachesis_lab::http::free_port;
+use lachesis_lab::services::RABBITMQ_PORT;
+use lachesis_lab::Services;
+use lachesis_notify::rabbitmq::stream::{Start, StreamConfig, StreamReader};
+use lachesis_notify::RabbitUrl;
+use lachesis_planner::Resource;
+
+const BROKER: &str = "amqp://guest:guest@127.0.0.1:16672/%2f";
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// A relay process and its files.
+struct Relay {
+    child: Child,
+    log: PathBuf,
+    metrics: SocketAddr,
+}
+
+impl Relay {
+    fn start(config: &Path, log: PathBuf, metrics: SocketAddr) -> Relay {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lachesis"));
+        lachesis_lab::agent::scrub_env(&mut cmd);
+        let child = cmd
+            .args(["relay", "--config"])
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start lachesis relay");
+        Relay {
+            child,
+            log,
+            metrics,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The relay's configuration for `stream`, against `sim`.
+fn write_config(dir: &Path, sim: &Sim, stream: &str, metrics: SocketAddr) -> PathBuf {
+    let clouds = sim.clouds_yaml(dir, |t| t);
+    let text = format!(
+        "openstack:\n  cloud: sim\n  clouds_file: {clouds}\n\
+         listen:\n  metrics: {metrics}\n\
+         notifications:\n  rabbitmq:\n    url: \"{BROKER}\"\n\
+         stream:\n  url: \"{BROKER}\"\n  stream: {stream}\n  max_age: 10m\n\
+         relay:\n  name: test-relay\n  digest_interval: 2s\n  snapshot_interval: 5s\n\
+         log:\n  level: info\n",
+        clouds = clouds.display()
+    );
+    let path = dir.join("relay.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Reads the stream into an assembler until `done` holds (or fails after
+/// `limit`, naming what was read).
+async fn read_until(
+    reader: &mut StreamReader,
+    asm: &mut Assembler,
+    limit: Duration,
+    what: &str,
+    relay: &Relay,
+    mut done: impl FnMut(&Assembler, &Record) -> bool,
+) {
+    let until = Instant::now() + limit;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "{what}: not within {limit:?}; ready {}, {:?}; relay log:\n{}",
+            asm.ready(),
+            asm.counts(),
+            relay.log_text()
+        );
+        let Ok(delivery) = tokio::time::timeout(left, reader.next()).await else {
+            continue;
+        };
+        let delivery = delivery.expect("reading the stream");
+        let record = decode(&delivery.body).expect("the relay writes v1 records");
+        asm.feed(delivery.offset, &record, now_ms());
+        if done(asm, &record) {
+            return;
+        }
+    }
+}
+
+/// The ids the assembler holds live for `kind`.
+fn held(asm: &Assembler, kind: Resource) -> BTreeSet<String> {
+    asm.state()
+        .pages()
+        .remove(&kind)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The ids the simulator holds for `kind` (its control API's topology).
+fn listed(sim: &Sim, kind: Resource) -> BTreeSet<String> {
+    let body = lachesis_lab::http::get(sim.addr.parse().unwrap(), "/sim/topology")
+        .expect("GET /sim/topology")
+        .1;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v[kind.collection()]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {} in the topology", kind.collection()))
+        .iter()
+        .map(|o| o["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn delete_stream(stream: &str) {
+    let conn = lapin::Connection::connect(
+        &format!("amqp://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f"),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .expect("connect to delete the test's stream");
+    let chan = conn.create_channel().await.unwrap();
+    chan.queue_delete(stream.into(), lapin::options::QueueDeleteOptions::default())
+        .await
+        .expect("delete the test's stream");
+}
+
+#[test]
+fn the_relay_writes_a_complete_snapshot_follows_notifications_and_heals_by_digest() {
+    lachesis_lab::require_root_for("the services tier's RabbitMQ");
+    let _services = Services::rabbitmq();
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(&["--rabbitmq-url", BROKER]);
+    let stream = format!("lt-relay-{}", std::process::id());
+    let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let config = write_config(dir.path(), &sim, &stream, metrics);
+    let mut relay = Relay::start(&config, dir.path().join("relay.log"), metrics);
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let url = RabbitUrl::parse(BROKER).unwrap();
+        let mut cfg = StreamConfig::new(url);
+        cfg.stream.clone_from(&stream);
+        // The relay declares the stream at its first batch.
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut reader = loop {
+            match StreamReader::open(&cfg, Start::First).await {
+                Ok(r) => break r,
+                Err(e) => {
+                    assert!(
+                        Instant::now() < until,
+                        "no stream {stream}: {e}\nrelay log:\n{}",
+                        relay.log_text()
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
+        let mut asm = Assembler::new();
+
+        // 1. The first complete snapshot holds the whole cloud.
+        read_until(&mut reader, &mut asm, Duration::from_secs(30), "a complete snapshot", &relay, |a, _| a.ready()).await;
+        for kind in [
+            Resource::Networks,
+            Resource::Subnets,
+            Resource::Ports,
+            Resource::Routers,
+            Resource::FloatingIps,
+        ] {
+            assert_eq!(held(&asm, kind), listed(&sim, kind), "{kind:?}");
+        }
+        for kind in [Resource::Projects, Resource::Servers] {
+            assert!(!held(&asm, kind).is_empty(), "{kind:?} in the snapshot");
+        }
+
+        // 2. A heartbeat names the relay's last check against OpenStack.
+        read_until(&mut reader, &mut asm, Duration::from_secs(15), "a heartbeat", &relay, |_, r| {
+            matches!(r, Record::Heartbeat(_))
+        })
+        .await;
+        let beat = asm.heartbeats()["test-relay"].clone();
+        assert!(now_ms().saturating_sub(beat.checked_ms) < 30_000, "{beat:?}");
+        assert_eq!(beat.digest, asm.state().digest(), "the relay and the reader hold the same state");
+
+        // 3. A port created through the API reaches the stream through its
+        //    notification (a digest runs every 2 s too, so the bound is the
+        //    notification's: 3 s).
+        let network = listed(&sim, Resource::Networks).into_iter().next().unwrap();
+        let body = format!(
+            r#"{{"id": "p-relay-new", "network_id": "{network}", "project_id": "p1", "mac_address": "fa:16:3e:77:00:01", "device_id": "vm-x", "device_owner": "compute:nova", "fixed_ips": []}}"#
+        );
+        let created = Instant::now();
+        assert!((200..300).contains(&sim.control("POST", "/sim/ports", &body)));
+        read_until(&mut reader, &mut asm, Duration::from_secs(3), "the new port's record", &relay, |a, _| {
+            held(a, Resource::Ports).contains("p-relay-new")
+        })
+        .await;
+        eprintln!("port created → record on the stream: {:?}", created.elapsed());
+
+        // 4. A delete whose notification is dropped: the digest tombstones it.
+        let fault = r#"{"notification_faults": {"rules": [{"event_type": "port.delete.end", "probability": 1.0, "action": "drop"}]}}"#;
+        let status = sim.control("PUT", "/sim/settings", fault);
+        assert!((200..300).contains(&status), "fault injection: {status}");
+        assert!((200..300).contains(&sim.control("DELETE", "/sim/ports/p-relay-new", "")));
+        read_until(&mut reader, &mut asm, Duration::from_secs(15), "the digest's tombstone", &relay, |a, _| {
+            !held(a, Resource::Ports).contains("p-relay-new")
+        })
+        .await;
+        assert_eq!(held(&asm, Resource::Ports), listed(&sim, Resource::Ports));
+
+        // 5. A relay killed and started again writes a new complete
+        //    snapshot; the reader goes on from where it was.
+        relay.kill();
+        let before = asm.counts().complete;
+        let mut relay = Relay::start(&config, dir.path().join("relay2.log"), metrics);
+        read_until(&mut reader, &mut asm, Duration::from_secs(30), "a snapshot from the restarted relay", &relay, |a, _| {
+            a.counts().complete > before
+        })
+        .await;
+        assert_eq!(held(&asm, Resource::Ports), listed(&sim, Resource::Ports));
+        relay.kill();
+        drop(reader);
+        delete_stream(&stream).await;
+    });
+}
