@@ -5,3 +5,4 @@
 mod notify_e2e;
 mod operator_kit;
 mod real_cloud;
+mod relay_e2e;
