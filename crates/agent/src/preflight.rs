@@ -21,10 +21,12 @@ use crate::config::{Config, ConfigError, Issue};
 /// What the configuration's references resolved to.
 #[derive(Debug, Clone)]
 pub struct Resolved {
-    /// The cloud the agent syncs from.
-    pub cloud: CloudConfig,
-    /// Where it came from, for messages that must say which file and entry
-    /// to fix: `cloud "prod" in /etc/openstack/clouds.yaml`.
+    /// The cloud the agent syncs from; `None` in relay mode, where the
+    /// agent makes no OpenStack request and resolves no cloud entry.
+    pub cloud: Option<CloudConfig>,
+    /// Where the metadata comes from, for messages that must say which
+    /// file and entry to fix: `cloud "prod" in /etc/openstack/clouds.yaml`,
+    /// or in relay mode `state stream "lachesis.state" (metadata.source: relay)`.
     pub origin: String,
 }
 
@@ -35,7 +37,14 @@ pub struct Resolved {
 /// Every reference that does not resolve.
 pub fn resolve(config: &Config) -> Result<Resolved, ConfigError> {
     let mut issues = Vec::new();
-    let cloud = cloud(config, &mut issues);
+    let cloud = match config.relay() {
+        // DESIGN §17: relay mode reads no clouds.yaml and needs none.
+        Some((stream, _)) => Some(Resolved {
+            cloud: None,
+            origin: format!("state stream {:?} (metadata.source: relay)", stream.stream),
+        }),
+        None => cloud(config, &mut issues),
+    };
     bpffs_dir(&config.datapath.bpffs_dir, &mut issues);
     state_path(&config.state.path, &mut issues);
     issues.extend(crate::daemon::check_notifications(&config.notifications));
@@ -79,7 +88,10 @@ fn cloud(config: &Config, issues: &mut Vec<Issue>) -> Option<Resolved> {
         issues.push(Issue::new("openstack.cloud", format!("{origin}: {e}")));
         return None;
     }
-    Some(Resolved { cloud, origin })
+    Some(Resolved {
+        cloud: Some(cloud),
+        origin,
+    })
 }
 
 fn bpffs_dir(dir: &Path, issues: &mut Vec<Issue>) {
@@ -180,6 +192,28 @@ mod tests {
         assert!(
             got[3].starts_with("notifications.kafka.tls: ") && got[3].contains("absent-ca.pem"),
             "{got:#?}"
+        );
+    }
+
+    /// Relay mode resolves no cloud entry: an absent clouds file and no
+    /// `OS_*` variable are no problem.
+    #[test]
+    fn relay_mode_resolves_no_cloud() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::from_yaml(&format!(
+            "openstack: {{cloud: prod, clouds_file: {}/absent.yaml}}\n\
+             metadata: {{source: relay, stream: {{url: 'amqp://a:b@mq/'}}}}\n\
+             datapath: {{bpffs_dir: /sys/fs/bpf/lachesis-check}}\n\
+             state: {{path: {}/state.json}}\n",
+            dir.path().display(),
+            dir.path().display()
+        ))
+        .unwrap();
+        let resolved = resolve(&config).expect("nothing to resolve");
+        assert!(resolved.cloud.is_none());
+        assert_eq!(
+            resolved.origin,
+            "state stream \"lachesis.state\" (metadata.source: relay)"
         );
     }
 

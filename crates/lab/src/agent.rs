@@ -50,6 +50,9 @@ pub struct AgentConfig {
     pub kafka_brokers: Vec<String>,
     /// `notifications.kafka.topic`.
     pub kafka_topic: Option<String>,
+    /// Relay mode: `metadata.stream.url` and `metadata.stream.stream`
+    /// (with `metadata.source: relay`); `None`: the default source.
+    pub relay_stream: Option<(String, String)>,
 }
 
 /// The `tunables` a test or benchmark sets; `None` is the agent's default.
@@ -107,6 +110,7 @@ impl AgentConfig {
             rabbitmq_url: None,
             kafka_brokers: Vec::new(),
             kafka_topic: None,
+            relay_stream: None,
         }
     }
 
@@ -126,9 +130,19 @@ impl AgentConfig {
                 }
             );
         };
-        line(0, "openstack", "");
-        line(2, "cloud", &self.cloud);
-        line(2, "clouds_file", &self.clouds_file.display().to_string());
+        // An empty cloud leaves the section out (relay mode needs none).
+        if !self.cloud.is_empty() {
+            line(0, "openstack", "");
+            line(2, "cloud", &self.cloud);
+            line(2, "clouds_file", &self.clouds_file.display().to_string());
+        }
+        if let Some((url, stream)) = &self.relay_stream {
+            line(0, "metadata", "");
+            line(2, "source", "relay");
+            line(2, "stream", "");
+            line(4, "url", url);
+            line(4, "stream", stream);
+        }
         line(0, "listen", "");
         line(2, "metrics", &self.metrics.to_string());
         line(2, "debug", &self.debug.to_string());

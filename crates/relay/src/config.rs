@@ -127,7 +127,7 @@ impl Default for RelayLog {
 /// The bounds of each `relay.*` duration, and why.
 pub const SPANS: &[(&str, Span)] = &[
     (
-        "digest_interval",
+        "relay.digest_interval",
         Span {
             min: Duration::from_secs(1),
             below: "each digest lists every Neutron collection",
@@ -136,7 +136,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "resync_interval",
+        "relay.resync_interval",
         Span {
             min: Duration::from_mins(1),
             below: "each resync is a full sync of the cloud",
@@ -145,7 +145,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "snapshot_interval",
+        "relay.snapshot_interval",
         Span {
             min: Duration::from_secs(1),
             below: "each snapshot writes every record again",
@@ -168,7 +168,7 @@ static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout {
 fn build(tree: serde_json::Value) -> Result<RelayConfig, Vec<Issue>> {
     let read = read::<RelayConfig>(&SCHEMA, tree)?;
     let mut issues = read.issues;
-    check_spans("relay", SPANS, &read.tree, &read.bad, &mut issues);
+    check_spans(SPANS, &read.tree, &read.bad, &mut issues);
     if let Some(r) = &read.config.notifications.rabbitmq {
         if r.exchanges.is_empty() && !read.bad.contains("notifications.rabbitmq.exchanges") {
             issues.push(Issue::new(

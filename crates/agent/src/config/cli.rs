@@ -129,9 +129,14 @@ pub fn check_config(args: &AgentArgs) -> ExitCode {
     if let Ok((_, resolved)) = &checked {
         // The cloud entry, under the header line.
         let at = report.stdout.find('\n').map_or(0, |i| i + 1);
+        let source = if resolved.cloud.is_some() {
+            "openstack"
+        } else {
+            "metadata"
+        };
         report
             .stdout
-            .insert_str(at, &format!("# openstack: {}\n", resolved.origin));
+            .insert_str(at, &format!("# {source}: {}\n", resolved.origin));
         if args.check_openstack {
             let (lines, code) = check_openstack(resolved);
             report.stderr.push_str(&lines);
@@ -164,8 +169,17 @@ fn check_openstack(resolved: &crate::preflight::Resolved) -> (String, u8) {
         }
     };
     let origin = &resolved.origin;
+    let Some(cloud) = resolved.cloud.clone() else {
+        return (
+            format!(
+                "lachesis: config error: metadata.source: relay: this agent makes no OpenStack \
+                 request, so --check-openstack has nothing to check ({origin})\n"
+            ),
+            crate::exit::CONFIG,
+        );
+    };
     let code = runtime.block_on(async {
-        let session = match Session::new(resolved.cloud.clone(), ApiMetrics::default()) {
+        let session = match Session::new(cloud, ApiMetrics::default()) {
             Ok(s) => s,
             Err(e) => {
                 let _ = writeln!(out, "lachesis: config error: openstack.cloud: {origin}: {e}");

@@ -38,9 +38,9 @@ pub use lachesis_datapath::DatapathConfig;
 pub use lachesis_notify::{KafkaConfig, KafkaTls, RabbitMqConfig, Sasl, SaslMechanism};
 pub use load::{config_file, load, Loaded, DEFAULT_CONFIG_PATH};
 pub use model::{
-    parse_log_level, Config, ListenSettings, LogFormat, LogLevel, LogSettings,
-    NotificationSettings, OpenStackSettings, StateSettings, Tunables, HOT, ROUTE_HOP_LIMIT_MAX,
-    UNRESOLVED_CAP_MAX,
+    parse_log_level, Config, ListenSettings, LogFormat, LogLevel, LogSettings, MetadataSettings,
+    MetadataSource, NotificationSettings, OpenStackSettings, StateSettings, Tunables,
+    DEFAULT_LOOKBACK, HOT, ROUTE_HOP_LIMIT_MAX, UNRESOLVED_CAP_MAX,
 };
 pub use reload::{reload, reload_file, ReloadOutcome, ReloadResult, SharedTunables};
 pub use validate::KICK_DEBOUNCE_CAP;

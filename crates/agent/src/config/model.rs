@@ -15,6 +15,7 @@ use std::time::Duration;
 use lachesis_config::{form, Choice, Schema};
 use lachesis_datapath::{DatapathConfig, FLOWS_MAX_ENTRIES};
 use lachesis_ledger::UnresolvedLimits;
+use lachesis_notify::rabbitmq::stream::StreamConfig;
 pub use lachesis_notify::NotificationSettings;
 pub use lachesis_openstack::OpenStackSettings;
 use lachesis_planner::PlanOptions;
@@ -36,6 +37,10 @@ pub struct Config {
     /// Which cloud the metadata comes from.
     #[serde(default)]
     pub openstack: OpenStackSettings,
+    /// Where the desired state comes from: OpenStack itself, or a relay's
+    /// state stream (DESIGN §17).
+    #[serde(default)]
+    pub metadata: MetadataSettings,
     /// The two HTTP listeners.
     #[serde(default)]
     pub listen: ListenSettings,
@@ -100,6 +105,69 @@ pub(crate) static LAYOUT: LazyLock<Layout> = LazyLock::new(|| Layout {
 pub(crate) fn is_hot(path: &str) -> bool {
     HOT.iter()
         .any(|h| path == *h || path.strip_prefix(h).is_some_and(|r| r.starts_with('.')))
+}
+
+/// `metadata.*` (DESIGN §17, docs/fleet.md "An agent in relay mode").
+#[serde_inline_default]
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of metadata keys")]
+pub struct MetadataSettings {
+    /// `openstack`: the agent syncs from OpenStack itself; `relay`: it
+    /// reads a relay's state stream and makes no OpenStack request.
+    #[serde_inline_default(MetadataSource::OpenStack)]
+    #[serde_as(as = "form::OneOf")]
+    pub source: MetadataSource,
+    /// The state stream (the notify crate's section); required when
+    /// `source` is `relay`, unused otherwise.
+    pub stream: Option<StreamConfig>,
+    /// How far back a boot starts reading the stream: more than two of the
+    /// relay's snapshot intervals, so a complete snapshot is in it.
+    #[serde_inline_default(DEFAULT_LOOKBACK)]
+    #[serde_as(as = "form::Duration")]
+    pub lookback: Duration,
+}
+
+/// `metadata.lookback` unless configured: more than two snapshot intervals
+/// of a relay writing one every 10 minutes (docs/fleet.md).
+pub const DEFAULT_LOOKBACK: Duration = Duration::from_mins(25);
+
+impl Default for MetadataSettings {
+    fn default() -> Self {
+        lachesis_config::defaults()
+    }
+}
+
+/// Where the desired state comes from (`metadata.source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataSource {
+    /// The agent's own syncs against Keystone, Neutron, Nova and Octavia.
+    OpenStack,
+    /// A relay's state stream (`metadata.stream`); no OpenStack request.
+    Relay,
+}
+
+impl Choice for MetadataSource {
+    const ALL: &'static [Self] = &[MetadataSource::OpenStack, MetadataSource::Relay];
+    const LABEL: &'static str = "openstack | relay";
+
+    fn word(self) -> &'static str {
+        match self {
+            MetadataSource::OpenStack => "openstack",
+            MetadataSource::Relay => "relay",
+        }
+    }
+}
+
+impl Config {
+    /// The state stream and how far back to read it, in relay mode.
+    #[must_use]
+    pub fn relay(&self) -> Option<(&StreamConfig, Duration)> {
+        match (self.metadata.source, &self.metadata.stream) {
+            (MetadataSource::Relay, Some(stream)) => Some((stream, self.metadata.lookback)),
+            _ => None,
+        }
+    }
 }
 
 /// `listen.*`
@@ -361,6 +429,7 @@ mod tests {
             SCHEMA.children(""),
             [
                 "openstack",
+                "metadata",
                 "listen",
                 "datapath",
                 "state",
@@ -383,6 +452,9 @@ mod tests {
             sections,
             [
                 ("openstack", false),
+                ("metadata", false),
+                // Required in relay mode (a rule), off otherwise.
+                ("metadata.stream", true),
                 ("listen", false),
                 ("datapath", false),
                 ("state", false),
@@ -410,6 +482,7 @@ mod tests {
         for (words, label) in [
             label::<LogLevel>(),
             label::<LogFormat>(),
+            label::<MetadataSource>(),
             label::<SaslMechanism>(),
             label::<AttachMode>(),
         ] {

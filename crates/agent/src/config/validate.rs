@@ -12,7 +12,7 @@ use lachesis_config::layered::{check_spans, in_file_order, read, Issue, Span};
 use lachesis_notify::SaslMechanism;
 use serde_json::Value;
 
-use super::model::{Config, SCHEMA};
+use super::model::{Config, MetadataSource, SCHEMA};
 
 /// The reconciler never debounces a kick longer than this (issue 8: "quiet
 /// window `kick_debounce`, cap 5 s").
@@ -39,11 +39,20 @@ pub(crate) fn config(tree: Value) -> Result<Config, Vec<Issue>> {
     }
 }
 
-/// The span of each bounded duration tunable (docs/configuration.md
+/// The span of each bounded duration, by key (docs/configuration.md
 /// "Bounds" lists the same).
 pub const SPANS: &[(&str, Span)] = &[
     (
-        "scrape_interval",
+        "metadata.lookback",
+        Span {
+            min: Duration::from_mins(1),
+            below: "a boot must find a relay's snapshot start in it; with none, the agent reads the whole stream after twice this",
+            max: Duration::from_hours(24),
+            above: "a boot reads every record of this window, and the stream keeps 2h unless configured otherwise",
+        },
+    ),
+    (
+        "tunables.scrape_interval",
         Span {
             min: Duration::from_millis(100),
             below: "a drain of a full flows map takes tens of milliseconds: a shorter interval spends a CPU on draining",
@@ -52,7 +61,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "reconcile_interval",
+        "tunables.reconcile_interval",
         Span {
             min: Duration::from_secs(1),
             below: "every pass is a full OpenStack sync",
@@ -61,7 +70,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "kick_debounce",
+        "tunables.kick_debounce",
         Span {
             min: Duration::ZERO,
             below: "",
@@ -70,7 +79,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "ghost_grace",
+        "tunables.ghost_grace",
         Span {
             min: Duration::from_secs(1),
             below: "a deleted port's last packets are read after its deletion, and a MAC moved between ports in two steps must not lose its binding in between",
@@ -79,7 +88,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "ghost_sweep_interval",
+        "tunables.ghost_sweep_interval",
         Span {
             min: Duration::from_millis(100),
             below: "each sweep takes the ledger's order: drain, flush, settle, flush",
@@ -88,7 +97,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "state_flush_interval",
+        "tunables.state_flush_interval",
         Span {
             min: Duration::from_millis(100),
             below: "each flush writes and fsyncs the whole state file",
@@ -97,7 +106,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "unresolved_ttl",
+        "tunables.unresolved_ttl",
         Span {
             min: Duration::from_secs(1),
             below: "a row of a MAC not yet learned must be able to wait for the reconcile pass its notification kicks",
@@ -106,7 +115,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "resync_spread",
+        "tunables.resync_spread",
         Span {
             min: Duration::ZERO,
             below: "",
@@ -115,7 +124,7 @@ pub const SPANS: &[(&str, Span)] = &[
         },
     ),
     (
-        "port_series_retention",
+        "tunables.port_series_retention",
         Span {
             min: Duration::ZERO,
             below: "",
@@ -163,6 +172,7 @@ impl Rules<'_> {
 
     fn check(mut self) {
         self.spans();
+        self.metadata();
         self.listen();
         self.datapath();
         self.rabbitmq();
@@ -172,7 +182,34 @@ impl Rules<'_> {
 
     /// Each bounded duration within its span, named as written.
     fn spans(&mut self) {
-        check_spans("tunables", SPANS, self.tree, self.bad, self.issues);
+        check_spans(SPANS, self.tree, self.bad, self.issues);
+    }
+
+    /// Relay mode needs its stream; the stream's CA file needs TLS.
+    fn metadata(&mut self) {
+        const STREAM: &str = "metadata.stream";
+        let m = &self.config.metadata;
+        if !self.good(&["metadata.source", STREAM]) {
+            return;
+        }
+        match &m.stream {
+            None if m.source == MetadataSource::Relay => self.error(
+                STREAM,
+                "is required when metadata.source is relay: the agent reads its desired state from \
+                 that stream; expected a mapping with at least url",
+            ),
+            Some(stream)
+                if self.good(&["metadata.stream.url", "metadata.stream.ca_file"])
+                    && stream.ca_file.is_some()
+                    && !stream.url.is_tls() =>
+            {
+                self.error(
+                    "metadata.stream.ca_file",
+                    "is set but metadata.stream.url has no TLS; use amqps://, or ?ssl=1 in a rabbit:// URL",
+                );
+            }
+            _ => {}
+        }
     }
 
     fn listen(&mut self) {

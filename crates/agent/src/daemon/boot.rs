@@ -23,6 +23,7 @@ use lachesis_datapath::{Datapath, RetiredFlows};
 use lachesis_ledger::state::{self, LoadSource, StatePaths};
 use lachesis_ledger::Exporter;
 use lachesis_notify::backoff;
+use lachesis_notify::rabbitmq::stream::StreamConfig;
 use lachesis_planner::{Plan, Topology};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -34,6 +35,8 @@ use tracing::{error, info, warn};
 use super::debug::{DebugState, LiveConfig};
 use super::metrics::{DaemonMetrics, Families};
 use super::notify::Notifications;
+use super::source::ConfiguredSource;
+use super::stream::{StateStream, StreamMetrics};
 use super::systemd::Notifier;
 use super::tasks::{StartedEarly, Task, TaskSet};
 use super::{cold_writes, follow, health, Owner, PRESENCE_INTERVAL};
@@ -47,12 +50,11 @@ use crate::order::{
 use crate::preflight::Resolved;
 use crate::reconcile::{
     committed, AttributionSnapshot, BindingTable, Committed, Ghost, Initial, KernelWriter as _,
-    LedgerOrder as _, MetadataSource as _, Named, OpenStackSource, ReconcileMetrics, Reconciler,
-    Seams,
+    Kicker, LedgerOrder as _, Named, ReconcileMetrics, Reconciler, Seams, SharedAssembler,
 };
 
 /// The reconciler over the real seams.
-type Agent = Reconciler<OpenStackSource, Arc<Datapath>, Owner>;
+type Agent = Reconciler<ConfiguredSource, Arc<Datapath>, Owner>;
 
 /// Boot in progress: what every step reads, and the tasks it starts.
 pub(super) struct Boot<'a> {
@@ -136,6 +138,7 @@ impl Boot<'_> {
             reconcile,
             links: link_metrics,
             api,
+            stream,
             ..
         } = families;
         // 1. The program and maps; the state file read, not applied; the
@@ -151,9 +154,14 @@ impl Boot<'_> {
             .await
             .with_context(|| format!("binding the debug listener {}", self.config.listen.debug))?;
 
+        // Relay mode: the stream is read from here on, so cold start can
+        // plan from it; its kicks wait for the reconciler's phase.
+        let kicker = Kicker::new(reconcile.clone());
+        let relay = self.start_state_stream(stream, &kicker)?;
+
         // 2. Cold start: sync and plan, then every trie row, binding and
         // amphora address, before any new tap is attached.
-        let source = openstack_source(resolved, api, &reconcile)?;
+        let source = ConfiguredSource::new(resolved, relay, api, &reconcile)?;
         let previous = file.previous.as_ref().map(|p| (p, file.written));
         let meta = self.cold_start(&source, previous).await?;
         self.daemon.degraded(meta.degraded);
@@ -176,7 +184,9 @@ impl Boot<'_> {
 
         // 5. Every task of the table.
         let degraded = meta.degraded;
-        let reconciler = self.reconciler(source, &dp, &owner, meta, reconcile.clone(), view);
+        let reconciler = self
+            .reconciler(source, &dp, &owner, meta, reconcile.clone(), view)
+            .with_kicker(kicker);
         let debug = self.debug_routes(&dp, &owner, &reconciler, &watcher, reconcile);
         self.start_debug_listener(debug_listener, debug)?;
         self.start_tasks(reconciler, &dp, &owner, watcher, notifications, degraded)?;
@@ -286,12 +296,40 @@ impl Boot<'_> {
         Ok(())
     }
 
+    /// Relay mode's stream task, started at `bpf_loaded` (the table's
+    /// order: after the metrics listener); the assembler it feeds.
+    fn start_state_stream(
+        &mut self,
+        stream: Option<(SharedAssembler, StreamMetrics)>,
+        kicker: &Kicker,
+    ) -> anyhow::Result<Option<SharedAssembler>> {
+        let (Some((shared, metrics)), Some((config, lookback))) = (stream, self.config.relay())
+        else {
+            return Ok(None);
+        };
+        let task = StateStream {
+            config: StreamConfig {
+                // Spread a fleet over the cluster's nodes (DESIGN §17).
+                first_host: fastrand::usize(..config.url.hosts().len().max(1)),
+                ..config.clone()
+            },
+            lookback,
+            shared: shared.clone(),
+            metrics,
+            kicker: kicker.clone(),
+        };
+        self.tasks
+            .start(Task::StateStream, |cancel| task.run(cancel))?;
+        Ok(Some(shared))
+    }
+
     /// Cold start's sync (DESIGN §12 step 2): retried with backoff while
-    /// Keystone/Neutron fail and there is no state file; with one, the
+    /// Keystone/Neutron fail (in relay mode: while the stream holds no
+    /// complete snapshot) and there is no state file; with one, the
     /// file's plan stands in at the first failure (degraded).
     async fn cold_start(
         &self,
-        source: &OpenStackSource,
+        source: &ConfiguredSource,
         previous: Option<(&Plan, SystemTime)>,
     ) -> Result<Metadata, StoppedDuringBoot> {
         let stopped = || StoppedDuringBoot("a signal");
@@ -300,7 +338,7 @@ impl Boot<'_> {
             let options = self.tunables.get().plan_options();
             let old = previous.map(|(p, _)| Arc::new(p.clone()));
             let synced = tokio::select! {
-                synced = source.sync(old, options) => synced,
+                synced = source.first_sync(old, options) => synced,
                 () = self.stopping.cancelled() => return Err(stopped()),
             };
             let e = match synced {
@@ -343,7 +381,7 @@ impl Boot<'_> {
             warn!(error = cause, attempt = failures, retry_in = ?wait,
                 "cold start sync failed and no state file: nothing is attached until it succeeds");
             tokio::select! {
-                () = tokio::time::sleep(wait) => {}
+                () = source.retry_wait(wait) => {}
                 () = self.stopping.cancelled() => return Err(stopped()),
             }
         }
@@ -383,7 +421,7 @@ impl Boot<'_> {
     /// sync age follows its commits, and a degraded boot kicks it at once.
     fn reconciler(
         &self,
-        source: OpenStackSource,
+        source: ConfiguredSource,
         dp: &Arc<Datapath>,
         owner: &Owner,
         meta: Metadata,
@@ -522,18 +560,6 @@ fn file_written(paths: &StatePaths, source: LoadSource) -> SystemTime {
             warn!(path = %path.display(), error = %e, "state file time unknown; sync age counts from now");
             SystemTime::now()
         })
-}
-
-fn openstack_source(
-    resolved: &Resolved,
-    api: lachesis_openstack::ApiMetrics,
-    reconcile: &ReconcileMetrics,
-) -> anyhow::Result<OpenStackSource> {
-    let client = lachesis_openstack::Client::new(resolved.cloud.clone(), api)
-        .context("building the OpenStack client")?;
-    Ok(OpenStackSource::new(client)
-        .with_origin(resolved.origin.clone())
-        .with_step_metrics(reconcile.plan().clone()))
 }
 
 /// Every trie row, binding and amphora address of the cold start's plan

@@ -16,11 +16,12 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use super::notify::Notifications;
+use super::stream::StreamMetrics;
 use crate::boot::Phase;
 use crate::config::{Config, ReloadResult};
 use crate::links::LinkMetrics;
 use crate::order::OrderMetrics;
-use crate::reconcile::{Committed, ReconcileMetrics};
+use crate::reconcile::{Committed, ReconcileMetrics, SharedAssembler};
 
 type Labels = Vec<(&'static str, &'static str)>;
 
@@ -168,6 +169,9 @@ pub(super) struct Families {
     pub(super) reconcile: ReconcileMetrics,
     pub(super) links: LinkMetrics,
     pub(super) api: lachesis_openstack::ApiMetrics,
+    /// Relay mode: the assembler the stream task feeds and the source
+    /// plans from, and the stream's families.
+    pub(super) stream: Option<(SharedAssembler, StreamMetrics)>,
 }
 
 impl Families {
@@ -182,6 +186,11 @@ impl Families {
         let api = lachesis_openstack::ApiMetrics::default();
         api.register(&mut registry);
         let notifications = Notifications::register(&mut registry, &config.notifications);
+        let stream = config.relay().map(|_| {
+            let shared = SharedAssembler::new();
+            let metrics = StreamMetrics::register(&mut registry, &shared);
+            (shared, metrics)
+        });
         let families = Families {
             registry,
             daemon,
@@ -189,6 +198,7 @@ impl Families {
             reconcile,
             links,
             api,
+            stream,
         };
         (families, notifications)
     }

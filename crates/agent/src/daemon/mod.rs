@@ -25,6 +25,8 @@ mod metrics;
 mod notify;
 mod reload;
 mod signals;
+mod source;
+mod stream;
 mod systemd;
 mod tasks;
 mod writes;
@@ -77,7 +79,7 @@ pub async fn run(loaded: Loaded, log: Arc<dyn LogLevelControl>) -> anyhow::Resul
     for warning in loaded.config.warnings() {
         warn!(key = warning.key, "{}", warning.message);
     }
-    info!(openstack = resolved.origin, "configuration resolved");
+    info!(metadata = resolved.origin, "configuration resolved");
     // One agent per bpffs dir and state file, held until the process ends,
     // before anything touches the kernel (crate::instance_lock).
     let _instance = crate::instance_lock::InstanceLock::acquire(&loaded.config)?;

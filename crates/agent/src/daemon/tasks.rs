@@ -21,6 +21,8 @@ use crate::boot::{BootFailed, BootGate, BootState, Phase};
 pub(super) enum Task {
     /// `/metrics`, `/healthz`, `/readyz`.
     MetricsListener,
+    /// Relay mode: the state stream, assembled for the reconciler's source.
+    StateStream,
     /// The `/debug/*` pages.
     DebugListener,
     /// Reconcile passes on ticks and kicks.
@@ -47,8 +49,9 @@ pub(super) enum Task {
 
 impl Task {
     /// Every task, in the order boot starts them (checked in debug builds).
-    pub(super) const ALL: [Task; 12] = [
+    pub(super) const ALL: [Task; 13] = [
         Task::MetricsListener,
+        Task::StateStream,
         Task::DebugListener,
         Task::Reconciler,
         Task::DegradedWatch,
@@ -66,6 +69,7 @@ impl Task {
     pub(super) fn name(self) -> &'static str {
         match self {
             Task::MetricsListener => "metrics listener",
+            Task::StateStream => "state stream",
             Task::DebugListener => "debug listener",
             Task::Reconciler => "reconciler",
             Task::DegradedWatch => "degraded watch",
@@ -83,10 +87,12 @@ impl Task {
     /// The boot phase it is started at, and not before ([`TaskSet::start`]
     /// refuses it earlier). Every task that writes kernel or ledger state
     /// waits for `state_restored` (DESIGN §12 step 5); the metrics listener
-    /// answers from `bpf_loaded` on, so boot can be watched.
+    /// answers from `bpf_loaded` on, so boot can be watched, and the state
+    /// stream reads from then on, so cold start can plan from it (it
+    /// writes nothing; its kicks wait for the reconciler's phase).
     pub(super) fn starts_at(self) -> Phase {
         match self {
-            Task::MetricsListener => Phase::BpfLoaded,
+            Task::MetricsListener | Task::StateStream => Phase::BpfLoaded,
             _ => Phase::StateRestored,
         }
     }
@@ -100,6 +106,7 @@ impl Task {
     fn runs(self) -> &'static str {
         match self {
             Task::DegradedWatch => "booted degraded",
+            Task::StateStream => "`metadata.source: relay`",
             Task::RabbitMqConsumer => "`notifications.rabbitmq` set",
             Task::KafkaConsumer => "`notifications.kafka` set",
             _ => "always",
@@ -112,6 +119,7 @@ impl Task {
             Task::Reconciler | Task::Scraper | Task::Flusher | Task::Sweeper => "kernel, ledger",
             Task::LinkWatcher => "kernel",
             Task::MetricsListener
+            | Task::StateStream
             | Task::DebugListener
             | Task::DegradedWatch
             | Task::RabbitMqConsumer
@@ -134,6 +142,7 @@ impl Task {
                 "a step in flight completes; the next wait ends"
             }
             Task::RabbitMqConsumer | Task::KafkaConsumer => "stops consuming at once",
+            Task::StateStream => "stops reading at once; the assembled state is dropped",
             Task::LinkWatcher => "stops watching; programs stay attached",
             Task::DegradedWatch | Task::TapPorts | Task::MapFill => "ends at once",
         }

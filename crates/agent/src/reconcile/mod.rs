@@ -7,7 +7,7 @@
 //!
 //! | seam | real | what |
 //! |---|---|---|
-//! | [`MetadataSource`] | [`OpenStackSource`] | one sync: fetch, parse, plan |
+//! | [`MetadataSource`] | [`OpenStackSource`], [`RelaySource`] | one sync: fetch (or take the relay's assembled state), parse, plan |
 //! | [`KernelWriter`] | [`lachesis_datapath::Datapath`] | trie rows, bindings, amphora addresses |
 //! | [`LedgerOrder`] | the agent's ledger owner | tenant ids, settle batches, prunes |
 //!
@@ -25,6 +25,7 @@ mod metrics;
 mod order;
 mod pass;
 mod plan_metrics;
+mod relay;
 mod schedule;
 mod source;
 mod table;
@@ -48,6 +49,7 @@ pub use order::{
     AttributionSnapshot, BatchError, BoxError, LedgerOrder, PruneFailed, Settle, SettleBatch,
 };
 pub use plan_metrics::{PlanMetrics, PlanStep};
+pub use relay::{RelaySource, SharedAssembler};
 pub use schedule::Kicker;
 pub use source::{MetadataSource, Named, OpenStackSource, SyncError, SyncTimings, Synced};
 pub use table::{BindingTable, Ghost, SharedTable};
@@ -152,6 +154,14 @@ where
     /// Requests a pass (see [`Kicker::kick`]).
     pub fn kick(&self) {
         self.kicker.kick();
+    }
+
+    /// Kicks through `kicker` (made before the reconciler, for a task
+    /// started earlier: relay mode's stream task) instead of its own.
+    #[must_use]
+    pub fn with_kicker(mut self, kicker: Kicker) -> Self {
+        self.kicker = kicker;
+        self
     }
 
     /// A kick handle for other tasks (notification consumers).

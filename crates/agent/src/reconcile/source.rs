@@ -81,6 +81,11 @@ pub enum SyncError {
     /// The planning task stopped without a plan (it panicked).
     #[error("planning the snapshot: {0}")]
     Plan(String),
+    /// Relay mode: no complete snapshot has been read from the state
+    /// stream yet, so the state is not whole (boot treats it as a failed
+    /// first sync: degraded from the state file's plan, or waiting).
+    #[error("no complete snapshot read from the state stream yet ({0})")]
+    NotReady(String),
 }
 
 impl SyncError {
@@ -196,6 +201,46 @@ fn release_freed_memory() {
     }
 }
 
+/// Finishes the parse (`parsed`) and plans it with `previous`, on a
+/// blocking thread: planning a large cloud takes a CPU for a while, off
+/// the async workers, which serve the scraper and HTTP meanwhile. Returns
+/// the sync and how long parsing, planning and freeing took.
+pub(super) async fn plan_off_workers(
+    previous: Option<Arc<Plan>>,
+    options: PlanOptions,
+    parsed: impl FnOnce() -> (lachesis_planner::Snapshot, lachesis_planner::ParseReport)
+        + Send
+        + 'static,
+) -> Result<(Synced, Duration), SyncError> {
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let (snapshot, report) = parsed();
+        let plan = plan_with_previous(&snapshot, &options, previous.as_deref());
+        let named = |id: &str, name: &str| Named::new(id, name);
+        let synced = Synced {
+            plan: Arc::new(plan),
+            projects: snapshot
+                .projects
+                .iter()
+                .map(|p| named(&p.id, &p.name))
+                .collect(),
+            servers: snapshot
+                .servers
+                .as_ref()
+                .map(|list| list.iter().map(|s| named(&s.id, &s.name)).collect()),
+            skipped: report.skipped.len(),
+            topology: Arc::new(summarize(&snapshot)),
+        };
+        // Freeing the snapshot is part of the phase's cost: done here,
+        // it is timed and stays off the async workers.
+        drop(snapshot);
+        release_freed_memory();
+        (synced, started.elapsed())
+    })
+    .await
+    .map_err(|e| SyncError::Plan(e.to_string()))
+}
+
 impl MetadataSource for OpenStackSource {
     async fn sync(
         &self,
@@ -219,35 +264,9 @@ impl MetadataSource for OpenStackSource {
                 None => SyncError::Fetch(e),
             })?;
         let fetch = started.elapsed();
-        // Planning a large cloud takes a CPU for a while: off the async
-        // workers, which serve the scraper and HTTP meanwhile.
-        let (synced, plan) = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            let (snapshot, report) = parser.finish(services.sources());
-            let plan = plan_with_previous(&snapshot, &options, previous.as_deref());
-            let named = |id: &str, name: &str| Named::new(id, name);
-            let synced = Synced {
-                plan: Arc::new(plan),
-                projects: snapshot
-                    .projects
-                    .iter()
-                    .map(|p| named(&p.id, &p.name))
-                    .collect(),
-                servers: snapshot
-                    .servers
-                    .as_ref()
-                    .map(|list| list.iter().map(|s| named(&s.id, &s.name)).collect()),
-                skipped: report.skipped.len(),
-                topology: Arc::new(summarize(&snapshot)),
-            };
-            // Freeing the snapshot is part of the phase's cost: done here,
-            // it is timed and stays off the async workers.
-            drop(snapshot);
-            release_freed_memory();
-            (synced, started.elapsed())
-        })
-        .await
-        .map_err(|e| SyncError::Plan(e.to_string()))?;
+        let sources = services.sources();
+        let (synced, plan) =
+            plan_off_workers(previous, options, move || parser.finish(sources)).await?;
         let timings = SyncTimings { fetch, plan };
         tracing::debug!(fetch = ?timings.fetch, plan = ?timings.plan, "sync planned");
         self.steps.observe(PlanStep::Fetch, timings.fetch);

@@ -374,3 +374,46 @@ pub fn assert_own_families_documented(metrics: SocketAddr) {
         assert_eq!(rendered.get(name), documented.get(name), "{name}");
     }
 }
+
+/// The id of the `endpoints` map the programs pinned under `bpffs` use.
+pub fn endpoints_map(bpffs: &std::path::Path) -> String {
+    let link = pinned_links(bpffs)[0];
+    let link = bpftool(&["link", "show", "id", &link.to_string()]).unwrap();
+    let prog = link["prog_id"].as_u64().unwrap().to_string();
+    let prog = bpftool(&["prog", "show", "id", &prog]).unwrap();
+    prog["map_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_u64().unwrap().to_string())
+        .find(|id| bpftool(&["map", "show", "id", id]).unwrap()["name"] == "endpoints")
+        .expect("an endpoints map")
+}
+
+/// The `endpoints` key of one `bpftool -j map dump` entry: the MAC as a
+/// number, shown as such when the map has BTF, else as its eight bytes in
+/// host (little-endian) order.
+fn key_of(entry: &serde_json::Value) -> Option<u64> {
+    let key = entry.get("formatted").map_or(&entry["key"], |f| &f["key"]);
+    if let Some(n) = key.as_u64() {
+        return Some(n);
+    }
+    let bytes: Vec<u8> = key
+        .as_array()?
+        .iter()
+        .map(|b| u8::from_str_radix(b.as_str()?.trim_start_matches("0x"), 16).ok())
+        .collect::<Option<_>>()?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Whether the `endpoints` map `map` (an id) has an entry keyed by `mac`.
+pub fn has_mac(map: &str, mac: &str) -> bool {
+    let want = mac
+        .split(':')
+        .fold(0u64, |k, b| k << 8 | u64::from_str_radix(b, 16).unwrap());
+    let dump = bpftool(&["map", "dump", "id", map]).unwrap();
+    let entries = dump.as_array().unwrap();
+    let keys: Vec<Option<u64>> = entries.iter().map(key_of).collect();
+    assert!(keys.iter().all(Option::is_some), "unreadable keys: {dump}");
+    keys.contains(&Some(want))
+}

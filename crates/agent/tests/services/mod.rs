@@ -6,3 +6,4 @@ mod notify_e2e;
 mod operator_kit;
 mod real_cloud;
 mod relay;
+mod relay_e2e;

@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::agent::{bpftool, pinned_links, topology_head, MAC_A, TENANT_A as TENANT};
+use common::agent::{endpoints_map, has_mac, topology_head, MAC_A, TENANT_A as TENANT};
 use common::{start_agent, Sim};
 use lachesis_lab::agent::{metric, Agent, AgentConfig};
 use lachesis_lab::http::Forwarder;
@@ -177,21 +177,6 @@ impl Rig {
         }
     }
 
-    /// The id of the `endpoints` map our programs use.
-    fn endpoints_map(&self) -> String {
-        let link = pinned_links(&self.bpffs)[0];
-        let link = bpftool(&["link", "show", "id", &link.to_string()]).unwrap();
-        let prog = link["prog_id"].as_u64().unwrap().to_string();
-        let prog = bpftool(&["prog", "show", "id", &prog]).unwrap();
-        prog["map_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m.as_u64().unwrap().to_string())
-            .find(|id| bpftool(&["map", "show", "id", id]).unwrap()["name"] == "endpoints")
-            .expect("an endpoints map")
-    }
-
     /// Posts a new port with `mac` on the lab network, returning when the
     /// simulator answered (its notification is queued by then).
     fn create_port(&self, n: u8, mac: &str) {
@@ -209,34 +194,6 @@ impl Drop for Rig {
         // Only this run's pins (the agent leaves `flows` pinned by design).
         let _ = std::fs::remove_dir_all(&self.bpffs);
     }
-}
-
-/// The `endpoints` key of one `bpftool -j map dump` entry: the MAC as a
-/// number, shown as such when the map has BTF, else as its eight bytes in
-/// host (little-endian) order.
-fn key_of(entry: &serde_json::Value) -> Option<u64> {
-    let key = entry.get("formatted").map_or(&entry["key"], |f| &f["key"]);
-    if let Some(n) = key.as_u64() {
-        return Some(n);
-    }
-    let bytes: Vec<u8> = key
-        .as_array()?
-        .iter()
-        .map(|b| u8::from_str_radix(b.as_str()?.trim_start_matches("0x"), 16).ok())
-        .collect::<Option<_>>()?;
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
-}
-
-/// Whether the map dump has an entry keyed by `mac`.
-fn has_mac(map: &str, mac: &str) -> bool {
-    let want = mac
-        .split(':')
-        .fold(0u64, |k, b| k << 8 | u64::from_str_radix(b, 16).unwrap());
-    let dump = bpftool(&["map", "dump", "id", map]).unwrap();
-    let entries = dump.as_array().unwrap();
-    let keys: Vec<Option<u64>> = entries.iter().map(key_of).collect();
-    assert!(keys.iter().all(Option::is_some), "unreadable keys: {dump}");
-    keys.contains(&Some(want))
 }
 
 /// Polls the map every 10 ms until `mac` is in it; the time taken.
@@ -266,7 +223,7 @@ fn time_until_present(
 fn ports_reach_the_kernel_through_notifications(broker: Broker) {
     let rig = Rig::new(broker, Duration::from_mins(5), true);
     rig.wait_connected(true);
-    let map = rig.endpoints_map();
+    let map = endpoints_map(&rig.bpffs);
     assert!(has_mac(&map, MAC_A), "the cold start's binding is there");
     let runs_before = metric(rig.metrics, "lachesis_reconcile_runs_total{result=\"ok\"}");
     let mut latencies = Vec::new();
@@ -307,7 +264,7 @@ fn ports_reach_the_kernel_through_notifications(broker: Broker) {
 fn with_the_broker_down_the_next_tick_picks_the_port_up(broker: Broker) {
     let rig = Rig::new(broker, Duration::from_secs(2), false);
     rig.wait_connected(false);
-    let map = rig.endpoints_map();
+    let map = endpoints_map(&rig.bpffs);
     let mac = "fa:16:3e:dd:00:01";
     let sent = Instant::now();
     rig.create_port(1, mac);

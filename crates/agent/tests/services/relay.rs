@@ -26,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Sim;
 use lachesis_fleet::{decode, Assembler, Record};
+use lachesis_lab::agent::metric;
 use lachesis_lab::http::free_port;
 use lachesis_lab::services::RABBITMQ_PORT;
 use lachesis_lab::Services;
@@ -258,6 +259,12 @@ fn the_relay_writes_a_complete_snapshot_follows_notifications_and_heals_by_diges
         })
         .await;
         assert_eq!(held(&asm, Resource::Ports), listed(&sim, Resource::Ports));
+        // The relay's own account of it, on its /metrics.
+        let tombstoned =
+            metric(relay.metrics, "lachesis_relay_repaired_total{action=\"tombstone\"}");
+        assert!(tombstoned >= Some(1.0), "repaired tombstones: {tombstoned:?}");
+        let snapshots = metric(relay.metrics, "lachesis_relay_snapshots_total");
+        assert!(snapshots >= Some(1.0), "snapshots: {snapshots:?}");
 
         // 5. A relay killed and started again writes a new complete
         //    snapshot; the reader goes on from where it was.

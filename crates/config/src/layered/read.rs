@@ -75,21 +75,19 @@ pub fn in_file_order(schema: &Schema, issues: &mut [Issue]) {
 /// Each bounded duration of `section` within its span, named as written:
 /// a problem for each that is not (keys already bad are left alone).
 pub fn check_spans(
-    section: &str,
     spans: &[(&str, Span)],
     tree: &Value,
     bad: &BTreeSet<String>,
     issues: &mut Vec<Issue>,
 ) {
-    for (name, span) in spans {
-        let key = format!("{section}.{name}");
-        let written = layers::get(tree, &key).and_then(|v| Scalar::deserialize(v).ok());
-        let (Some(written), false) = (written, bad.contains(&key)) else {
+    for (key, span) in spans {
+        let written = layers::get(tree, key).and_then(|v| Scalar::deserialize(v).ok());
+        let (Some(written), false) = (written, bad.contains(*key)) else {
             continue;
         };
         let checked = duration(&written).and_then(|d| span.check(d, written.text().trim()));
         if let Err(message) = checked {
-            issues.push(Issue::new(key, message));
+            issues.push(Issue::new(*key, message));
         }
     }
 }

@@ -33,6 +33,57 @@ pub(super) const CASES: &[Case] = &[
         )],
     },
     Case {
+        path: "metadata.source",
+        valid: &[("relay", "relay"), ("openstack", "openstack")],
+        invalid: &[("neutron", &["metadata.source: \"neutron\" is not one of openstack, relay"])],
+    },
+    Case {
+        path: "metadata.stream.url",
+        valid: &[("amqps://u:p@mq:5671/", "amqps://u:p@mq:5671/")],
+        invalid: &[
+            (
+                "amqp://u:p@mq/",
+                &["metadata.stream.ca_file: is set but metadata.stream.url has no TLS; use amqps://, or ?ssl=1 in a rabbit:// URL"],
+            ),
+            ("null", &["metadata.stream.url: is required when metadata.stream is set"]),
+        ],
+    },
+    Case {
+        path: "metadata.stream.stream",
+        valid: &[("fleet.state", "fleet.state")],
+        invalid: &[("''", &["metadata.stream.stream: is empty; expected some text"])],
+    },
+    Case {
+        path: "metadata.stream.max_age",
+        valid: &[("4h", "4h")],
+        invalid: &[(
+            "long",
+            &["metadata.stream.max_age: \"long\" is not a duration; expected e.g. 200ms, 10s, 5m"],
+        )],
+    },
+    Case {
+        path: "metadata.stream.ca_file",
+        valid: &[("/etc/stream-ca.pem", "/etc/stream-ca.pem")],
+        invalid: &[(
+            "ca.pem",
+            &["metadata.stream.ca_file: \"ca.pem\" is not an absolute path; expected a path starting with /"],
+        )],
+    },
+    Case {
+        path: "metadata.lookback",
+        valid: &[("1m", "1m"), ("25m", "25m"), ("24h", "1day")],
+        invalid: &[
+            (
+                "30s",
+                &["metadata.lookback: 30s is below 1m (a boot must find a relay's snapshot start in it; with none, the agent reads the whole stream after twice this); expected 1m to 1day"],
+            ),
+            (
+                "25h",
+                &["metadata.lookback: 25h is above 1day (a boot reads every record of this window, and the stream keeps 2h unless configured otherwise); expected 1m to 1day"],
+            ),
+        ],
+    },
+    Case {
         path: "listen.metrics",
         valid: &[("127.0.0.1:1234", "127.0.0.1:1234"), ("'[::]:9847'", "'[::]:9847'")],
         invalid: &[
@@ -526,7 +577,7 @@ fn every_key_refuses_its_invalid_values_naming_the_key() {
 fn unknown_keys_are_refused_at_every_depth() {
     let mut sections: Vec<String> = SCHEMA.sections().iter().map(|s| s.path.clone()).collect();
     sections.insert(0, String::new());
-    assert_eq!(sections.len(), 12, "{sections:?}");
+    assert_eq!(sections.len(), 14, "{sections:?}");
     for section in &sections {
         let key = if section.is_empty() {
             "bogus".to_owned()
@@ -620,7 +671,7 @@ fn wrong_shapes_name_the_key() {
     );
     assert_eq!(
         errors("- a\n"),
-        ["(file): expected a mapping of sections (openstack, listen, datapath, state, notifications, tunables, log)"]
+        ["(file): expected a mapping of sections (openstack, metadata, listen, datapath, state, notifications, tunables, log)"]
     );
 }
 
@@ -678,9 +729,9 @@ fn the_reference_states_every_bound_the_check_enforces() {
     use lachesis_config::form::{show_duration, show_size};
     let mut rows: Vec<String> = SPANS
         .iter()
-        .map(|(name, span)| {
+        .map(|(key, span)| {
             format!(
-                "| tunables.{name} | {} | {} | ",
+                "| {key} | {} | {} | ",
                 show_duration(span.min),
                 show_duration(span.max)
             )
@@ -698,13 +749,31 @@ fn the_reference_states_every_bound_the_check_enforces() {
         );
     }
     // Each end is accepted, and the error's range is the documented one.
-    for (name, span) in SPANS {
+    for (key, span) in SPANS {
         for end in [span.min, span.max] {
-            let text = example_with(&format!("tunables.{name}"), &show_duration(end));
-            assert!(
-                Config::from_yaml(&text).is_ok(),
-                "tunables.{name} = {end:?}"
-            );
+            let text = example_with(key, &show_duration(end));
+            assert!(Config::from_yaml(&text).is_ok(), "{key} = {end:?}");
         }
     }
+}
+
+/// DESIGN §17: relay mode reads its desired state from the stream, so the
+/// stream is required then; the `openstack` section is not.
+#[test]
+fn relay_mode_needs_its_stream_and_not_the_openstack_section() {
+    assert_eq!(
+        errors("metadata:\n  source: relay\n"),
+        ["metadata.stream: is required when metadata.source is relay: the agent reads its desired state from that stream; expected a mapping with at least url"]
+    );
+    let c = Config::from_yaml(
+        "metadata:\n  source: relay\n  stream: {url: 'amqp://agent:pw@mq:5672/'}\n",
+    )
+    .unwrap();
+    let (stream, lookback) = c.relay().expect("relay mode");
+    assert_eq!(stream.stream, "lachesis.state");
+    assert_eq!(lookback, DEFAULT_LOOKBACK);
+    assert_eq!(c.openstack, OpenStackSettings::default());
+    // A stream beside the default source is unused, not an error.
+    let c = Config::from_yaml("metadata:\n  stream: {url: 'amqp://agent:pw@mq:5672/'}\n").unwrap();
+    assert!(c.relay().is_none());
 }

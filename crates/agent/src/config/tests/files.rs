@@ -136,6 +136,7 @@ fn effective_yaml_reads_back_to_the_same_configuration() {
     assert_eq!(
         differing,
         [
+            "metadata.stream.url",
             "notifications.kafka.sasl.password",
             "notifications.rabbitmq.url"
         ]

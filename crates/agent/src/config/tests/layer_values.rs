@@ -59,7 +59,7 @@ fn unknown_configuration_variables_are_named() {
         shown,
         [
             "LACHESIS_BOGUS__KEY: not a configuration variable (no key bogus.key; the top \
-             level holds openstack, listen, datapath, state, notifications, tunables, log)",
+             level holds openstack, metadata, listen, datapath, state, notifications, tunables, log)",
             "LACHESIS_NOTIFICATIONS__KAFKA: not a configuration variable \
              (notifications.kafka is a section, not a key; it holds brokers, topic, tls, sasl)",
             "LACHESIS_TUNABLES_SCRAPE_INTERVAL: not a configuration variable; separate path \

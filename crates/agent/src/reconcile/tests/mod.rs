@@ -1,10 +1,12 @@
 //! Reconciler tests: the pass against the fakes (`pass.rs`), the schedule
 //! in paused time (`schedule.rs`), the real source against the simulator on
-//! loopback (`source.rs`) and the metric families against docs/metrics.md
+//! loopback (`source.rs`), relay mode's source against it (`relay.rs`)
+//! and the metric families against docs/metrics.md
 //! (`catalogue.rs`).
 
 mod catalogue;
 mod pass;
+mod relay;
 mod schedule;
 mod source;
 

@@ -14,12 +14,14 @@ use prometheus_client::registry::Registry;
 
 use super::super::{MetadataSource, Named, OpenStackSource, ReconcileMetrics, SyncError};
 
-fn topology() -> Topology {
+pub(super) fn topology() -> Topology {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topology.yaml");
     Topology::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-async fn source() -> (SimHandle, OpenStackSource) {
+/// The example topology served by the simulator on a loopback port, and a
+/// client configured for it.
+pub(super) async fn client() -> (SimHandle, Client) {
     let handle = sim::start(
         Store::from_topology(&topology()).unwrap(),
         "127.0.0.1:0".parse().unwrap(),
@@ -37,7 +39,11 @@ async fn source() -> (SimHandle, OpenStackSource) {
     let mut cfg = resolve(&selection, &SearchPaths::in_dirs(&[]), &|_| None).unwrap();
     cfg.auth_url = handle.auth_url();
     cfg.timeout = Duration::from_secs(5);
-    let client = Client::new(cfg, ApiMetrics::default()).unwrap();
+    (handle, Client::new(cfg, ApiMetrics::default()).unwrap())
+}
+
+pub(super) async fn source() -> (SimHandle, OpenStackSource) {
+    let (handle, client) = client().await;
     (handle, OpenStackSource::new(client))
 }
 

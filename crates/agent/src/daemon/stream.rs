@@ -1,0 +1,511 @@
+//! Relay mode's stream task (DESIGN §17, docs/fleet.md "An agent in relay
+//! mode"): reads the relay's state stream into the [`SharedAssembler`] the
+//! reconciler's `RelaySource` plans from, and kicks the reconciler when
+//! the state changed. Never an OpenStack request: a stream that is down
+//! keeps the last state, and the agent keeps counting under it.
+//!
+//! - Opens at `now - metadata.lookback` (more than two of the relay's
+//!   snapshot intervals back), then after the last offset read at every
+//!   reconnection (with the process's one backoff, 1 s … 30 s).
+//! - Each delivery: decoded (an undecodable record is counted by reason
+//!   and skipped), fed to the assembler; an applied record kicks once the
+//!   assembler is ready, and becoming ready kicks once. Kicks are
+//!   debounced by the reconciler, so a batch costs one pass.
+//! - No complete snapshot within twice the lookback of reading: the
+//!   window held no snapshot start (a relay writing snapshots less often
+//!   than assumed), so it reads the whole stream from its first record,
+//!   once, and says why.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lachesis_fleet::{decode, DecodeError, Fed, Outcome, Record};
+use lachesis_notify::backoff;
+use lachesis_notify::rabbitmq::stream::{Delivery, Start, StreamConfig, StreamError, StreamReader};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::reconcile::{chain, Kicker, SharedAssembler};
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// `lachesis_stream_records_total` outcomes.
+const RECORD_OUTCOMES: [&str; 4] = ["applied", "stale", "duplicate", "ignored"];
+/// `lachesis_stream_undecodable_total` reasons ([`reason`]).
+const UNDECODABLE: [&str; 4] = ["json", "version", "kind", "shape"];
+/// `lachesis_stream_snapshots_total` outcomes.
+const SNAPSHOT_OUTCOMES: [&str; 2] = ["complete", "incomplete"];
+
+/// Relay mode's families (docs/metrics.md, "State stream"); registered
+/// only in relay mode.
+#[derive(Debug, Clone, Default)]
+pub(super) struct StreamMetrics {
+    records: Family<Labels, Counter>,
+    undecodable: Family<Labels, Counter>,
+    snapshots: Family<Labels, Counter>,
+    connected: Gauge,
+    offset: Gauge,
+}
+
+impl StreamMetrics {
+    /// Seeded families, and the metadata age computed from `shared`'s
+    /// heartbeats at scrape time.
+    pub(super) fn register(registry: &mut Registry, shared: &SharedAssembler) -> Self {
+        let m = StreamMetrics::default();
+        for (family, label, values) in [
+            (&m.records, "outcome", &RECORD_OUTCOMES[..]),
+            (&m.undecodable, "reason", &UNDECODABLE[..]),
+            (&m.snapshots, "outcome", &SNAPSHOT_OUTCOMES[..]),
+        ] {
+            for v in values {
+                let _seeded = family.get_or_create(&vec![(label, *v)]);
+            }
+        }
+        registry.register(
+            "lachesis_stream_records",
+            "Resource and tombstone records read from the state stream, by outcome: applied, stale, duplicate, ignored",
+            m.records.clone(),
+        );
+        registry.register(
+            "lachesis_stream_undecodable",
+            "State-stream records skipped as undecodable, by reason: json, version, kind, shape",
+            m.undecodable.clone(),
+        );
+        registry.register(
+            "lachesis_stream_snapshots",
+            "Relay snapshots read to their end marker, by outcome: complete, incomplete",
+            m.snapshots.clone(),
+        );
+        registry.register(
+            "lachesis_stream_connected",
+            "1 while subscribed to the state stream",
+            m.connected.clone(),
+        );
+        registry.register(
+            "lachesis_stream_offset",
+            "Stream offset of the last record read",
+            m.offset.clone(),
+        );
+        registry.register_collector(Box::new(MetadataAge(shared.clone())));
+        m
+    }
+
+    fn count(family: &Family<Labels, Counter>, label: &'static str, value: &'static str) {
+        family.get_or_create(&vec![(label, value)]).inc();
+    }
+}
+
+/// `lachesis_metadata_age_seconds`, at scrape time.
+#[derive(Debug)]
+struct MetadataAge(SharedAssembler);
+
+impl Collector for MetadataAge {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let freshest = self
+            .0
+            .with(|a| a.heartbeats().values().map(|h| h.checked_ms).max());
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "ms since the epoch fit an f64's 53 bits for 285 000 years"
+        )]
+        let age = freshest.map_or(f64::NAN, |checked| {
+            now_ms().saturating_sub(checked) as f64 / 1000.0
+        });
+        let m = enc.encode_descriptor(
+            "lachesis_metadata_age_seconds",
+            "Seconds since the relay's last successful check against OpenStack, from the freshest \
+             heartbeat read on the state stream, computed at scrape time; NaN before the first heartbeat.",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(age).encode(m)
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The label of a decode error.
+fn reason(e: &DecodeError) -> &'static str {
+    match e {
+        DecodeError::Json(_) => "json",
+        DecodeError::Version(_) => "version",
+        DecodeError::Kind(_) => "kind",
+        DecodeError::Shape(_) => "shape",
+    }
+}
+
+/// How one subscription ended.
+enum Ended {
+    Cancelled,
+    /// No complete snapshot in time: read again from the first record.
+    FromFirst,
+    Failed(StreamError),
+}
+
+/// The task: see the module docs.
+pub(super) struct StateStream {
+    pub(super) config: StreamConfig,
+    pub(super) lookback: Duration,
+    pub(super) shared: SharedAssembler,
+    pub(super) metrics: StreamMetrics,
+    pub(super) kicker: Kicker,
+}
+
+/// What the task keeps across subscriptions.
+#[derive(Default)]
+struct Progress {
+    /// When the first record was read (the "no snapshot" deadline counts
+    /// from here, not from a start spent waiting for the broker).
+    reading_since: Option<Instant>,
+    /// Whether the whole stream was read again from its first record.
+    from_first: bool,
+    /// Reasons of undecodable records already logged at warn level.
+    warned: BTreeSet<&'static str>,
+}
+
+impl StateStream {
+    /// Reads until `cancel`.
+    pub(super) async fn run(self, cancel: CancellationToken) {
+        let mut progress = Progress::default();
+        let mut failures = 0u32;
+        let mut last_error: Option<String> = None;
+        loop {
+            let start = self.start(progress.from_first);
+            let opened = tokio::select! {
+                () = cancel.cancelled() => return,
+                opened = StreamReader::open(&self.config, start) => opened,
+            };
+            let ended = match opened {
+                Ok(mut reader) => {
+                    info!(
+                        host = reader.host(),
+                        stream = self.config.stream,
+                        ?start,
+                        "reading the state stream"
+                    );
+                    self.metrics.connected.set(1);
+                    failures = 0;
+                    last_error = None;
+                    let ended = self.read(&mut reader, &cancel, &mut progress).await;
+                    self.metrics.connected.set(0);
+                    ended
+                }
+                Err(e) => Ended::Failed(e),
+            };
+            match ended {
+                Ended::Cancelled => return,
+                Ended::FromFirst => progress.from_first = true,
+                Ended::Failed(e) => {
+                    // Once per change: a broker down for an hour is one line.
+                    let error = chain(&e);
+                    if last_error.as_ref() == Some(&error) {
+                        debug!(error, "state stream still unavailable");
+                    } else {
+                        warn!(error, "state stream unavailable: keeping the last state (never a fallback to OpenStack), retrying with backoff");
+                        last_error = Some(error);
+                    }
+                    let wait = backoff(failures);
+                    failures = failures.saturating_add(1);
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// After the last record read; before any, `lookback` back (or the
+    /// first record, once that was decided).
+    fn start(&self, from_first: bool) -> Start {
+        match self.shared.with(|a| a.offset()) {
+            Some(last) => Start::after(last),
+            None if from_first => Start::First,
+            None => Start::Timestamp(SystemTime::now() - self.lookback),
+        }
+    }
+
+    async fn read(
+        &self,
+        reader: &mut StreamReader,
+        cancel: &CancellationToken,
+        progress: &mut Progress,
+    ) -> Ended {
+        loop {
+            let deadline = match (progress.from_first, progress.reading_since) {
+                (false, Some(since)) => Some(since + self.lookback * 2),
+                _ => None,
+            };
+            let give_up = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = cancel.cancelled() => return Ended::Cancelled,
+                () = give_up, if !self.shared.is_ready() => {
+                    if self.shared.reset_unless_ready() {
+                        warn!(lookback = ?self.lookback,
+                            "no complete snapshot on the state stream within twice metadata.lookback of reading: \
+                             reading the whole stream from its first record, once (is the relay's snapshot interval longer than half the lookback?)");
+                        return Ended::FromFirst;
+                    }
+                }
+                delivery = reader.next() => match delivery {
+                    Ok(d) => {
+                        progress.reading_since.get_or_insert_with(Instant::now);
+                        self.delivery(&d, &mut progress.warned);
+                    }
+                    Err(e) => return Ended::Failed(e),
+                },
+            }
+        }
+    }
+
+    /// One record through decode, the assembler, the metrics and kicks.
+    fn delivery(&self, d: &Delivery, warned: &mut BTreeSet<&'static str>) {
+        self.metrics
+            .offset
+            .set(i64::try_from(d.offset).unwrap_or(i64::MAX));
+        let record = match decode(&d.body) {
+            Ok(record) => record,
+            Err(e) => {
+                let reason = reason(&e);
+                StreamMetrics::count(&self.metrics.undecodable, "reason", reason);
+                if warned.insert(reason) {
+                    warn!(offset = d.offset, key = d.key, reason, error = %e,
+                        "undecodable state-stream record skipped (further ones for this reason are logged at debug)");
+                } else {
+                    debug!(offset = d.offset, key = d.key, reason, error = %e, "undecodable state-stream record skipped");
+                }
+                return;
+            }
+        };
+        let entry = matches!(record, Record::Entry(_));
+        let was_ready = self.shared.is_ready();
+        let now = now_ms();
+        let fed = self.shared.with(|a| a.feed(d.offset, &record, now));
+        let outcome = match fed {
+            Fed::Entry(Outcome::Applied) => {
+                if was_ready {
+                    self.kicker.kick();
+                }
+                Some("applied")
+            }
+            Fed::Entry(Outcome::Stale) => Some("stale"),
+            Fed::Entry(Outcome::Duplicate) | Fed::Replayed => entry.then_some("duplicate"),
+            Fed::Ignored => entry.then_some("ignored"),
+            Fed::Complete { removed } => {
+                StreamMetrics::count(&self.metrics.snapshots, "outcome", "complete");
+                let live = self.shared.with(|a| {
+                    // Tombstones only guard against a late stale record of
+                    // their key; a snapshot's window is long past them.
+                    let cutoff = now.saturating_sub(
+                        u64::try_from(self.lookback.as_millis()).unwrap_or(u64::MAX),
+                    );
+                    a.prune_tombstones(cutoff);
+                    a.state().live()
+                });
+                if !was_ready {
+                    info!(
+                        live,
+                        "first complete snapshot read from the state stream: planning from it"
+                    );
+                    self.kicker.kick();
+                } else if removed > 0 {
+                    debug!(
+                        removed,
+                        "a complete snapshot removed keys it no longer holds"
+                    );
+                    self.kicker.kick();
+                }
+                None
+            }
+            Fed::Incomplete => {
+                StreamMetrics::count(&self.metrics.snapshots, "outcome", "incomplete");
+                info!(
+                    offset = d.offset,
+                    "incomplete snapshot on the state stream: waiting for the next one"
+                );
+                None
+            }
+            Fed::Started | Fed::Heartbeat => None,
+        };
+        if let Some(outcome) = outcome {
+            StreamMetrics::count(&self.metrics.records, "outcome", outcome);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lachesis_fleet::{encode, Entry, Heartbeat, Marker, Phase};
+    use lachesis_notify::RabbitUrl;
+    use lachesis_planner::Resource;
+    use serde_json::json;
+
+    use super::*;
+    use crate::reconcile::ReconcileMetrics;
+
+    fn task() -> (StateStream, Registry) {
+        let mut registry = Registry::default();
+        let shared = SharedAssembler::new();
+        let metrics = StreamMetrics::register(&mut registry, &shared);
+        let config = StreamConfig::new(RabbitUrl::parse("amqp://u:p@mq/").unwrap());
+        let task = StateStream {
+            config,
+            lookback: Duration::from_mins(25),
+            shared,
+            metrics,
+            kicker: Kicker::new(ReconcileMetrics::default()),
+        };
+        (task, registry)
+    }
+
+    fn delivery(offset: u64, record: &Record) -> Delivery {
+        let (key, body) = encode(record);
+        Delivery {
+            offset,
+            key,
+            body,
+            timestamp: None,
+        }
+    }
+
+    fn port(id: &str, rev: u64) -> Record {
+        let body = json!({"id": id, "mac_address": "fa:16:3e:00:00:01", "revision_number": rev});
+        Record::Entry(Entry::live(Resource::Ports, id, rev, &body))
+    }
+
+    fn marker(phase: Phase) -> Record {
+        Record::Marker(Marker {
+            relay: "r".into(),
+            snapshot: "s1".into(),
+            phase,
+        })
+    }
+
+    fn render(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    fn kicked(task: &StateStream) -> bool {
+        let kicked = task.kicker.pending().is_some();
+        task.kicker.take();
+        kicked
+    }
+
+    /// Undecodable records are counted by reason and skipped; entries are
+    /// counted by outcome; becoming ready kicks once, and so does every
+    /// record applied after it, never one before.
+    #[test]
+    fn records_are_counted_and_kick_only_once_the_state_is_whole() {
+        let (task, registry) = task();
+        let mut warned = BTreeSet::new();
+        let garbage = |offset, body: &[u8]| Delivery {
+            offset,
+            key: "ports/x".into(),
+            body: body.to_vec(),
+            timestamp: None,
+        };
+        task.delivery(&garbage(0, b"{not json"), &mut warned);
+        task.delivery(&garbage(1, br#"{"v": 2}"#), &mut warned);
+        task.delivery(&delivery(2, &port("p0", 1)), &mut warned);
+        task.delivery(&delivery(3, &marker(Phase::Start)), &mut warned);
+        task.delivery(&delivery(4, &in_snapshot(port("p1", 3))), &mut warned);
+        task.delivery(&delivery(5, &in_snapshot(port("p1", 3))), &mut warned);
+        assert!(
+            !kicked(&task),
+            "nothing is planned before the state is whole"
+        );
+        task.delivery(
+            &delivery(6, &marker(Phase::End { records: 1 })),
+            &mut warned,
+        );
+        assert!(task.shared.is_ready());
+        assert!(kicked(&task), "becoming ready kicks");
+        task.delivery(&delivery(7, &port("p1", 2)), &mut warned);
+        assert!(!kicked(&task), "a stale record changes nothing");
+        task.delivery(&delivery(8, &port("p2", 1)), &mut warned);
+        assert!(kicked(&task), "an applied record kicks");
+        task.delivery(&delivery(8, &port("p3", 1)), &mut warned);
+        assert!(!kicked(&task), "a replayed offset is skipped");
+        let hb = Record::Heartbeat(Heartbeat {
+            relay: "r".into(),
+            at_ms: now_ms(),
+            checked_ms: now_ms() - 42_000,
+            digest: "0".into(),
+            records: 2,
+        });
+        task.delivery(&delivery(9, &hb), &mut warned);
+        let text = render(&registry);
+        for line in [
+            "lachesis_stream_undecodable_total{reason=\"json\"} 1\n",
+            "lachesis_stream_undecodable_total{reason=\"version\"} 1\n",
+            "lachesis_stream_undecodable_total{reason=\"kind\"} 0\n",
+            "lachesis_stream_records_total{outcome=\"ignored\"} 1\n",
+            "lachesis_stream_records_total{outcome=\"applied\"} 2\n",
+            "lachesis_stream_records_total{outcome=\"duplicate\"} 2\n",
+            "lachesis_stream_records_total{outcome=\"stale\"} 1\n",
+            "lachesis_stream_snapshots_total{outcome=\"complete\"} 1\n",
+            "lachesis_stream_snapshots_total{outcome=\"incomplete\"} 0\n",
+            "lachesis_stream_offset 9\n",
+            "lachesis_stream_connected 0\n",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        let age: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("lachesis_metadata_age_seconds "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((42.0..50.0).contains(&age), "{age}");
+    }
+
+    #[test]
+    fn metadata_age_is_nan_before_a_heartbeat_and_the_families_are_documented() {
+        let (_task, registry) = task();
+        let text = render(&registry);
+        assert!(
+            text.contains("lachesis_metadata_age_seconds NaN\n"),
+            "{text}"
+        );
+        let rendered = lachesis_lab::catalogue::rendered(&text, "agent");
+        assert_eq!(
+            rendered.keys().collect::<Vec<_>>(),
+            [
+                "lachesis_metadata_age_seconds",
+                "lachesis_stream_connected",
+                "lachesis_stream_offset",
+                "lachesis_stream_records_total",
+                "lachesis_stream_snapshots_total",
+                "lachesis_stream_undecodable_total",
+            ]
+        );
+        lachesis_lab::catalogue::assert_documented(&rendered);
+    }
+
+    fn in_snapshot(record: Record) -> Record {
+        match record {
+            Record::Entry(e) => Record::Entry(e.in_snapshot("s1")),
+            other => other,
+        }
+    }
+}
