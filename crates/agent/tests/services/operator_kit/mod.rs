@@ -160,7 +160,9 @@ fn unit_values(key: &str) -> Vec<String> {
 const PACKAGED: &[&str] = &[
     "/usr/bin/lachesis",
     "/lib/systemd/system/lachesis.service",
+    "/lib/systemd/system/lachesis-relay.service",
     "/etc/lachesis/lachesis.yaml",
+    "/etc/lachesis/relay.yaml",
     "/usr/share/lachesis/prometheus/lachesis-rules.yml",
     "/usr/share/lachesis/openstack/access-rules.json",
     "/usr/share/doc/lachesis/README.md",
@@ -260,6 +262,38 @@ fn check_package_fields(deb: &str, dir: &Path) {
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}
+/// The relay's unit as installed verifies, holds no capability, and the
+/// relay's conffile checks as shipped with the installed binary (a compute
+/// node's build carries the relay: one package for every host).
+fn check_relay(r: &Path, installed: &Path, scratch: &Path) {
+    let relay = std::fs::read_to_string(r.join("lib/systemd/system/lachesis-relay.service"))
+        .unwrap()
+        .replace("/usr/bin/lachesis ", &format!("{} ", installed.display()));
+    let relay_unit = scratch.join("lachesis-relay.service");
+    std::fs::write(&relay_unit, &relay).unwrap();
+    let text = run_tool(
+        "systemd-analyze",
+        "systemd",
+        &["verify", "--man=no", relay_unit.to_str().unwrap()],
+    );
+    let ours: Vec<&str> = text.lines().filter(|l| l.contains("lachesis")).collect();
+    assert!(ours.is_empty(), "systemd-analyze verify (relay):\n{text}");
+    assert!(
+        relay.lines().any(|l| l == "CapabilityBoundingSet="),
+        "the relay holds no capability:\n{relay}"
+    );
+    let checked = Command::new(installed)
+        .args(["relay", "--check-config", "--config"])
+        .arg(r.join("etc/lachesis/relay.yaml"))
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "relay --check-config on the shipped conffile:\n{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }
 
 /// The installed binary and conffile work together: the conffile's
@@ -387,10 +421,9 @@ fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
         "dpkg",
         &[&root_arg, "-W", "-f=${Conffiles}", "lachesis"],
     );
-    assert!(
-        conffiles.contains("/etc/lachesis/lachesis.yaml"),
-        "{conffiles}"
-    );
+    for conffile in ["/etc/lachesis/lachesis.yaml", "/etc/lachesis/relay.yaml"] {
+        assert!(conffiles.contains(conffile), "{conffile} in {conffiles}");
+    }
     assert!(
         r.join("var/lib/lachesis").is_dir(),
         "postinst made no state dir"
@@ -415,6 +448,7 @@ fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
     );
     let ours: Vec<&str> = text.lines().filter(|l| l.contains("lachesis")).collect();
     assert!(ours.is_empty(), "systemd-analyze verify:\n{text}");
+    check_relay(r, &installed, out.path());
     // What the unit promises an operator.
     assert_eq!(unit_values("ExecReload"), ["/bin/kill", "-HUP", "$MAINPID"]);
     assert_eq!(unit_values("ProtectSystem"), ["strict"]);
