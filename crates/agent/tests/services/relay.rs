@@ -36,7 +36,7 @@ use lachesis_planner::Resource;
 
 const BROKER: &str = "amqp://guest:guest@127.0.0.1:16672/%2f";
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     u64::try_from(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -47,14 +47,14 @@ fn now_ms() -> u64 {
 }
 
 /// A relay process and its files.
-struct Relay {
+pub(super) struct Relay {
     child: Child,
     log: PathBuf,
     metrics: SocketAddr,
 }
 
 impl Relay {
-    fn start(config: &Path, log: PathBuf, metrics: SocketAddr) -> Relay {
+    pub(super) fn start(config: &Path, log: PathBuf, metrics: SocketAddr) -> Relay {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_lachesis"));
         lachesis_lab::agent::scrub_env(&mut cmd);
         let child = cmd
@@ -71,11 +71,11 @@ impl Relay {
         }
     }
 
-    fn log_text(&self) -> String {
+    pub(super) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -106,7 +106,7 @@ fn write_config(dir: &Path, sim: &Sim, stream: &str, metrics: SocketAddr) -> Pat
 
 /// Reads the stream into an assembler until `done` holds (or fails after
 /// `limit`, naming what was read).
-async fn read_until(
+pub(super) async fn read_until(
     reader: &mut StreamReader,
     asm: &mut Assembler,
     limit: Duration,
@@ -136,8 +136,32 @@ async fn read_until(
     }
 }
 
+/// A reader of `cfg`'s stream from its first record, once the relay has
+/// declared it (at its first batch); fails after `limit` with its log.
+pub(super) async fn open_when_declared(
+    cfg: &StreamConfig,
+    limit: Duration,
+    relay: &Relay,
+) -> StreamReader {
+    let until = Instant::now() + limit;
+    loop {
+        match StreamReader::open(cfg, Start::First).await {
+            Ok(r) => return r,
+            Err(e) => {
+                assert!(
+                    Instant::now() < until,
+                    "no stream {}: {e}\nrelay log:\n{}",
+                    cfg.stream,
+                    relay.log_text()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
 /// The ids the assembler holds live for `kind`.
-fn held(asm: &Assembler, kind: Resource) -> BTreeSet<String> {
+pub(super) fn held(asm: &Assembler, kind: Resource) -> BTreeSet<String> {
     asm.state()
         .pages()
         .remove(&kind)
@@ -161,7 +185,7 @@ fn listed(sim: &Sim, kind: Resource) -> BTreeSet<String> {
         .collect()
 }
 
-async fn delete_stream(stream: &str) {
+pub(super) async fn delete_stream(stream: &str) {
     let conn = lapin::Connection::connect(
         &format!("amqp://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f"),
         lapin::ConnectionProperties::default(),
@@ -193,21 +217,7 @@ fn the_relay_writes_a_complete_snapshot_follows_notifications_and_heals_by_diges
         let url = RabbitUrl::parse(BROKER).unwrap();
         let mut cfg = StreamConfig::new(url);
         cfg.stream.clone_from(&stream);
-        // The relay declares the stream at its first batch.
-        let until = Instant::now() + Duration::from_secs(30);
-        let mut reader = loop {
-            match StreamReader::open(&cfg, Start::First).await {
-                Ok(r) => break r,
-                Err(e) => {
-                    assert!(
-                        Instant::now() < until,
-                        "no stream {stream}: {e}\nrelay log:\n{}",
-                        relay.log_text()
-                    );
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        };
+        let mut reader = open_when_declared(&cfg, Duration::from_secs(30), &relay).await;
         let mut asm = Assembler::new();
 
         // 1. The first complete snapshot holds the whole cloud.

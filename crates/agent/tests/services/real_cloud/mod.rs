@@ -16,6 +16,7 @@ mod expected;
 mod fields;
 mod harness;
 mod notify;
+mod relay;
 mod shapes;
 
 use std::collections::BTreeSet;
@@ -148,6 +149,14 @@ async fn real_keystone_and_neutron_yield_exactly_the_built_topology() {
     eprintln!(
         "agent cold start and SIGKILL restart against the real cloud checked in {:.1}s",
         agent_started.elapsed().as_secs_f64()
+    );
+
+    let relay_started = Instant::now();
+    let clouds = dir.path().join("clouds.yaml");
+    relay::follows_a_port_through_the_real_api(&admin, &built, &clouds).await;
+    eprintln!(
+        "the relay against the real cloud checked in {:.1}s",
+        relay_started.elapsed().as_secs_f64()
     );
 }
 
