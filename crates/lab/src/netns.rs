@@ -81,6 +81,55 @@ pub fn spawn_in<T: Send + 'static>(
     })
 }
 
+/// A network namespace held open by a file descriptor, so a caller in
+/// another namespace can run code there (only the thread doing it moves)
+/// and the namespace lives as long as the handle does, named or not.
+#[derive(Debug)]
+pub struct Netns(File);
+
+impl Netns {
+    /// The calling thread's namespace.
+    ///
+    /// # Panics
+    /// `/proc/thread-self/ns/net` cannot be opened.
+    #[must_use]
+    pub fn current() -> Netns {
+        let path = "/proc/thread-self/ns/net";
+        Netns(File::open(path).unwrap_or_else(|e| panic!("open {path}: {e}")))
+    }
+
+    /// A fresh namespace with loopback up ([`isolate`]), made by a helper
+    /// thread: the caller stays where it is.
+    #[must_use]
+    pub fn fresh() -> Netns {
+        std::thread::spawn(|| {
+            isolate();
+            Netns::current()
+        })
+        .join()
+        .expect("the thread making a namespace")
+    }
+
+    /// Runs `f` on a thread that entered this namespace, returning its
+    /// result; processes it starts are born there.
+    ///
+    /// # Panics
+    /// `setns` fails, or `f` panics.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    // SAFETY: a valid namespace fd; affects only this thread.
+                    let rc = unsafe { libc::setns(self.0.as_raw_fd(), libc::CLONE_NEWNET) };
+                    assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+                    f()
+                })
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+        })
+    }
+}
+
 fn sh(args: &[&str]) {
     if let Err(e) = run(args) {
         panic!("lab setup: {e}");

@@ -8,6 +8,8 @@ use std::os::fd::AsRawFd as _;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::netns::Netns;
+
 /// The AMQP port of the first `RabbitMQ` node `scripts/real-cloud` starts.
 pub const RABBITMQ_PORT: u16 = 16672;
 
@@ -62,7 +64,7 @@ pub struct Services {
     /// The network namespace the tier was brought up from (where its
     /// loopback ports are): every later verb runs there, even when the
     /// test's thread has moved into a namespace of its own since.
-    netns: File,
+    netns: Netns,
     /// Released when dropped, after the tier is stopped.
     _lock: File,
 }
@@ -100,8 +102,7 @@ impl Services {
     fn up(verb: &'static str, tier: &'static str, broker: &'static str) -> Self {
         require_root_for(&format!("it installs and runs {tier}"));
         let lock = take_lock(tier);
-        let netns = File::open("/proc/thread-self/ns/net")
-            .unwrap_or_else(|e| panic!("open /proc/thread-self/ns/net: {e}"));
+        let netns = Netns::current();
         run_verb(&netns, verb, tier);
         Self {
             tier,
@@ -137,12 +138,11 @@ impl Services {
 
 /// `scripts/real-cloud VERB` in the namespace `netns`, failing with its
 /// output.
-fn run_verb(netns: &File, verb: &str, what: &str) {
+fn run_verb(netns: &Netns, verb: &str, what: &str) {
     let started = Instant::now();
-    let out = in_netns(netns, || {
-        Command::new("bash").arg(script()).arg(verb).output()
-    })
-    .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
+    let out = netns
+        .run(|| Command::new("bash").arg(script()).arg(verb).output())
+        .unwrap_or_else(|e| panic!("cannot run {} {verb}: {e}", script()));
     assert!(
         out.status.success(),
         "{what}: scripts/real-cloud {verb} failed\n--- stdout\n{}\n--- stderr\n{}",
@@ -180,26 +180,11 @@ fn take_lock(tier: &str) -> File {
     file
 }
 
-/// Runs `f` on a thread that entered `netns` (only that thread moves).
-fn in_netns<T: Send>(netns: &File, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                // SAFETY: a valid namespace fd; affects only this thread.
-                let rc = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .expect("the service script's thread")
-    })
-}
-
 impl Drop for Services {
     fn drop(&mut self) {
-        let status = in_netns(&self.netns, || {
-            Command::new("bash").arg(script()).arg("down").status()
-        });
+        let status = self
+            .netns
+            .run(|| Command::new("bash").arg(script()).arg("down").status());
         if !matches!(status, Ok(s) if s.success()) {
             eprintln!("warning: stopping {} failed: {status:?}", self.tier);
         }

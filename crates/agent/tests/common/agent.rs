@@ -13,7 +13,7 @@ use lachesis_lab::agent::{metric, Agent, AgentConfig, Tunables};
 use lachesis_lab::exposition::{self, Series};
 use lachesis_lab::http::{get, get_as};
 use lachesis_lab::netns::{Lab, Vm, VmTraffic};
-use lachesis_lab::traffic::Exchange;
+use lachesis_lab::traffic::{counters, Exchange};
 
 use super::{Sim, LACHESIS};
 
@@ -210,6 +210,36 @@ pub fn assert_tenants(
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Polls /metrics until both tenants' series equal their taps' counters
+/// (tenant A's on `a`, tenant B's on `b`; series show the last flush); fails with both sides after `limit`.
+pub fn assert_series_match(agent: &Agent, metrics: SocketAddr, a: &Vm, b: &Vm, limit: Duration) {
+    assert_series_match_with(agent, metrics, a, b, limit, false);
+}
+
+/// [`assert_series_match`]; `zero_unknown`: an `unknown` tenant holding
+/// no byte and no packet is tolerated (the ghost sweep's final readings
+/// create one; see the sweep test).
+pub fn assert_series_match_with(
+    agent: &Agent,
+    metrics: SocketAddr,
+    a: &Vm,
+    b: &Vm,
+    limit: Duration,
+    zero_unknown: bool,
+) {
+    let ignore = if zero_unknown {
+        empty_unknown
+    } else {
+        |_: &str, _: &Totals| false
+    };
+    assert_tenants(agent, metrics, limit, ignore, &["tenant_id"], || {
+        BTreeMap::from([
+            (TENANT_A.to_owned(), Totals::from_tap(counters(a))),
+            (TENANT_B.to_owned(), Totals::from_tap(counters(b))),
+        ])
+    });
 }
 
 /// Polls /metrics until it holds the sample `sample` (a line: series and

@@ -18,9 +18,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::agent::{
-    assert_own_families_documented, assert_tenants, bpftool, counter_series, empty_unknown,
-    metadata_maps, pinned_links, traffic, wait_for_sample, wait_for_value, wait_until, Setup,
-    Totals,
+    assert_own_families_documented, assert_series_match, assert_series_match_with, assert_tenants,
+    bpftool, counter_series, empty_unknown, metadata_maps, pinned_links, traffic, wait_for_sample,
+    wait_for_value, wait_until, Setup, Totals,
 };
 use common::agent::{topology, topology_head, MAC_A, MAC_B, TENANT_A, TENANT_B};
 use common::Sim;
@@ -30,36 +30,6 @@ use lachesis_lab::catalogue;
 use lachesis_lab::http::{get, get_as};
 use lachesis_lab::netns::{isolate, Lab, Vm};
 use lachesis_lab::traffic::counters;
-
-/// Polls /metrics until both tenants' series equal their taps' counters
-/// (series show the last flush); fails with both sides after `limit`.
-fn assert_series_match(agent: &Agent, metrics: SocketAddr, a: &Vm, b: &Vm, limit: Duration) {
-    assert_series_match_with(agent, metrics, a, b, limit, false);
-}
-
-/// [`assert_series_match`]; `zero_unknown`: an `unknown` tenant holding
-/// no byte and no packet is tolerated (the ghost sweep's final readings
-/// create one; see the sweep test).
-fn assert_series_match_with(
-    agent: &Agent,
-    metrics: SocketAddr,
-    a: &Vm,
-    b: &Vm,
-    limit: Duration,
-    zero_unknown: bool,
-) {
-    let ignore = if zero_unknown {
-        empty_unknown
-    } else {
-        |_: &str, _: &Totals| false
-    };
-    assert_tenants(agent, metrics, limit, ignore, &["tenant_id"], || {
-        BTreeMap::from([
-            (TENANT_A.to_owned(), Totals::from_tap(counters(a))),
-            (TENANT_B.to_owned(), Totals::from_tap(counters(b))),
-        ])
-    });
-}
 
 /// Broadcasts and multicasts both ways: every tap delivers the other VM's
 /// group frames, which count as its port's received bytes (zone

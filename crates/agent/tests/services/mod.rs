@@ -2,6 +2,7 @@
 //! `scripts/real-cloud` on their fixed loopback ports, each test holding
 //! the machine-wide services lock while they run.
 
+mod fleet;
 mod notify_e2e;
 mod operator_kit;
 mod real_cloud;

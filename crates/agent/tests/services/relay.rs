@@ -18,185 +18,21 @@
 
 use crate::common;
 
-use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use common::relay::{
+    delete_stream, held, listed, now_ms, open_when_declared, read_until, write_config, Relay,
+    BROKER,
+};
 use common::Sim;
-use lachesis_fleet::{decode, Assembler, Record};
+use lachesis_fleet::{Assembler, Record};
 use lachesis_lab::agent::metric;
 use lachesis_lab::http::free_port;
-use lachesis_lab::services::RABBITMQ_PORT;
 use lachesis_lab::Services;
-use lachesis_notify::rabbitmq::stream::{Start, StreamConfig, StreamReader};
+use lachesis_notify::rabbitmq::stream::StreamConfig;
 use lachesis_notify::RabbitUrl;
 use lachesis_planner::Resource;
-
-const BROKER: &str = "amqp://guest:guest@127.0.0.1:16672/%2f";
-
-pub(super) fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
-
-/// A relay process and its files.
-pub(super) struct Relay {
-    child: Child,
-    log: PathBuf,
-    metrics: SocketAddr,
-}
-
-impl Relay {
-    pub(super) fn start(config: &Path, log: PathBuf, metrics: SocketAddr) -> Relay {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lachesis"));
-        lachesis_lab::agent::scrub_env(&mut cmd);
-        let child = cmd
-            .args(["relay", "--config"])
-            .arg(config)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start lachesis relay");
-        Relay {
-            child,
-            log,
-            metrics,
-        }
-    }
-
-    pub(super) fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    pub(super) fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// The relay's configuration for `stream`, against `sim`.
-fn write_config(dir: &Path, sim: &Sim, stream: &str, metrics: SocketAddr) -> PathBuf {
-    let clouds = sim.clouds_yaml(dir, |t| t);
-    let text = format!(
-        "openstack:\n  cloud: sim\n  clouds_file: {clouds}\n\
-         listen:\n  metrics: {metrics}\n\
-         notifications:\n  rabbitmq:\n    url: \"{BROKER}\"\n\
-         stream:\n  url: \"{BROKER}\"\n  stream: {stream}\n  max_age: 10m\n\
-         relay:\n  name: test-relay\n  digest_interval: 2s\n  snapshot_interval: 5s\n\
-         log:\n  level: info\n",
-        clouds = clouds.display()
-    );
-    let path = dir.join("relay.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// Reads the stream into an assembler until `done` holds (or fails after
-/// `limit`, naming what was read).
-pub(super) async fn read_until(
-    reader: &mut StreamReader,
-    asm: &mut Assembler,
-    limit: Duration,
-    what: &str,
-    relay: &Relay,
-    mut done: impl FnMut(&Assembler, &Record) -> bool,
-) {
-    let until = Instant::now() + limit;
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "{what}: not within {limit:?}; ready {}, {:?}; relay log:\n{}",
-            asm.ready(),
-            asm.counts(),
-            relay.log_text()
-        );
-        let Ok(delivery) = tokio::time::timeout(left, reader.next()).await else {
-            continue;
-        };
-        let delivery = delivery.expect("reading the stream");
-        let record = decode(&delivery.body).expect("the relay writes v1 records");
-        asm.feed(delivery.offset, &record, now_ms());
-        if done(asm, &record) {
-            return;
-        }
-    }
-}
-
-/// A reader of `cfg`'s stream from its first record, once the relay has
-/// declared it (at its first batch); fails after `limit` with its log.
-pub(super) async fn open_when_declared(
-    cfg: &StreamConfig,
-    limit: Duration,
-    relay: &Relay,
-) -> StreamReader {
-    let until = Instant::now() + limit;
-    loop {
-        match StreamReader::open(cfg, Start::First).await {
-            Ok(r) => return r,
-            Err(e) => {
-                assert!(
-                    Instant::now() < until,
-                    "no stream {}: {e}\nrelay log:\n{}",
-                    cfg.stream,
-                    relay.log_text()
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-}
-
-/// The ids the assembler holds live for `kind`.
-pub(super) fn held(asm: &Assembler, kind: Resource) -> BTreeSet<String> {
-    asm.state()
-        .pages()
-        .remove(&kind)
-        .unwrap_or_default()
-        .iter()
-        .map(|b| b["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-/// The ids the simulator holds for `kind` (its control API's topology).
-fn listed(sim: &Sim, kind: Resource) -> BTreeSet<String> {
-    let body = lachesis_lab::http::get(sim.addr.parse().unwrap(), "/sim/topology")
-        .expect("GET /sim/topology")
-        .1;
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    v[kind.collection()]
-        .as_array()
-        .unwrap_or_else(|| panic!("no {} in the topology", kind.collection()))
-        .iter()
-        .map(|o| o["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-pub(super) async fn delete_stream(stream: &str) {
-    let conn = lapin::Connection::connect(
-        &format!("amqp://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f"),
-        lapin::ConnectionProperties::default(),
-    )
-    .await
-    .expect("connect to delete the test's stream");
-    let chan = conn.create_channel().await.unwrap();
-    chan.queue_delete(stream.into(), lapin::options::QueueDeleteOptions::default())
-        .await
-        .expect("delete the test's stream");
-}
 
 #[test]
 fn the_relay_writes_a_complete_snapshot_follows_notifications_and_heals_by_digest() {
@@ -206,7 +42,7 @@ fn the_relay_writes_a_complete_snapshot_follows_notifications_and_heals_by_diges
     let sim = Sim::start(&["--rabbitmq-url", BROKER]);
     let stream = format!("lt-relay-{}", std::process::id());
     let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-    let config = write_config(dir.path(), &sim, &stream, metrics);
+    let config = write_config(dir.path(), &sim, &stream, metrics, "2s");
     let mut relay = Relay::start(&config, dir.path().join("relay.log"), metrics);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -288,6 +124,8 @@ fn the_relay_writes_a_complete_snapshot_follows_notifications_and_heals_by_diges
         assert_eq!(held(&asm, Resource::Ports), listed(&sim, Resource::Ports));
         relay.kill();
         drop(reader);
-        delete_stream(&stream).await;
+        delete_stream(&stream)
+            .await
+            .expect("delete the test's stream");
     });
 }

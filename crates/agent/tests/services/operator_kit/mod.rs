@@ -12,21 +12,19 @@ mod cloudkitty;
 mod live;
 mod policy;
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::agent::{
-    assert_tenants, topology, traffic, wait_for_sample, wait_for_value, Setup, Totals, MAC_A,
-    MAC_B, TENANT_A, TENANT_B,
+    assert_series_match, topology, traffic, wait_for_sample, wait_for_value, Setup, MAC_A, MAC_B,
+    TENANT_A,
 };
 use crate::common::{repo, Sim};
 use lachesis_lab::agent::{metric, Agent};
 use lachesis_lab::http::{get, Forwarder};
 use lachesis_lab::netns::{isolate, Lab};
-use lachesis_lab::traffic::counters;
 
 const UNIT: &str = "deploy/systemd/lachesis.service";
 
@@ -508,19 +506,7 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
         "{status}"
     );
     let counted = |agent: &Agent| {
-        assert_tenants(
-            agent,
-            setup.metrics,
-            Duration::from_secs(20),
-            |_, _| false,
-            &["tenant_id"],
-            || {
-                BTreeMap::from([
-                    (TENANT_A.to_owned(), Totals::from_tap(counters(a))),
-                    (TENANT_B.to_owned(), Totals::from_tap(counters(b))),
-                ])
-            },
-        );
+        assert_series_match(agent, setup.metrics, a, b, Duration::from_secs(20));
     };
     wait_for_sample(&agent, setup.metrics, "lachesis_attached_interfaces 2");
     traffic(a, b, 0);

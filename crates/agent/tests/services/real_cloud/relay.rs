@@ -18,7 +18,7 @@ use lachesis_planner::Resource;
 use serde_json::json;
 
 use super::harness::{id, Admin, Built, NEUTRON};
-use crate::services::relay::{delete_stream, held, open_when_declared, read_until, Relay};
+use crate::common::relay::{delete_stream, held, open_when_declared, read_until, Relay};
 
 pub async fn follows_a_port_through_the_real_api(admin: &Admin, built: &Built, clouds: &Path) {
     let dir = tempfile::tempdir().unwrap();
@@ -114,5 +114,7 @@ pub async fn follows_a_port_through_the_real_api(admin: &Admin, built: &Built, c
 
     relay.kill();
     drop(reader);
-    delete_stream(&stream).await;
+    delete_stream(&stream)
+        .await
+        .expect("delete the test's stream");
 }
