@@ -42,19 +42,22 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{median, round, PAGE};
 use lachesis_agent::boot::{BootGate, Phase};
-use lachesis_agent::config::{Config, SharedTunables};
+use lachesis_agent::config::{Config, SharedTunables, DEFAULT_LOOKBACK};
+use lachesis_agent::daemon::StateStream;
 use lachesis_agent::reconcile::{
     BatchError, Committed, Initial, KernelWriter, Kicker, LedgerOrder, MetadataSource as _,
-    OpenStackSource, PruneFailed, ReconcileMetrics, Reconciler, Seams, SettleBatch, Write,
-    WriteError,
+    OpenStackSource, PruneFailed, ReconcileMetrics, Reconciler, RelaySource, Seams, SettleBatch,
+    SharedAssembler, Write, WriteError,
 };
 use lachesis_ledger::InternerFull;
+use lachesis_notify::rabbitmq::stream::{StreamConfig, StreamWriter};
 use lachesis_notify::{
     Decision, Gap, NotifyMetrics, RabbitMqConfig, RabbitMqConsumer, RabbitUrl, Sink, Transport,
 };
 use lachesis_openstack::config::AppCredRef;
 use lachesis_openstack::{ApiMetrics, Client, CloudConfig, Credentials};
 use lachesis_planner::Plan;
+use lachesis_relay::{RabbitPublisher, Relay, RelayMetrics, Schedule, HEARTBEAT_INTERVAL};
 use lachesis_sim::generate::{self, APP_CREDENTIAL_SECRET};
 use lachesis_sim::notify::RabbitTarget;
 use lachesis_sim::topology::AppCredential;
@@ -80,8 +83,11 @@ const BURST: usize = 100;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("agent") {
-        return agent_main(&args[1..]);
+    match args.first().map(String::as_str) {
+        Some("agent") => return agent_main(&args[1..]),
+        Some("relay-agent") => return relay_agent_main(&args[1..]),
+        Some("relay") => return relay_main(&args[1..]),
+        _ => {}
     }
     lachesis_lab::require_root_for("the benchmark's RabbitMQ (scripts/real-cloud)");
     let fleets: Vec<usize> = if args.is_empty() {
@@ -108,6 +114,14 @@ fn agent_credential(i: usize) -> String {
 
 /// The credential the reference client syncs with.
 const REFERENCE: &str = "ac-reference";
+
+/// The relay's credential (relay mode), counted apart from the agents'.
+const RELAY: &str = "ac-relay";
+
+/// The relay's digest and resync intervals here: long, so neither mixes
+/// into a scenario (the idle window asks for one digest, the one the
+/// relay makes every `relay.digest_interval` at rest).
+const RELAY_PERIODIC: Duration = Duration::from_hours(2);
 
 /// The committed plan's kernel-facing parts, hashed: equal for equal
 /// plans in every process of this binary (`SipHash` with fixed keys).
@@ -218,6 +232,17 @@ fn consumer(rabbit: &str) -> RabbitMqConsumer {
     .expect("consumer")
 }
 
+/// A child process's work, on one worker thread.
+fn on_one_worker(work: impl std::future::Future<Output = ()>) -> ExitCode {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(work);
+    ExitCode::SUCCESS
+}
+
 /// `agent AUTH_URL CREDENTIAL RABBIT_URL INTERVAL_SECS`: one agent's
 /// metadata path until its standard input closes. Prints `commit MS
 /// DIGEST` at start and at each commit, and when asked (`rss`) its peak
@@ -228,48 +253,67 @@ fn agent_main(args: &[String]) -> ExitCode {
         return ExitCode::from(2);
     };
     let interval = Duration::from_secs(interval.parse().expect("interval seconds"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(agent(auth_url, credential, rabbit, interval));
-    ExitCode::SUCCESS
+    on_one_worker(agent(auth_url, credential, rabbit, interval))
 }
 
-async fn agent(auth_url: &str, credential: &str, rabbit: &str, interval: Duration) {
-    let cfg = CloudConfig::new(
-        auth_url,
-        Credentials::ApplicationCredential {
-            credential: AppCredRef::Id(credential.to_owned()),
-            secret: APP_CREDENTIAL_SECRET.into(),
-        },
-    );
-    let source = OpenStackSource::new(Client::new(cfg, ApiMetrics::default()).expect("client"));
-    let mut tunables = Config::default().tunables;
-    tunables.reconcile_interval = interval;
-    tunables.resync_spread = SPREAD;
-    let tunables = Arc::new(SharedTunables::new(tunables));
-    // Cold start, as boot does.
-    let synced = loop {
-        match source.sync(None, tunables.get().plan_options()).await {
-            Ok(s) => break s,
-            Err(e) => {
-                eprintln!("agent {credential}: cold sync failed: {e}");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+/// One line on standard output, whole, from any task.
+type Say = Arc<dyn Fn(String) + Send + Sync>;
+
+fn sayer() -> Say {
+    let out = Mutex::new(std::io::stdout());
+    Arc::new(move |line: String| {
+        let mut o = out.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    })
+}
+
+/// Standard input's commands until it closes: `rss` answers `rss KIB`
+/// (and resets the peak); any other line goes to `other`.
+async fn commands(say: &Say, mut other: impl FnMut(&str)) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
             }
         }
-    };
-    let out = Arc::new(Mutex::new(std::io::stdout()));
-    let say = {
-        let out = out.clone();
-        move |line: String| {
-            let mut o = out.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = writeln!(o, "{line}");
-            let _ = o.flush();
+    });
+    while let Some(command) = rx.recv().await {
+        if command.trim() == "rss" {
+            say(format!("rss {}", peak_rss_kib()));
+            // The next scenario's peak is its own (proc(5), clear_refs: 5
+            // resets the peak resident set).
+            let _ = std::fs::write("/proc/self/clear_refs", "5");
+        } else {
+            other(command.trim());
         }
-    };
-    say(format!("commit {} {}", unix_ms(), digest(&synced.plan)));
+    }
+}
+
+/// `commit MS DIGEST` at each commit of `commits`.
+fn say_commits(
+    say: &Say,
+    mut commits: tokio::sync::watch::Receiver<Arc<Committed>>,
+) -> tokio::task::JoinHandle<()> {
+    let say = say.clone();
+    tokio::spawn(async move {
+        while commits.changed().await.is_ok() {
+            let plan = commits.borrow_and_update().plan.clone();
+            say(format!("commit {} {}", unix_ms(), digest(&plan)));
+        }
+    })
+}
+
+/// A reconciler on `source` from `synced`, as the daemon builds it once
+/// boot has its first plan: every phase passed, ticks at a random phase.
+fn reconciler<S: lachesis_agent::reconcile::MetadataSource>(
+    source: S,
+    synced: &lachesis_agent::reconcile::Synced,
+    tunables: Arc<SharedTunables>,
+    metrics: ReconcileMetrics,
+) -> Reconciler<S, Nothing, Interner> {
     let gate = BootGate::new();
     for phase in [
         Phase::BpfLoaded,
@@ -279,7 +323,7 @@ async fn agent(auth_url: &str, credential: &str, rabbit: &str, interval: Duratio
     ] {
         gate.advance(phase).expect("phases in order");
     }
-    let reconciler = Reconciler::new(
+    Reconciler::new(
         Seams {
             source,
             kernel: Nothing,
@@ -296,46 +340,223 @@ async fn agent(auth_url: &str, credential: &str, rabbit: &str, interval: Duratio
         },
         tunables,
         gate.waiter(),
-        ReconcileMetrics::default(),
+        metrics,
     )
-    .with_tick_phase(fastrand::f64());
+    .with_tick_phase(fastrand::f64())
+}
+
+fn tunables(interval: Duration) -> Arc<SharedTunables> {
+    let mut tunables = Config::default().tunables;
+    tunables.reconcile_interval = interval;
+    tunables.resync_spread = SPREAD;
+    Arc::new(SharedTunables::new(tunables))
+}
+
+async fn agent(auth_url: &str, credential: &str, rabbit: &str, interval: Duration) {
+    let cfg = CloudConfig::new(
+        auth_url,
+        Credentials::ApplicationCredential {
+            credential: AppCredRef::Id(credential.to_owned()),
+            secret: APP_CREDENTIAL_SECRET.into(),
+        },
+    );
+    let source = OpenStackSource::new(Client::new(cfg, ApiMetrics::default()).expect("client"));
+    let tunables = tunables(interval);
+    // Cold start, as boot does.
+    let synced = loop {
+        match source.sync(None, tunables.get().plan_options()).await {
+            Ok(s) => break s,
+            Err(e) => {
+                eprintln!("agent {credential}: cold sync failed: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let say = sayer();
+    say(format!("commit {} {}", unix_ms(), digest(&synced.plan)));
+    let reconciler = reconciler(source, &synced, tunables, ReconcileMetrics::default());
     let cancel = CancellationToken::new();
-    let mut commits = reconciler.committed();
+    let commits = reconciler.committed();
     let sink = Kicks(reconciler.kicker());
     let consumer = consumer(rabbit);
     let c = cancel.clone();
     let consuming = tokio::spawn(async move { consumer.run(&sink, c).await });
     let c = cancel.clone();
     let reconciling = tokio::spawn(reconciler.run(c));
-    let said = say.clone();
-    let watching = tokio::spawn(async move {
-        while commits.changed().await.is_ok() {
-            let plan = commits.borrow_and_update().plan.clone();
-            said(format!("commit {} {}", unix_ms(), digest(&plan)));
-        }
-    });
+    let watching = say_commits(&say, commits);
     // Commands on standard input; its end ends the agent.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    while let Some(command) = rx.recv().await {
-        if command.trim() == "rss" {
-            say(format!("rss {}", peak_rss_kib()));
-            // The next scenario's peak is its own (proc(5), clear_refs: 5
-            // resets the peak resident set).
-            let _ = std::fs::write("/proc/self/clear_refs", "5");
-        }
-    }
+    commands(&say, |_| {}).await;
     cancel.cancel();
     let _ = reconciling.await;
     let _ = consuming.await;
     watching.abort();
+}
+
+/// The state stream `stream` on the broker `rabbit`.
+fn stream_config(rabbit: &str, stream: &str) -> StreamConfig {
+    StreamConfig {
+        stream: stream.to_owned(),
+        ..StreamConfig::new(RabbitUrl::parse(rabbit).expect("broker URL"))
+    }
+}
+
+/// Bytes this process has received over TCP: `TCP_INFO`'s
+/// `tcpi_bytes_received` summed over its open sockets (an agent in relay
+/// mode has one, to the broker), so the stream's framing counts too.
+fn tcp_bytes_received() -> u64 {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return 0;
+    };
+    let mut total = 0;
+    for entry in fds.flatten() {
+        let socket = std::fs::read_link(entry.path())
+            .is_ok_and(|t| t.to_string_lossy().starts_with("socket:"));
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<libc::c_int>() else {
+            continue;
+        };
+        if !socket {
+            continue;
+        }
+        // SAFETY: tcp_info is plain integers; all zeroes is a valid value.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = libc::socklen_t::try_from(size_of::<libc::tcp_info>()).unwrap_or(0);
+        // SAFETY: `info` and `len` are valid for writes of `len` bytes; a
+        // descriptor closed meanwhile or not TCP fails with an error.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&raw mut info).cast(),
+                &raw mut len,
+            )
+        };
+        let whole = usize::try_from(len).unwrap_or(0)
+            >= std::mem::offset_of!(libc::tcp_info, tcpi_bytes_received) + 8;
+        if rc == 0 && whole {
+            total += info.tcpi_bytes_received;
+        }
+    }
+    total
+}
+
+fn relay_agent_main(args: &[String]) -> ExitCode {
+    let [rabbit, stream, interval] = args else {
+        eprintln!("usage: bench_fleet relay-agent RABBIT_URL STREAM INTERVAL_SECS");
+        return ExitCode::from(2);
+    };
+    let interval = Duration::from_secs(interval.parse().expect("interval seconds"));
+    on_one_worker(relay_agent(rabbit, stream, interval))
+}
+
+/// `relay-agent RABBIT_URL STREAM INTERVAL_SECS`: one agent's metadata
+/// path in relay mode (`metadata.source: relay`): the daemon's stream task
+/// ([`StateStream`]) feeding a [`RelaySource`], the same reconciler, no
+/// OpenStack client at all. Prints `boot BYTES` (TCP bytes received when
+/// the first complete snapshot is read), `commit MS DIGEST` as the direct
+/// agent does, and `heartbeat MS` at each newer relay heartbeat read.
+async fn relay_agent(rabbit: &str, stream: &str, interval: Duration) {
+    let say = sayer();
+    let shared = SharedAssembler::new();
+    let metrics = ReconcileMetrics::default();
+    let kicker = Kicker::new(metrics.clone());
+    let mut registry = Registry::default();
+    let task = StateStream::new(
+        stream_config(rabbit, stream),
+        DEFAULT_LOOKBACK,
+        shared.clone(),
+        kicker.clone(),
+        &mut registry,
+    );
+    let cancel = CancellationToken::new();
+    let reading = tokio::spawn(task.run(cancel.clone()));
+    // Boot in relay mode: the first plan once a complete snapshot is read.
+    shared.ready().await;
+    say(format!("boot {}", tcp_bytes_received()));
+    let tunables = tunables(interval);
+    let source = RelaySource::new(shared.clone());
+    let synced = source
+        .sync(None, tunables.get().plan_options())
+        .await
+        .expect("a ready assembler plans");
+    say(format!("commit {} {}", unix_ms(), digest(&synced.plan)));
+    let reconciler = reconciler(source, &synced, tunables, metrics).with_kicker(kicker);
+    let commits = reconciler.committed();
+    let c = cancel.clone();
+    let reconciling = tokio::spawn(reconciler.run(c));
+    let watching = say_commits(&say, commits);
+    let said = say.clone();
+    let beats = shared.clone();
+    let heartbeats = tokio::spawn(async move {
+        let mut last = 0;
+        loop {
+            let newest = beats.with(|a| a.heartbeats().values().map(|h| h.at_ms).max());
+            if let Some(at) = newest.filter(|at| *at > last) {
+                last = at;
+                said(format!("heartbeat {at}"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    commands(&say, |_| {}).await;
+    cancel.cancel();
+    let _ = reconciling.await;
+    let _ = reading.await;
+    watching.abort();
+    heartbeats.abort();
+}
+
+fn relay_main(args: &[String]) -> ExitCode {
+    let [auth_url, rabbit, stream] = args else {
+        eprintln!("usage: bench_fleet relay AUTH_URL RABBIT_URL STREAM");
+        return ExitCode::from(2);
+    };
+    on_one_worker(relay(auth_url, rabbit, stream))
+}
+
+/// `relay AUTH_URL RABBIT_URL STREAM`: `lachesis relay`'s loop ([`Relay`],
+/// [`RabbitPublisher`]) with its own credential, fed by the same RabbitMQ
+/// consumer, until standard input closes. `digest` on standard input asks
+/// for one digest (as a notification gap does, one second later).
+async fn relay(auth_url: &str, rabbit: &str, stream: &str) {
+    let say = sayer();
+    let cfg = CloudConfig::new(
+        auth_url,
+        Credentials::ApplicationCredential {
+            credential: AppCredRef::Id(RELAY.to_owned()),
+            secret: APP_CREDENTIAL_SECRET.into(),
+        },
+    );
+    let client = Client::new(cfg, ApiMetrics::default()).expect("client");
+    let metrics = RelayMetrics::default();
+    let schedule = Schedule {
+        name: "bench-relay".to_owned(),
+        digest_interval: RELAY_PERIODIC,
+        resync_interval: RELAY_PERIODIC,
+        snapshot_interval: lachesis_relay::config::RelaySettings::default().snapshot_interval,
+        heartbeat_interval: HEARTBEAT_INTERVAL,
+    };
+    let (sink, inputs) = lachesis_relay::channel(metrics.clone());
+    let relay = Relay::new(
+        schedule,
+        client,
+        RabbitPublisher::new(stream_config(rabbit, stream)),
+        metrics,
+    );
+    let cancel = CancellationToken::new();
+    let running = tokio::spawn(relay.run(inputs, cancel.clone()));
+    let consumer = consumer(rabbit);
+    let (c, s) = (cancel.clone(), sink.clone());
+    let consuming = tokio::spawn(async move { consumer.run(&s, c).await });
+    commands(&say, |command| {
+        if command == "digest" {
+            sink.gap(Transport::RabbitMq, Gap::Reconnected);
+        }
+    })
+    .await;
+    cancel.cancel();
+    let _ = running.await;
+    let _ = consuming.await;
 }
 
 // ----------------------------------------------------------------- fleet
@@ -352,26 +573,175 @@ enum Heard {
         agent: usize,
         kib: u64,
     },
+    /// Relay mode: TCP bytes received when the first complete snapshot
+    /// was read.
+    Boot {
+        agent: usize,
+        bytes: u64,
+    },
+    /// Relay mode: the newest relay heartbeat read (its `at_ms`).
+    Heartbeat {
+        agent: usize,
+        at_ms: u64,
+    },
+}
+
+/// Where an agent's metadata comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Its own OpenStack client, kicked by notifications.
+    Direct,
+    /// The relay's state stream.
+    Relay,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Direct => "direct",
+            Mode::Relay => "relay",
+        }
+    }
+}
+
+/// Reads a child's lines into `tx` as [`Heard`] (as agent `i`).
+fn listen(stdout: std::process::ChildStdout, i: usize, tx: mpsc::Sender<Heard>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let n = |w: &str| w.parse().unwrap_or(0);
+            let heard = match words.as_slice() {
+                ["commit", at, d] => Heard::Commit {
+                    agent: i,
+                    at_ms: n(at),
+                    digest: n(d),
+                },
+                ["rss", kib] => Heard::Rss {
+                    agent: i,
+                    kib: n(kib),
+                },
+                ["boot", bytes] => Heard::Boot {
+                    agent: i,
+                    bytes: n(bytes),
+                },
+                ["heartbeat", at] => Heard::Heartbeat {
+                    agent: i,
+                    at_ms: n(at),
+                },
+                _ => continue,
+            };
+            if tx.send(heard).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Stops a child by closing its standard input; killed after 10 s.
+fn stop_child(mut child: Child, stdin: ChildStdin) {
+    drop(stdin);
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if child.try_wait().ok().flatten().is_some() {
+            break;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The relay of relay mode, a child process, on a stream of this run's.
+struct RelayProc {
+    child: Child,
+    stdin: ChildStdin,
+    heard: mpsc::Receiver<Heard>,
+}
+
+impl RelayProc {
+    fn start(sim: &SimHandle, rabbit: &str, stream: &str) -> RelayProc {
+        let exe = std::env::current_exe().expect("own path");
+        let mut child = Command::new(&exe)
+            .args(["relay", &sim.auth_url(), rabbit, stream])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the relay");
+        let stdin = child.stdin.take().expect("piped");
+        let (tx, heard) = mpsc::channel();
+        listen(child.stdout.take().expect("piped"), 0, tx);
+        RelayProc {
+            child,
+            stdin,
+            heard,
+        }
+    }
+
+    fn digest(&mut self) {
+        let _ = writeln!(self.stdin, "digest");
+    }
+
+    /// Its peak resident set since last asked, KiB.
+    fn peak_rss(&mut self) -> u64 {
+        let _ = writeln!(self.stdin, "rss");
+        loop {
+            match self.heard.recv_timeout(Duration::from_secs(30)) {
+                Ok(Heard::Rss { kib, .. }) => return kib,
+                Ok(_) => {}
+                Err(_) => return 0,
+            }
+        }
+    }
+
+    fn stop(self) {
+        stop_child(self.child, self.stdin);
+    }
 }
 
 /// K agent processes and what they said.
 struct Fleet {
     children: Vec<(Child, ChildStdin)>,
     heard: mpsc::Receiver<Heard>,
-    /// Each agent's last committed digest and when it was committed.
+    /// Each agent's last committed digest and when it first committed it.
     last: Vec<Option<(u64, u64)>>,
     /// Commits seen per agent.
     commits: Vec<u64>,
+    /// When each agent last committed (a pass, whatever its plan).
+    passed: Vec<u64>,
+    /// Relay mode: TCP bytes each agent had received at its boot.
+    boot_bytes: Vec<Option<u64>>,
+    /// Relay mode: the newest heartbeat each agent read (its `at_ms`)
+    /// and when the agent said so.
+    heartbeats: Vec<(u64, u64)>,
 }
 
 impl Fleet {
-    fn start(k: usize, sim: &SimHandle, rabbit: &str, interval: Duration) -> Fleet {
+    /// K agents in `mode`: direct ones against `sim`, relay ones on `stream`.
+    fn start(
+        k: usize,
+        mode: Mode,
+        sim: &SimHandle,
+        rabbit: &str,
+        stream: &str,
+        interval: Duration,
+    ) -> Fleet {
         let exe = std::env::current_exe().expect("own path");
         let (tx, heard) = mpsc::channel();
         let mut children = Vec::with_capacity(k);
         for i in 0..k {
-            let mut child = Command::new(&exe)
-                .args(["agent", &sim.auth_url(), &agent_credential(i), rabbit])
+            let mut command = Command::new(&exe);
+            match mode {
+                Mode::Direct => {
+                    command.args(["agent", &sim.auth_url(), &agent_credential(i), rabbit])
+                }
+                Mode::Relay => command.args(["relay-agent", rabbit, stream]),
+            };
+            let mut child = command
                 .arg(interval.as_secs().to_string())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -379,29 +749,7 @@ impl Fleet {
                 .spawn()
                 .expect("start an agent");
             let stdin = child.stdin.take().expect("piped");
-            let stdout = BufReader::new(child.stdout.take().expect("piped"));
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in stdout.lines() {
-                    let Ok(line) = line else { break };
-                    let words: Vec<&str> = line.split_whitespace().collect();
-                    let heard = match words.as_slice() {
-                        ["commit", at, d] => Heard::Commit {
-                            agent: i,
-                            at_ms: at.parse().unwrap_or(0),
-                            digest: d.parse().unwrap_or(0),
-                        },
-                        ["rss", kib] => Heard::Rss {
-                            agent: i,
-                            kib: kib.parse().unwrap_or(0),
-                        },
-                        _ => continue,
-                    };
-                    if tx.send(heard).is_err() {
-                        break;
-                    }
-                }
-            });
+            listen(child.stdout.take().expect("piped"), i, tx.clone());
             children.push((child, stdin));
         }
         Fleet {
@@ -409,6 +757,9 @@ impl Fleet {
             heard,
             last: vec![None; k],
             commits: vec![0; k],
+            passed: vec![0; k],
+            boot_bytes: vec![None; k],
+            heartbeats: vec![(0, 0); k],
         }
     }
 
@@ -419,27 +770,37 @@ impl Fleet {
                 at_ms,
                 digest,
             } => {
-                self.last[agent] = Some((digest, at_ms));
+                // A pass that commits the same plan again (a tick) does
+                // not move when the agent came to hold it.
+                if self.last[agent].is_none_or(|(held, _)| held != digest) {
+                    self.last[agent] = Some((digest, at_ms));
+                }
                 self.commits[agent] += 1;
+                self.passed[agent] = at_ms;
                 None
             }
             Heard::Rss { agent, kib } => Some((agent, kib)),
+            Heard::Boot { agent, bytes } => {
+                self.boot_bytes[agent] = Some(bytes);
+                None
+            }
+            Heard::Heartbeat { agent, at_ms } => {
+                if at_ms > self.heartbeats[agent].0 {
+                    self.heartbeats[agent] = (at_ms, unix_ms());
+                }
+                None
+            }
         }
     }
 
-    /// Waits until every agent's last commit is `digest` (and, with
-    /// `after`, at least one more commit than `after` counts); the latest
-    /// of their commit times, or `None` past the limit.
-    fn converge(&mut self, digest: Option<u64>, after: Option<&[u64]>) -> Option<u64> {
+    /// Waits until `done` says every agent is there (each agent's time
+    /// of getting there, ms since the epoch), taking what they say
+    /// meanwhile; `None` past the limit.
+    fn wait(&mut self, done: impl Fn(&Fleet) -> Option<Vec<u64>>) -> Option<Vec<u64>> {
         let until = Instant::now() + CONVERGE_LIMIT;
         loop {
-            let done = (0..self.last.len()).all(|i| {
-                let on = digest.is_none_or(|d| self.last[i].is_some_and(|(got, _)| got == d));
-                let passed = after.is_none_or(|a| self.commits[i] > a[i]);
-                on && passed
-            });
-            if done {
-                return self.last.iter().map(|l| l.map_or(0, |(_, at)| at)).max();
+            if let Some(times) = done(self) {
+                return Some(times);
             }
             let left = until.checked_duration_since(Instant::now())?;
             match self
@@ -453,6 +814,35 @@ impl Fleet {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return None,
             }
         }
+    }
+
+    /// Waits until every agent's last commit is `digest` (and, with
+    /// `after`, at least one more commit than `after` counts); each
+    /// agent's time of holding `digest` (without one: of its last pass).
+    fn converge(&mut self, digest: Option<u64>, after: Option<&[u64]>) -> Option<Vec<u64>> {
+        self.wait(|f| {
+            let done = (0..f.last.len()).all(|i| {
+                let on = digest.is_none_or(|d| f.last[i].is_some_and(|(got, _)| got == d));
+                let passed = after.is_none_or(|a| f.commits[i] > a[i]);
+                on && passed
+            });
+            done.then(|| match digest {
+                Some(_) => f.last.iter().map(|l| l.map_or(0, |(_, at)| at)).collect(),
+                None => f.passed.clone(),
+            })
+        })
+    }
+
+    /// Relay mode: waits until every agent has read a heartbeat the relay
+    /// wrote at or after `since_ms` (it reads the stream again); when each
+    /// said so.
+    fn converge_heartbeat(&mut self, since_ms: u64) -> Option<Vec<u64>> {
+        self.wait(|f| {
+            f.heartbeats
+                .iter()
+                .all(|(at, _)| *at >= since_ms)
+                .then(|| f.heartbeats.iter().map(|(_, seen)| *seen).collect())
+        })
     }
 
     /// Every agent's peak resident set, KiB.
@@ -484,20 +874,8 @@ impl Fleet {
     }
 
     fn stop(self) {
-        for (mut child, stdin) in self.children {
-            drop(stdin);
-            let until = Instant::now() + Duration::from_secs(10);
-            loop {
-                if child.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                if Instant::now() > until {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+        for (child, stdin) in self.children {
+            stop_child(child, stdin);
         }
     }
 }
@@ -506,37 +884,60 @@ impl Fleet {
 #[derive(Debug, Clone)]
 struct Row {
     k: usize,
+    mode: Mode,
     scenario: &'static str,
+    /// How many events the scenario is (per-event figures divide by it;
+    /// 0: not an event).
+    events: usize,
     /// Requests and bytes per agent (median over the agents).
     requests: f64,
     bytes: f64,
-    /// The fleet's.
+    /// The relay's (relay mode; 0 in direct mode).
+    relay_requests: u64,
+    relay_bytes: u64,
+    /// The fleet's: every agent's and the relay's.
     fleet_requests: u64,
     fleet_bytes: u64,
-    /// Until every agent held the change, seconds (`None`: did not).
-    converged: Option<f64>,
-    /// Peak resident sets, MiB: median and largest.
+    /// Until each agent held the change, seconds: median and worst over
+    /// the agents (`None`: not every agent did).
+    converged: Option<(f64, f64)>,
+    /// Agents' peak resident sets, MiB: median and largest.
     rss_median: f64,
     rss_max: f64,
+    /// The relay's peak resident set, MiB.
+    relay_rss: f64,
+    /// Relay mode's boot: TCP bytes an agent received from the broker
+    /// until its first complete snapshot (median, largest).
+    stream_boot_bytes: Option<(f64, f64)>,
+}
+
+/// What the simulator served, by client.
+struct Served {
+    agents: (Vec<u64>, Vec<u64>),
+    relay: (u64, u64),
 }
 
 /// The simulator's counters by client, requests and bytes, reset after.
-fn take_stats(sim: &SimHandle, k: usize) -> (Vec<u64>, Vec<u64>) {
+fn take_stats(sim: &SimHandle, k: usize) -> Served {
     let stats = sim.with_store(|s| {
         let st = s.stats();
         s.requests_reset();
         st
     });
-    let mut requests = vec![0; k];
-    let mut bytes = vec![0; k];
-    for i in 0..k {
-        let client = lachesis_sim::stats::application_credential(&agent_credential(i));
-        if let Some(t) = stats.clients.get(&client) {
-            requests[i] = t.requests.values().sum();
-            bytes[i] = t.response_bytes.values().sum();
-        }
+    let of = |credential: &str| {
+        let client = lachesis_sim::stats::application_credential(credential);
+        stats.clients.get(&client).map_or((0, 0), |t| {
+            (
+                t.requests.values().sum::<u64>(),
+                t.response_bytes.values().sum::<u64>(),
+            )
+        })
+    };
+    let (requests, bytes) = (0..k).map(|i| of(&agent_credential(i))).unzip();
+    Served {
+        agents: (requests, bytes),
+        relay: of(RELAY),
     }
-    (requests, bytes)
 }
 
 /// Waits until the simulator has served nothing for `quiet` (what was
@@ -558,25 +959,53 @@ fn quiesce(sim: &SimHandle, quiet: Duration) {
     }
 }
 
-fn row(
+/// The scenario being measured: which fleet, which change.
+struct Scenario {
     k: usize,
-    scenario: &'static str,
-    (requests, bytes): (Vec<u64>, Vec<u64>),
-    converged: Option<f64>,
+    mode: Mode,
+    name: &'static str,
+    events: usize,
+    started_ms: u64,
+}
+
+fn row(
+    at: &Scenario,
+    served: Served,
+    held: Option<Vec<u64>>,
     rss: &[u64],
+    relay_rss: u64,
+    boot_bytes: &[Option<u64>],
 ) -> Row {
     let f = |v: &[u64]| v.iter().map(|x| *x as f64).collect::<Vec<f64>>();
     let mib = |kib: u64| kib as f64 / 1024.0;
+    let (requests, bytes) = served.agents;
+    let (relay_requests, relay_bytes) = served.relay;
+    let converged = held.map(|times| {
+        let secs: Vec<f64> = times.iter().map(|t| secs(*t, at.started_ms)).collect();
+        (median(&secs), secs.iter().copied().fold(0.0, f64::max))
+    });
+    let booted: Vec<u64> = boot_bytes.iter().flatten().copied().collect();
     Row {
-        k,
-        scenario,
+        k: at.k,
+        mode: at.mode,
+        scenario: at.name,
+        events: at.events,
         requests: median(&f(&requests)),
         bytes: median(&f(&bytes)),
-        fleet_requests: requests.iter().sum(),
-        fleet_bytes: bytes.iter().sum(),
+        relay_requests,
+        relay_bytes,
+        fleet_requests: requests.iter().sum::<u64>() + relay_requests,
+        fleet_bytes: bytes.iter().sum::<u64>() + relay_bytes,
         converged,
         rss_median: mib(median(&f(rss)) as u64),
         rss_max: mib(rss.iter().copied().max().unwrap_or(0)),
+        relay_rss: mib(relay_rss),
+        stream_boot_bytes: (!booted.is_empty()).then(|| {
+            (
+                median(&f(&booted)),
+                booted.iter().copied().max().unwrap_or(0) as f64,
+            )
+        }),
     }
 }
 
@@ -637,19 +1066,98 @@ fn new_port(template: &serde_json::Value, seq: usize) -> String {
 
 static PORTS: AtomicU64 = AtomicU64::new(0);
 
+/// A stream of this run's for fleet size `k`, declared now (so agents
+/// that start with the relay find it), deleted by [`delete_stream`].
+async fn stream_for(rabbit: &str, k: usize) -> String {
+    let stream = format!("bench-fleet-{}-k{k}", std::process::id());
+    StreamWriter::open(&stream_config(rabbit, &stream))
+        .await
+        .expect("declare the run's stream");
+    stream
+}
+
+async fn delete_stream(stream: &str) {
+    let deleted = async {
+        let conn = lapin::Connection::connect(
+            &format!(
+                "amqp://guest:guest@127.0.0.1:{}/%2f",
+                lachesis_lab::services::RABBITMQ_PORT
+            ),
+            lapin::ConnectionProperties::default(),
+        )
+        .await?;
+        let chan = conn.create_channel().await?;
+        chan.queue_delete(stream.into(), lapin::options::QueueDeleteOptions::default())
+            .await?;
+        Ok::<_, lapin::Error>(())
+    };
+    if let Err(e) = deleted.await {
+        eprintln!("bench-fleet: the run's stream {stream} was not deleted: {e}");
+    }
+}
+
+/// The fleet of one mode and the relay, if any, and what they cost.
+struct Run<'a> {
+    k: usize,
+    mode: Mode,
+    sim: &'a SimHandle,
+    rabbit: &'a str,
+    stream: String,
+    relay: Option<RelayProc>,
+    rows: Vec<Row>,
+}
+
+impl Run<'_> {
+    fn fleet(&self, interval: Duration) -> Fleet {
+        Fleet::start(
+            self.k,
+            self.mode,
+            self.sim,
+            self.rabbit,
+            &self.stream,
+            interval,
+        )
+    }
+
+    fn at(&self, name: &'static str, events: usize, started_ms: u64) -> Scenario {
+        Scenario {
+            k: self.k,
+            mode: self.mode,
+            name,
+            events,
+            started_ms,
+        }
+    }
+
+    /// The scenario's row: what was served since the last one, who held
+    /// it when, the peaks.
+    fn record(&mut self, at: &Scenario, held: Option<Vec<u64>>, fleet: &mut Fleet) {
+        let served = take_stats(self.sim, self.k);
+        let rss = fleet.peak_rss();
+        let relay_rss = self.relay.as_mut().map_or(0, RelayProc::peak_rss);
+        let boot = if at.name.starts_with("boot") {
+            fleet.boot_bytes.clone()
+        } else {
+            Vec::new()
+        };
+        self.rows
+            .push(row(at, served, held, &rss, relay_rss, &boot));
+    }
+}
+
 #[expect(
     clippy::too_many_lines,
     reason = "one scenario after the other, in order"
 )]
 async fn measure(
     k: usize,
+    mode: Mode,
     sim: &SimHandle,
     services: &lachesis_lab::Services,
     rabbit: &str,
     reference_source: &OpenStackSource,
 ) -> Vec<Row> {
     let http = reqwest::Client::new();
-    let mut rows = Vec::new();
     let template = sim.with_store(|s| {
         let t = s.to_topology();
         let port = t
@@ -660,45 +1168,57 @@ async fn measure(
             .clone();
         serde_json::to_value(port).expect("a port serializes")
     });
+    let stream = match mode {
+        Mode::Direct => String::new(),
+        Mode::Relay => stream_for(rabbit, k).await,
+    };
+    let mut run = Run {
+        k,
+        mode,
+        sim,
+        rabbit,
+        stream,
+        relay: None,
+        rows: Vec::new(),
+    };
 
-    // Boot, then one idle interval.
+    // Boot (in relay mode the relay's too: its full sync, its snapshot,
+    // every agent reading it), then one idle interval.
     sim.with_store(Store::requests_reset);
     let want = reference(reference_source).await;
     sim.with_store(Store::requests_reset);
     let started = unix_ms();
-    let mut fleet = Fleet::start(k, sim, rabbit, IDLE_INTERVAL);
+    if mode == Mode::Relay {
+        run.relay = Some(RelayProc::start(sim, rabbit, &run.stream));
+    }
+    let mut fleet = run.fleet(IDLE_INTERVAL);
     let done = fleet.converge(Some(want), None);
     quiesce(sim, Duration::from_secs(2));
-    let rss = fleet.peak_rss();
-    rows.push(row(
-        k,
-        "boot (cold sync)",
-        take_stats(sim, k),
-        done.map(|t| secs(t, started)),
-        &rss,
-    ));
+    let at = run.at("boot", 0, started);
+    run.record(&at, done, &mut fleet);
+    fleet.settle();
     let before = fleet.commits.clone();
     let started = unix_ms();
+    // At rest the relay makes one digest per `relay.digest_interval`:
+    // this window holds one.
+    if let Some(relay) = run.relay.as_mut() {
+        relay.digest();
+    }
     let done = fleet.converge(None, Some(&before));
     // One tick each; then what is still in flight.
     std::thread::sleep(IDLE_INTERVAL.saturating_sub(Duration::from_millis(unix_ms() - started)));
     quiesce(sim, Duration::from_secs(2));
     fleet.settle();
-    let rss = fleet.peak_rss();
-    rows.push(row(
-        k,
-        "idle, one interval",
-        take_stats(sim, k),
-        done.map(|t| secs(t, started)),
-        &rss,
-    ));
+    let at = run.at("idle, one interval", 0, started);
+    run.record(&at, done, &mut fleet);
     fleet.stop();
 
     // The events, with no tick in the way.
-    let mut fleet = Fleet::start(k, sim, rabbit, EVENT_INTERVAL);
+    let mut fleet = run.fleet(EVENT_INTERVAL);
     fleet.converge(Some(want), None);
     quiesce(sim, Duration::from_secs(2));
     take_stats(sim, k);
+    fleet.peak_rss();
 
     // One port.
     let n = PORTS.fetch_add(1, Ordering::Relaxed) as usize;
@@ -707,18 +1227,13 @@ async fn measure(
     let want = reference(reference_source).await;
     let done = fleet.converge(Some(want), None);
     quiesce(sim, Duration::from_secs(3));
-    let stats = take_stats(sim, k);
-    rows.push(row(
-        k,
-        "one port created",
-        stats,
-        done.map(|t| secs(t, started)),
-        &fleet.peak_rss(),
-    ));
+    let at = run.at("one port created", 1, started);
+    run.record(&at, done, &mut fleet);
 
     // One router interface: a subnet of its own first (not measured).
-    let net = format!("bench-fleet-net-{k}");
-    let sub = format!("bench-fleet-sub-{k}");
+    let tag = k * 2 + usize::from(mode == Mode::Relay);
+    let net = format!("bench-fleet-net-{tag}");
+    let sub = format!("bench-fleet-sub-{tag}");
     let project = generate::project(1);
     control(
         &http,
@@ -728,7 +1243,8 @@ async fn measure(
         serde_json::json!({"id": net, "name": net, "project_id": project}).to_string(),
     )
     .await;
-    control(&http, sim, "POST", "subnets", serde_json::json!({"id": sub, "network_id": net, "project_id": project, "cidr": format!("100.{}.0.0/24", 64 + k), "gateway_ip": format!("100.{}.0.1", 64 + k), "ip_version": 4}).to_string()).await;
+    let (a, b) = (64 + tag / 250, tag % 250);
+    control(&http, sim, "POST", "subnets", serde_json::json!({"id": sub, "network_id": net, "project_id": project, "cidr": format!("100.{a}.{b}.0/24"), "gateway_ip": format!("100.{a}.{b}.1"), "ip_version": 4}).to_string()).await;
     fleet.converge(Some(reference(reference_source).await), None);
     quiesce(sim, Duration::from_secs(3));
     take_stats(sim, k);
@@ -738,21 +1254,15 @@ async fn measure(
         sim,
         "POST",
         &format!("routers/{}/interfaces", generate::router_id(1)),
-        serde_json::json!({"subnet_id": sub, "mac_address": format!("fa:16:3e:fe:{:02x}:01", k)})
+        serde_json::json!({"subnet_id": sub, "mac_address": format!("fa:16:3e:fe:{:02x}:{:02x}", tag >> 8 & 0xff, tag & 0xff)})
             .to_string(),
     )
     .await;
     let want = reference(reference_source).await;
     let done = fleet.converge(Some(want), None);
     quiesce(sim, Duration::from_secs(3));
-    let stats = take_stats(sim, k);
-    rows.push(row(
-        k,
-        "one router interface added",
-        stats,
-        done.map(|t| secs(t, started)),
-        &fleet.peak_rss(),
-    ));
+    let at = run.at("one router interface added", 1, started);
+    run.record(&at, done, &mut fleet);
 
     // A burst.
     let started = unix_ms();
@@ -763,34 +1273,34 @@ async fn measure(
     let want = reference(reference_source).await;
     let done = fleet.converge(Some(want), None);
     quiesce(sim, Duration::from_secs(3));
-    let stats = take_stats(sim, k);
-    rows.push(row(
-        k,
-        "burst of 100 ports",
-        stats,
-        done.map(|t| secs(t, started)),
-        &fleet.peak_rss(),
-    ));
+    let at = run.at("burst of 100 ports", BURST, started);
+    run.record(&at, done, &mut fleet);
 
-    // A broker restart: every consumer reconnects; each covers the gap
-    // within the spread.
+    // A broker restart: every consumer reconnects. Direct: each agent
+    // covers the gap within the spread (until every one made a pass).
+    // Relay: the relay covers it with one digest; each agent reads the
+    // stream again after its last offset (until every one read a
+    // heartbeat written since).
     fleet.settle();
     let before = fleet.commits.clone();
     let started = unix_ms();
     services.stop_broker();
     services.start_broker();
-    let done = fleet.converge(None, Some(&before));
+    let done = match mode {
+        Mode::Direct => fleet.converge(None, Some(&before)),
+        Mode::Relay => fleet.converge_heartbeat(started),
+    };
     quiesce(sim, Duration::from_secs(3));
-    let stats = take_stats(sim, k);
-    rows.push(row(
-        k,
-        "broker restart",
-        stats,
-        done.map(|t| secs(t, started)),
-        &fleet.peak_rss(),
-    ));
+    let at = run.at("broker restart", 0, started);
+    run.record(&at, done, &mut fleet);
     fleet.stop();
-    rows
+    if let Some(relay) = run.relay.take() {
+        relay.stop();
+    }
+    if mode == Mode::Relay {
+        delete_stream(&run.stream).await;
+    }
+    run.rows
 }
 
 fn secs(at_ms: u64, started_ms: u64) -> f64 {
@@ -808,7 +1318,7 @@ async fn parent_main(fleets: &[usize]) -> ExitCode {
     let most = fleets.iter().copied().max().unwrap_or(0);
     for id in (0..most)
         .map(agent_credential)
-        .chain([REFERENCE.to_owned()])
+        .chain([REFERENCE.to_owned(), RELAY.to_owned()])
     {
         topology.application_credentials.push(AppCredential {
             id: id.clone(),
@@ -850,7 +1360,7 @@ async fn parent_main(fleets: &[usize]) -> ExitCode {
         .expect("client"),
     );
     println!(
-        "bench-fleet: {} ports, {} networks, {} routers, {} servers; page {PAGE}; fleets {fleets:?}",
+        "bench-fleet: {} ports, {} networks, {} routers, {} servers; page {PAGE}; fleets {fleets:?}; direct and relay mode",
         topology.ports.len(),
         topology.networks.len(),
         topology.routers.len(),
@@ -858,11 +1368,13 @@ async fn parent_main(fleets: &[usize]) -> ExitCode {
     );
     let mut rows = Vec::new();
     for &k in fleets {
-        let measured = measure(k, &sim, &services, &rabbit, &reference_source).await;
-        for r in &measured {
-            print_row(r);
+        for mode in [Mode::Direct, Mode::Relay] {
+            let measured = measure(k, mode, &sim, &services, &rabbit, &reference_source).await;
+            for r in &measured {
+                print_row(r);
+            }
+            rows.extend(measured);
         }
-        rows.extend(measured);
     }
     report(&rows);
     if rows.iter().any(|r| r.converged.is_none()) {
@@ -884,33 +1396,164 @@ fn json_key(scenario: &str) -> &'static str {
     }
 }
 
+fn held(r: &Row) -> String {
+    r.converged
+        .map_or_else(|| "never".to_owned(), |(m, w)| format!("{m:.1}/{w:.1} s"))
+}
+
 fn print_row(r: &Row) {
     println!(
-        "K={:<3} {:<28} per agent {:>6.0} req {:>9.2} MB | fleet {:>6} req {:>9.2} MB | all held it after {:>7} | peak RSS median {:>6.1} MiB, max {:>6.1} MiB",
+        "K={:<3} {:<6} {:<28} per agent {:>6.0} req {:>9.2} MB | relay {:>5} req {:>8.3} MB | fleet {:>6} req {:>9.2} MB | held after (median/worst) {:>13} | peak RSS agents median {:>6.1} MiB, max {:>6.1} MiB; relay {:>6.1} MiB",
         r.k,
+        r.mode.name(),
         r.scenario,
         r.requests,
         r.bytes / 1e6,
+        r.relay_requests,
+        r.relay_bytes as f64 / 1e6,
         r.fleet_requests,
         r.fleet_bytes as f64 / 1e6,
-        r.converged.map_or_else(|| "never".to_owned(), |s| format!("{s:.1} s")),
+        held(r),
         r.rss_median,
-        r.rss_max
+        r.rss_max,
+        r.relay_rss,
     );
 }
 
-/// The table per scenario across fleets, the rule and its extrapolation to
-/// 1 000 agents, and one JSON line.
+/// A scenario's scenarios in the order first measured.
+fn scenarios(rows: &[Row]) -> Vec<&'static str> {
+    let mut seen = Vec::new();
+    for r in rows {
+        if !seen.contains(&r.scenario) {
+            seen.push(r.scenario);
+        }
+    }
+    seen
+}
+
+/// Direct and relay side by side for each K; direct's rule and its
+/// extrapolation to 1 000 agents; one JSON line with both.
+#[expect(clippy::too_many_lines, reason = "tables, then the JSON line")]
 fn report(rows: &[Row]) {
-    let scenarios: Vec<&'static str> = {
-        let mut seen = Vec::new();
-        for r in rows {
-            if !seen.contains(&r.scenario) {
-                seen.push(r.scenario);
+    let scenarios = scenarios(rows);
+    let of = |mode: Mode, k: usize, s: &str| {
+        rows.iter()
+            .find(|r| r.mode == mode && r.k == k && r.scenario == s)
+    };
+    // One full sync: a direct agent's cold sync (the per-event target's unit).
+    let full_sync = median(
+        &rows
+            .iter()
+            .filter(|r| r.mode == Mode::Direct && r.scenario == "boot")
+            .map(|r| r.bytes)
+            .collect::<Vec<_>>(),
+    );
+    let mut ks: Vec<usize> = rows.iter().map(|r| r.k).collect();
+    ks.dedup();
+    let mut json = BTreeMap::new();
+    json.insert("full_sync_bytes".to_owned(), round(full_sync));
+    println!();
+    println!(
+        "side by side (fleet = every agent + the relay; per event: a burst's figures / 100; held: event -> every agent's committed plan, median/worst over agents; one full sync = {:.2} MB)",
+        full_sync / 1e6
+    );
+    for k in ks {
+        println!();
+        println!(
+            "K={k:<3} {:<26} | {:>22} {:>10} {:>13} | {:>22} {:>12} {:>9} {:>13} | {:>16}",
+            "scenario",
+            "direct: fleet req / MB",
+            "per event",
+            "held",
+            "relay: fleet req / MB",
+            "per event",
+            "% sync",
+            "held",
+            "RSS max d/r/relay"
+        );
+        for s in &scenarios {
+            let (Some(d), Some(r)) = (of(Mode::Direct, k, s), of(Mode::Relay, k, s)) else {
+                continue;
+            };
+            let per = |x: &Row| {
+                if x.events == 0 {
+                    ("-".to_owned(), f64::NAN)
+                } else {
+                    let e = x.events as f64;
+                    (
+                        format!("{:.1} req", x.fleet_requests as f64 / e),
+                        x.fleet_bytes as f64 / e,
+                    )
+                }
+            };
+            let (d_per, _) = per(d);
+            let (r_per, r_bytes) = per(r);
+            println!(
+                "      {:<26} | {:>9} / {:>10.2} {:>10} {:>13} | {:>9} / {:>10.3} {:>12} {:>9} {:>13} | {:>5.0}/{:>4.0}/{:>5.0}",
+                s,
+                d.fleet_requests,
+                d.fleet_bytes as f64 / 1e6,
+                d_per,
+                held(d),
+                r.fleet_requests,
+                r.fleet_bytes as f64 / 1e6,
+                r_per,
+                if r_bytes.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{:.3} %", r_bytes * 100.0 / full_sync)
+                },
+                held(r),
+                d.rss_max,
+                r.rss_max,
+                r.relay_rss,
+            );
+            let key = json_key(s);
+            for (mode, x) in [(Mode::Direct, d), (Mode::Relay, r)] {
+                let m = mode.name();
+                json.insert(
+                    format!("{m}_{key}_fleet_requests_k{k}"),
+                    x.fleet_requests as f64,
+                );
+                json.insert(format!("{m}_{key}_fleet_bytes_k{k}"), x.fleet_bytes as f64);
+                if let Some((med, worst)) = x.converged {
+                    json.insert(format!("{m}_{key}_held_median_s_k{k}"), med);
+                    json.insert(format!("{m}_{key}_held_worst_s_k{k}"), worst);
+                } else {
+                    json.insert(format!("{m}_{key}_held_median_s_k{k}"), -1.0);
+                }
+                json.insert(format!("{m}_{key}_peak_rss_mib_max_k{k}"), round(x.rss_max));
+                if x.events > 0 {
+                    let e = x.events as f64;
+                    json.insert(
+                        format!("{m}_{key}_requests_per_event_k{k}"),
+                        round(x.fleet_requests as f64 / e),
+                    );
+                    json.insert(
+                        format!("{m}_{key}_bytes_per_event_k{k}"),
+                        round(x.fleet_bytes as f64 / e),
+                    );
+                }
+            }
+            json.insert(
+                format!("relay_{key}_relay_peak_rss_mib_k{k}"),
+                round(r.relay_rss),
+            );
+            if let Some((med, max)) = r.stream_boot_bytes {
+                println!(
+                    "      relay mode's boot: each agent received {:.2} MB from the broker until its first complete snapshot (median; largest {:.2} MB); the relay's full sync {} req, {:.2} MB",
+                    med / 1e6,
+                    max / 1e6,
+                    r.relay_requests,
+                    r.relay_bytes as f64 / 1e6
+                );
+                json.insert(
+                    format!("relay_boot_stream_bytes_per_agent_k{k}"),
+                    round(med),
+                );
             }
         }
-        seen
-    };
+    }
     println!();
     println!(
         "rule: every agent in direct mode makes its own full sync for each change, tick and gap,"
@@ -918,21 +1561,27 @@ fn report(rows: &[Row]) {
     println!(
         "so a fleet's requests and bytes are K x one agent's; 1 000 = per-agent median x 1 000"
     );
-    println!("(per-agent figures across K show whether that holds).");
+    println!(
+        "(per-agent figures across K show whether that holds); relay mode: see the tables above."
+    );
     println!(
         "{:<28} {:>14} {:>14} {:>14} {:>16} {:>12}",
-        "scenario",
+        "scenario (direct)",
         "MB/agent (K..)",
         "fleet MB max K",
         "at 1 000: GB",
         "at 1 000: req",
-        "converged"
+        "worst held"
     );
-    let mut json = BTreeMap::new();
     for s in &scenarios {
-        let of: Vec<&Row> = rows.iter().filter(|r| r.scenario == *s).collect();
+        let of: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.mode == Mode::Direct && r.scenario == *s)
+            .collect();
+        let Some(biggest) = of.iter().max_by_key(|r| r.k) else {
+            continue;
+        };
         let per: Vec<String> = of.iter().map(|r| format!("{:.1}", r.bytes / 1e6)).collect();
-        let biggest = of.iter().max_by_key(|r| r.k).expect("a row");
         let per_agent_bytes = median(&of.iter().map(|r| r.bytes).collect::<Vec<_>>());
         let per_agent_req = median(&of.iter().map(|r| r.requests).collect::<Vec<_>>());
         println!(
@@ -944,7 +1593,7 @@ fn report(rows: &[Row]) {
             per_agent_req * 1000.0,
             biggest
                 .converged
-                .map_or_else(|| "never".to_owned(), |c| format!("{c:.1} s"))
+                .map_or_else(|| "never".to_owned(), |(_, w)| format!("{w:.1} s"))
         );
         let key = json_key(s);
         json.insert(format!("{key}_bytes_per_agent"), round(per_agent_bytes));
@@ -953,13 +1602,6 @@ fn report(rows: &[Row]) {
             format!("{key}_bytes_at_1000"),
             round(per_agent_bytes * 1000.0),
         );
-        for r in &of {
-            json.insert(
-                format!("{key}_converged_s_k{}", r.k),
-                r.converged.unwrap_or(-1.0),
-            );
-            json.insert(format!("{key}_peak_rss_mib_max_k{}", r.k), round(r.rss_max));
-        }
     }
     println!("{}", serde_json::to_string(&json).expect("a JSON object"));
 }

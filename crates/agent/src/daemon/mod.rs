@@ -43,6 +43,7 @@ use tracing::{error, info, warn};
 pub use debug::{bindings, listing, DebugState, LiveConfig};
 pub use metrics::DaemonMetrics;
 pub use notify::check_notifications;
+pub use stream::StateStream;
 pub use writes::cold_writes;
 
 use crate::boot::{BootGate, Phase};

@@ -155,8 +155,12 @@ enum Ended {
     Failed(StreamError),
 }
 
-/// The task: see the module docs.
-pub(super) struct StateStream {
+/// The task: see the module docs. Built by the daemon in relay mode, or
+/// through [`StateStream::new`] by a program that runs an agent's
+/// metadata path without the daemon (`make bench-fleet`'s agents): the
+/// one public seam of the stream reading path.
+#[derive(Debug)]
+pub struct StateStream {
     pub(super) config: StreamConfig,
     pub(super) lookback: Duration,
     pub(super) shared: SharedAssembler,
@@ -177,8 +181,30 @@ struct Progress {
 }
 
 impl StateStream {
+    /// Reads `config`'s stream from `lookback` back (as
+    /// `metadata.lookback`) into `shared`, kicking `kicker` as the daemon's
+    /// task does; its families (docs/metrics.md, "State stream") are
+    /// registered in `registry`. [`StateStream::run`] starts it.
+    #[must_use]
+    pub fn new(
+        config: StreamConfig,
+        lookback: Duration,
+        shared: SharedAssembler,
+        kicker: Kicker,
+        registry: &mut Registry,
+    ) -> StateStream {
+        let metrics = StreamMetrics::register(registry, &shared);
+        StateStream {
+            config,
+            lookback,
+            shared,
+            metrics,
+            kicker,
+        }
+    }
+
     /// Reads until `cancel`.
-    pub(super) async fn run(self, cancel: CancellationToken) {
+    pub async fn run(self, cancel: CancellationToken) {
         let mut progress = Progress::default();
         let mut failures = 0u32;
         let mut last_error: Option<String> = None;

@@ -89,7 +89,12 @@ pub struct Kicker {
 }
 
 impl Kicker {
-    pub(crate) fn new(metrics: ReconcileMetrics) -> Self {
+    /// A kicker that holds its kicks until a reconciler takes it
+    /// ([`super::Reconciler::with_kicker`]): what a task started before the
+    /// reconciler exists kicks (relay mode's stream task, in the daemon
+    /// and in `make bench-fleet`'s agents). `metrics` are the reconciler's.
+    #[must_use]
+    pub fn new(metrics: ReconcileMetrics) -> Self {
         Kicker {
             state: Arc::new(KickState {
                 pending: Mutex::new(None),
