@@ -93,6 +93,12 @@ deb: setup
 bench-reconcile: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_reconcile
 
+# Decision 0008's figures: 20 000 lean records published to a RabbitMQ
+# stream queue and read back at several prefetch/ack paces. Root.
+.PHONY: bench-stream
+bench-stream: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-notify --example bench_stream
+
 # What a fleet of agents in direct mode asks of OpenStack (docs/operations.md
 # "OpenStack load of a fleet"): K agents' metadata paths against one
 # simulator and one broker, per scenario; a table, then one JSON line. Root.

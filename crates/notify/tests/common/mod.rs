@@ -1,6 +1,8 @@
 //! Shared by the broker tests: a sink that records what the consumers
 //! report (and can be held shut to stall a consumer), and polling helpers.
 
+pub mod stream;
+
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

@@ -5,47 +5,14 @@
 //! broker cannot run.
 
 use crate::common;
+use common::stream::{config, config_as, delete, name, publish, read, records};
 
 use std::time::{Duration, Instant, SystemTime};
 
 use lachesis_lab::services::RABBITMQ_PORT;
 use lachesis_notify::rabbitmq::stream::{
-    Delivery, Start, Step, StreamConfig, StreamError, StreamReader, StreamWriter, Tuning,
+    Delivery, Start, Step, StreamConfig, StreamError, StreamReader, StreamWriter,
 };
-use lachesis_notify::RabbitUrl;
-
-/// The size of a lean port record (DESIGN §5's fields, JSON).
-const RECORD_BYTES: usize = 600;
-
-fn config(stream: &str) -> StreamConfig {
-    config_as("guest:guest", stream)
-}
-
-fn config_as(login: &str, stream: &str) -> StreamConfig {
-    let url = format!("rabbit://{login}@127.0.0.1:{RABBITMQ_PORT}/");
-    let mut c = StreamConfig::new(RabbitUrl::parse(&url).unwrap());
-    stream.clone_into(&mut c.stream);
-    c.max_age = Duration::from_mins(10);
-    c
-}
-
-/// A stream name of this test run's own.
-fn name(what: &str) -> String {
-    format!("lt-{what}-{}", std::process::id())
-}
-
-/// Records `from..to`: key `port/<n>`, a body of [`RECORD_BYTES`] that
-/// names it.
-fn records(from: usize, to: usize) -> Vec<(String, Vec<u8>)> {
-    (from..to)
-        .map(|i| {
-            let mut body = format!("{{\"n\":{i},\"pad\":\"").into_bytes();
-            body.resize(RECORD_BYTES - 2, b'x');
-            body.extend_from_slice(b"\"}");
-            (format!("port/{i:08}"), body)
-        })
-        .collect()
-}
 
 fn keys(got: &[Delivery]) -> Vec<String> {
     got.iter().map(|d| d.key.clone()).collect()
@@ -53,27 +20,6 @@ fn keys(got: &[Delivery]) -> Vec<String> {
 
 fn keys_of(records: &[(String, Vec<u8>)]) -> Vec<String> {
     records.iter().map(|(k, _)| k.clone()).collect()
-}
-
-/// Publishes `records` in batches of `batch`.
-async fn publish(w: &StreamWriter, records: &[(String, Vec<u8>)], batch: usize) {
-    for chunk in records.chunks(batch) {
-        w.publish_batch(chunk).await.unwrap();
-    }
-}
-
-/// The next `n` records within `limit`.
-async fn read(r: &mut StreamReader, n: usize, limit: Duration) -> Vec<Delivery> {
-    let mut got = Vec::with_capacity(n);
-    let until = tokio::time::Instant::now() + limit;
-    while got.len() < n {
-        match tokio::time::timeout_at(until, r.next()).await {
-            Ok(Ok(d)) => got.push(d),
-            Ok(Err(e)) => panic!("after {} of {n} records: {e}", got.len()),
-            Err(elapsed) => panic!("only {} of {n} records: {elapsed}", got.len()),
-        }
-    }
-    got
 }
 
 /// Nothing more arrives within `wait`.
@@ -92,18 +38,6 @@ fn assert_increasing(got: &[Delivery]) {
             pair[1].offset
         );
     }
-}
-
-/// Deletes a stream.
-async fn delete(stream: &str) {
-    let url = format!("amqp://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f");
-    let conn = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
-        .await
-        .unwrap();
-    let chan = conn.create_channel().await.unwrap();
-    chan.queue_delete(stream.into(), lapin::options::QueueDeleteOptions::default())
-        .await
-        .unwrap();
 }
 
 /// A test's broker, stream of its own and a writer to it.
@@ -319,81 +253,4 @@ async fn a_broker_restart_loses_nothing_confirmed_and_a_reader_resumes_exactly()
     assert_eq!(keys(&everything), want, "every confirmed record survived");
     assert_increasing(&everything);
     f.delete().await;
-}
-
-/// Decision 0008's figures: 20 000 records of [`RECORD_BYTES`] published
-/// in batches, then read from the first with several prefetch and ack
-/// paces; medians of three runs. Prints, asserts nothing:
-/// `cargo test -p lachesis-notify --test tests services::stream::measure -- --ignored --nocapture`
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement (prints figures): run it with --ignored --nocapture"]
-async fn measure_publish_and_snapshot_read() {
-    const N: usize = 20_000;
-    const RUNS: usize = 3;
-    const BATCHES: [usize; 2] = [100, 1000];
-    const TUNINGS: [(u16, u16); 5] = [
-        (100, 50),
-        (1000, 1),
-        (1000, 500),
-        (5000, 2500),
-        (20000, 10000),
-    ];
-    common::logs();
-    let _broker = lachesis_lab::Services::rabbitmq();
-    let sent = records(0, N);
-    let bytes: usize = sent.iter().map(|(k, b)| k.len() + b.len()).sum();
-    let mut publish_secs = vec![Vec::new(); BATCHES.len()];
-    let mut read_secs = vec![Vec::new(); TUNINGS.len()];
-    for run in 0..RUNS {
-        for (b, batch) in BATCHES.iter().enumerate() {
-            let stream = name(&format!("measure-{run}-{batch}"));
-            let c = config(&stream);
-            let w = StreamWriter::open(&c).await.unwrap();
-            let t0 = Instant::now();
-            publish(&w, &sent, *batch).await;
-            publish_secs[b].push(t0.elapsed().as_secs_f64());
-            drop(w);
-            if b + 1 < BATCHES.len() {
-                delete(&stream).await;
-                continue;
-            }
-            for (i, (prefetch, ack_every)) in TUNINGS.iter().enumerate() {
-                let tuning = Tuning {
-                    prefetch: *prefetch,
-                    ack_every: *ack_every,
-                };
-                let t0 = Instant::now();
-                let mut r = StreamReader::open_tuned(&c, Start::First, tuning)
-                    .await
-                    .unwrap();
-                let got = read(&mut r, N, Duration::from_mins(2)).await;
-                read_secs[i].push(t0.elapsed().as_secs_f64());
-                assert_eq!(got.last().unwrap().key, sent[N - 1].0);
-            }
-            delete(&stream).await;
-        }
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    #[expect(clippy::cast_precision_loss, reason = "figures for a person to read")]
-    let (n, mb) = (N as f64, bytes as f64 / 1e6);
-    println!("{N} records of {RECORD_BYTES} B ({mb:.1} MB), medians of {RUNS} runs");
-    for (b, batch) in BATCHES.iter().enumerate() {
-        let s = median(&mut publish_secs[b]);
-        println!(
-            "publish, batches of {batch:>5}: {s:6.3} s  {:>8.0} records/s  {:6.1} MB/s",
-            n / s,
-            mb / s
-        );
-    }
-    for (i, (prefetch, ack_every)) in TUNINGS.iter().enumerate() {
-        let s = median(&mut read_secs[i]);
-        println!(
-            "read from first, prefetch {prefetch:>5}, ack every {ack_every:>5}: {s:6.3} s  {:>8.0} records/s  {:6.1} MB/s",
-            n / s,
-            mb / s
-        );
-    }
 }
