@@ -28,7 +28,7 @@ pub use assemble::{Assembler, Counts, Fed};
 pub use follow::{follow, Action, Ignored};
 pub use record::{
     decode, encode, has_revision_number, lean, revision_of, DecodeError, Entry, Heartbeat, Key,
-    Marker, Phase, Record, VERSION,
+    Marker, Phase, Record, SnapshotRef, VERSION,
 };
 pub use repair::{repair, vanished, Repair};
 pub use state::{Held, KindCount, Outcome, State};

@@ -237,6 +237,53 @@ impl Resource {
         }
     }
 
+    /// Every field the parser reads from this list (`snapshot/parse.rs`),
+    /// for every list: [`Resource::fields`] for Neutron's, and for the
+    /// lists a sync takes whole (Keystone, Nova, Octavia) the few fields
+    /// the parser reads of their objects. What a relay keeps of a resource
+    /// and writes on its state stream (DESIGN §17): a Nova server is
+    /// about 2 KB whole and under 200 B cut.
+    ///
+    /// A field the parser starts to read must be added here: the
+    /// planner's property tests parse bodies cut to these fields and whole
+    /// and require the same snapshot.
+    #[must_use]
+    pub const fn kept_fields(self) -> &'static [&'static str] {
+        match (self.fields(), self) {
+            (Some(fields), _) => fields,
+            (None, Resource::Projects) => &["id", "name"],
+            (None, Resource::Servers) => &["id", "name", "project_id", "tenant_id"],
+            (None, Resource::LoadBalancers) => &[
+                "id",
+                "project_id",
+                "tenant_id",
+                "provider",
+                "provisioning_status",
+            ],
+            (None, _) => &[
+                "id",
+                "loadbalancer_id",
+                "compute_id",
+                "lb_network_ip",
+                "status",
+            ],
+        }
+    }
+
+    /// `body` (this list's `{"<collection>": [...]}`) with each object cut
+    /// to [`Resource::kept_fields`].
+    pub fn keep_fields(self, body: &mut Value) {
+        let fields = self.kept_fields();
+        let items = body
+            .get_mut(self.collection())
+            .and_then(Value::as_array_mut);
+        for item in items.into_iter().flatten() {
+            if let Some(obj) = item.as_object_mut() {
+                obj.retain(|key, _| fields.contains(&key.as_str()));
+            }
+        }
+    }
+
     /// `body` (this list's `{"<collection>": [...]}`) as a sync that asks
     /// for [`Resource::fields`] receives it: each object keeps only those
     /// fields (top-level keys; nested values whole, as Neutron answers). A
@@ -286,6 +333,19 @@ impl ApiBodies {
         for resource in Resource::ALL {
             if let Some(body) = out.body_mut(resource) {
                 resource.select_fields(body);
+            }
+        }
+        out
+    }
+
+    /// These bodies with every object cut to its list's
+    /// [`Resource::kept_fields`]: what a relay's records hold.
+    #[must_use]
+    pub fn kept(&self) -> ApiBodies {
+        let mut out = self.clone();
+        for resource in Resource::ALL {
+            if let Some(body) = out.body_mut(resource) {
+                resource.keep_fields(body);
             }
         }
         out
@@ -345,6 +405,21 @@ mod tests {
             .collect();
         assert_eq!(required.len(), 6);
         assert!(!Resource::Servers.is_required() && !Resource::Amphorae.is_required());
+    }
+
+    #[test]
+    fn every_list_keeps_its_id_once_and_neutron_s_keep_what_a_sync_selects() {
+        for r in Resource::ALL {
+            let kept = r.kept_fields();
+            assert!(kept.contains(&"id"), "{r}");
+            let mut unique = kept.to_vec();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), kept.len(), "{r}: a field twice");
+            if let Some(fields) = r.fields() {
+                assert_eq!(fields, kept, "{r}");
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use lachesis_fleet::{
     encode, has_revision_number, lean, revision_of, Entry, Heartbeat, Key, Marker, Outcome, Phase,
-    Record, State,
+    Record, SnapshotRef, State,
 };
 use lachesis_planner::Resource;
 use serde_json::Value;
@@ -23,6 +23,17 @@ pub(crate) struct Held {
     /// The `kind` label of each pending record.
     kinds: Vec<&'static str>,
     snapshots: u64,
+    /// Until the first snapshot: records change the state but are not
+    /// written, since that snapshot carries every one of them (a young
+    /// stream would otherwise hold the first sync twice, and every agent
+    /// booting on it read both).
+    quiet: bool,
+    /// The snapshot queued last and not yet written ([`Held::flush`]
+    /// moves it to `written`).
+    queued: Option<SnapshotRef>,
+    /// The newest snapshot written to the stream, named by heartbeats so
+    /// a booting agent starts reading there.
+    written: Option<SnapshotRef>,
     pub metrics: RelayMetrics,
 }
 
@@ -34,6 +45,9 @@ impl Held {
             pending: Vec::new(),
             kinds: Vec::new(),
             snapshots: 0,
+            quiet: true,
+            queued: None,
+            written: None,
             metrics,
         }
     }
@@ -44,10 +58,11 @@ impl Held {
         self.metrics.pending(self.pending.len());
     }
 
-    /// Applies `entry` under the guard at `now_ms`; queues it when applied.
+    /// Applies `entry` under the guard at `now_ms`; queues it when applied
+    /// (once the first snapshot is queued).
     pub fn put(&mut self, entry: Entry, now_ms: u64) -> Outcome {
         let outcome = self.state.apply(&entry, now_ms);
-        if outcome == Outcome::Applied {
+        if outcome == Outcome::Applied && !self.quiet {
             self.push(entry.key.kind.collection(), &Record::Entry(entry));
         }
         outcome
@@ -126,10 +141,12 @@ impl Held {
         }
         let end = Record::Marker(Marker {
             relay: self.name.clone(),
-            snapshot: id,
+            snapshot: id.clone(),
             phase: Phase::End { records },
         });
         self.push(SNAPSHOT_KIND, &end);
+        self.quiet = false;
+        self.queued = Some(SnapshotRef { id, at_ms: now_ms });
         self.metrics.snapshot();
     }
 
@@ -142,6 +159,7 @@ impl Held {
             checked_ms,
             digest: self.state.digest(),
             records: self.state.live() as u64,
+            snapshot: self.written.clone(),
         });
         self.push(HEARTBEAT_KIND, &beat);
         self.metrics.heartbeat();
@@ -164,6 +182,9 @@ impl Held {
         }
         self.pending.clear();
         self.metrics.pending(0);
+        if let Some(written) = self.queued.take() {
+            self.written = Some(written);
+        }
         Ok(())
     }
 }

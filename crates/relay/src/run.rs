@@ -205,7 +205,13 @@ impl<P: Publisher> Relay<P> {
             Due::Digest => self.digest().await,
             Due::Snapshot => {
                 self.next.snapshot = now + self.schedule.snapshot_interval;
-                self.snapshot();
+                // Before the first full sync the state is partial (or
+                // empty): a complete snapshot of it would make every
+                // agent's heal rule remove what it lacks. The first sync
+                // writes the first snapshot.
+                if self.synced {
+                    self.snapshot();
+                }
             }
             Due::Heartbeat => {
                 self.next.heartbeat = now + self.schedule.heartbeat_interval;

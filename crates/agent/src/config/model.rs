@@ -121,7 +121,8 @@ pub struct MetadataSettings {
     /// The state stream (the notify crate's section); required when
     /// `source` is `relay`, unused otherwise.
     pub stream: Option<StreamConfig>,
-    /// How far back a boot starts reading the stream: more than two of the
+    /// How far back a boot reads the stream when no relay heartbeat names
+    /// its newest snapshot: more than two of the
     /// relay's snapshot intervals, so a complete snapshot is in it.
     #[serde_inline_default(DEFAULT_LOOKBACK)]
     #[serde_as(as = "form::Duration")]

@@ -4,9 +4,17 @@
 //! the state changed. Never an OpenStack request: a stream that is down
 //! keeps the last state, and the agent keeps counting under it.
 //!
-//! - Opens at `now - metadata.lookback` (more than two of the relay's
-//!   snapshot intervals back), then after the last offset read at every
-//!   reconnection (with the process's one backoff, 1 s … 30 s).
+//! - Where it starts ([`Seek`]): at the newest complete snapshot, found
+//!   through the relays' heartbeats. It opens [`PROBE_BACK`] back (more
+//!   than two heartbeat intervals, so a heartbeat is there to read); the
+//!   first heartbeat naming a snapshot, while no snapshot start has been
+//!   read, moves it to that snapshot's start ([`POINTER_MARGIN`] earlier,
+//!   for the relay's and the broker's clocks). A probe that reads no such
+//!   heartbeat, or a pointer that leads to no snapshot start, within
+//!   [`SEEK_WAIT`] falls back to `now - metadata.lookback` (more than two
+//!   of the relay's snapshot intervals back).
+//! - After the last offset read at every reconnection (with the process's
+//!   one backoff, 1 s … 30 s).
 //! - Each delivery: decoded (an undecodable record is counted by reason
 //!   and skipped), fed to the assembler; an applied record kicks once the
 //!   assembler is ready, and becoming ready kicks once. Kicks are
@@ -147,11 +155,36 @@ fn reason(e: &DecodeError) -> &'static str {
     }
 }
 
+/// How far back a booting agent opens the stream to find a heartbeat:
+/// two of the relay's heartbeat intervals and a margin.
+pub const PROBE_BACK: Duration = Duration::from_secs(25);
+/// How early, before the start a heartbeat names, the agent opens the
+/// stream: the broker stamps chunks with its clock, the relay its
+/// snapshots with its own.
+pub const POINTER_MARGIN: Duration = Duration::from_secs(30);
+/// How long a probe may read without a heartbeat naming a snapshot, and a
+/// pointer without reaching a snapshot start, before the agent falls back
+/// to reading `metadata.lookback` back.
+pub const SEEK_WAIT: Duration = Duration::from_secs(20);
+
+/// Where the agent opens the stream while it has read nothing it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seek {
+    /// [`PROBE_BACK`] back, for a heartbeat naming the newest snapshot.
+    Probe,
+    /// At the start of the snapshot a heartbeat named (its `at_ms`).
+    Pointer(u64),
+    /// `metadata.lookback` back.
+    Lookback,
+    /// The stream's first record.
+    First,
+}
+
 /// How one subscription ended.
 enum Ended {
     Cancelled,
-    /// No complete snapshot in time: read again from the first record.
-    FromFirst,
+    /// Open again elsewhere (the assembler was reset).
+    Seek(Seek),
     Failed(StreamError),
 }
 
@@ -169,13 +202,14 @@ pub struct StateStream {
 }
 
 /// What the task keeps across subscriptions.
-#[derive(Default)]
 struct Progress {
     /// When the first record was read (the "no snapshot" deadline counts
     /// from here, not from a start spent waiting for the broker).
     reading_since: Option<Instant>,
-    /// Whether the whole stream was read again from its first record.
-    from_first: bool,
+    /// When the current subscription opened (the probe's and the
+    /// pointer's deadlines count from here).
+    opened: Instant,
+    seek: Seek,
     /// Reasons of undecodable records already logged at warn level.
     warned: BTreeSet<&'static str>,
 }
@@ -205,11 +239,16 @@ impl StateStream {
 
     /// Reads until `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
-        let mut progress = Progress::default();
+        let mut progress = Progress {
+            reading_since: None,
+            opened: Instant::now(),
+            seek: Seek::Probe,
+            warned: BTreeSet::new(),
+        };
         let mut failures = 0u32;
         let mut last_error: Option<String> = None;
         loop {
-            let start = self.start(progress.from_first);
+            let start = self.start(progress.seek);
             let opened = tokio::select! {
                 () = cancel.cancelled() => return,
                 opened = StreamReader::open(&self.config, start) => opened,
@@ -223,6 +262,7 @@ impl StateStream {
                         "reading the state stream"
                     );
                     self.metrics.connected.set(1);
+                    progress.opened = Instant::now();
                     failures = 0;
                     last_error = None;
                     let ended = self.read(&mut reader, &cancel, &mut progress).await;
@@ -233,7 +273,10 @@ impl StateStream {
             };
             match ended {
                 Ended::Cancelled => return,
-                Ended::FromFirst => progress.from_first = true,
+                Ended::Seek(seek) => {
+                    progress.seek = seek;
+                    progress.reading_since = None;
+                }
                 Ended::Failed(e) => {
                     // Once per change: a broker down for an hour is one line.
                     let error = chain(&e);
@@ -254,13 +297,37 @@ impl StateStream {
         }
     }
 
-    /// After the last record read; before any, `lookback` back (or the
-    /// first record, once that was decided).
-    fn start(&self, from_first: bool) -> Start {
-        match self.shared.with(|a| a.offset()) {
-            Some(last) => Start::after(last),
-            None if from_first => Start::First,
-            None => Start::Timestamp(SystemTime::now() - self.lookback),
+    /// After the last record read; before any, where `seek` says.
+    fn start(&self, seek: Seek) -> Start {
+        if let Some(last) = self.shared.with(|a| a.offset()) {
+            return Start::after(last);
+        }
+        match seek {
+            Seek::Probe => Start::Timestamp(SystemTime::now() - PROBE_BACK),
+            Seek::Pointer(at_ms) => Start::Timestamp(
+                (UNIX_EPOCH + Duration::from_millis(at_ms))
+                    .checked_sub(POINTER_MARGIN)
+                    .unwrap_or(UNIX_EPOCH),
+            ),
+            Seek::Lookback => Start::Timestamp(SystemTime::now() - self.lookback),
+            Seek::First => Start::First,
+        }
+    }
+
+    /// When reading gives up on the current seek, unless ready: a probe
+    /// or a pointer that has not reached a snapshot start after
+    /// [`SEEK_WAIT`]; a window that held no complete snapshot after twice
+    /// the lookback of reading.
+    fn deadline(&self, progress: &Progress) -> Option<(Instant, Seek)> {
+        let started = self.shared.with(|a| a.started());
+        match progress.seek {
+            Seek::Probe | Seek::Pointer(_) if !started => {
+                Some((progress.opened + SEEK_WAIT, Seek::Lookback))
+            }
+            Seek::First => None,
+            _ => progress
+                .reading_since
+                .map(|since| (since + self.lookback * 2, Seek::First)),
         }
     }
 
@@ -271,30 +338,35 @@ impl StateStream {
         progress: &mut Progress,
     ) -> Ended {
         loop {
-            let deadline = match (progress.from_first, progress.reading_since) {
-                (false, Some(since)) => Some(since + self.lookback * 2),
-                _ => None,
+            let deadline = if self.shared.is_ready() {
+                None
+            } else {
+                self.deadline(progress)
             };
             let give_up = async {
                 match deadline {
-                    Some(at) => tokio::time::sleep_until(at).await,
+                    Some((at, _)) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
                 () = cancel.cancelled() => return Ended::Cancelled,
-                () = give_up, if !self.shared.is_ready() => {
+                () = give_up => {
+                    let Some((_, next)) = deadline else { continue };
                     if self.shared.reset_unless_ready() {
-                        warn!(lookback = ?self.lookback,
-                            "no complete snapshot on the state stream within twice metadata.lookback of reading: \
-                             reading the whole stream from its first record, once (is the relay's snapshot interval longer than half the lookback?)");
-                        return Ended::FromFirst;
+                        self.gave_up(progress.seek);
+                        return Ended::Seek(next);
                     }
                 }
                 delivery = reader.next() => match delivery {
                     Ok(d) => {
                         progress.reading_since.get_or_insert_with(Instant::now);
-                        self.delivery(&d, &mut progress.warned);
+                        if let Some(at_ms) = self.delivery(&d, &mut progress.warned) {
+                            if progress.seek == Seek::Probe && self.shared.reset_unless_ready() {
+                                debug!(at_ms, "a heartbeat names the newest snapshot: reading from its start");
+                                return Ended::Seek(Seek::Pointer(at_ms));
+                            }
+                        }
                     }
                     Err(e) => return Ended::Failed(e),
                 },
@@ -302,8 +374,32 @@ impl StateStream {
         }
     }
 
+    /// Says why reading starts over elsewhere, having given up on `seek`.
+    fn gave_up(&self, seek: Seek) {
+        match seek {
+            Seek::Probe => info!(
+                wait = ?SEEK_WAIT,
+                lookback = ?self.lookback,
+                "no relay heartbeat naming a snapshot on the state stream: reading metadata.lookback back"
+            ),
+            Seek::Pointer(at_ms) => warn!(
+                at_ms,
+                margin = ?POINTER_MARGIN,
+                lookback = ?self.lookback,
+                "no snapshot start where a heartbeat said one began (the relay's and the broker's clocks apart by more than the margin?): reading metadata.lookback back"
+            ),
+            Seek::Lookback | Seek::First => warn!(
+                lookback = ?self.lookback,
+                "no complete snapshot on the state stream within twice metadata.lookback of reading: \
+                 reading the whole stream from its first record, once (is the relay's snapshot interval longer than half the lookback?)"
+            ),
+        }
+    }
+
     /// One record through decode, the assembler, the metrics and kicks.
-    fn delivery(&self, d: &Delivery, warned: &mut BTreeSet<&'static str>) {
+    /// Returns when the newest snapshot a heartbeat names began, if it
+    /// was one and named one, and no snapshot start has been read yet.
+    fn delivery(&self, d: &Delivery, warned: &mut BTreeSet<&'static str>) -> Option<u64> {
         self.metrics
             .offset
             .set(i64::try_from(d.offset).unwrap_or(i64::MAX));
@@ -318,7 +414,7 @@ impl StateStream {
                 } else {
                     debug!(offset = d.offset, key = d.key, reason, error = %e, "undecodable state-stream record skipped");
                 }
-                return;
+                return None;
             }
         };
         let entry = matches!(record, Record::Entry(_));
@@ -373,6 +469,12 @@ impl StateStream {
         };
         if let Some(outcome) = outcome {
             StreamMetrics::count(&self.metrics.records, "outcome", outcome);
+        }
+        match &record {
+            Record::Heartbeat(hb) if !self.shared.with(|a| a.started()) => {
+                hb.snapshot.as_ref().map(|s| s.at_ms)
+            }
+            _ => None,
         }
     }
 }
@@ -478,6 +580,7 @@ mod tests {
             checked_ms: now_ms() - 42_000,
             digest: "0".into(),
             records: 2,
+            snapshot: None,
         });
         task.delivery(&delivery(9, &hb), &mut warned);
         let text = render(&registry);
@@ -503,6 +606,87 @@ mod tests {
             .parse()
             .unwrap();
         assert!((42.0..50.0).contains(&age), "{age}");
+    }
+
+    fn beat(snapshot: Option<u64>) -> Record {
+        Record::Heartbeat(Heartbeat {
+            relay: "r".into(),
+            at_ms: now_ms(),
+            checked_ms: now_ms(),
+            digest: "0".into(),
+            records: 1,
+            snapshot: snapshot.map(|at_ms| lachesis_fleet::SnapshotRef {
+                id: format!("{at_ms}-1"),
+                at_ms,
+            }),
+        })
+    }
+
+    /// A booting agent probes a short window back; a heartbeat naming a
+    /// snapshot moves it to that snapshot's start, unless a start was read
+    /// already; a probe or a pointer that reaches no start in time falls
+    /// back to the lookback, and a lookback with no complete snapshot to
+    /// the first record.
+    #[test]
+    fn the_boot_seeks_the_snapshot_a_heartbeat_names() {
+        let (task, _registry) = task();
+        let mut warned = BTreeSet::new();
+        let at = 1_700_000_000_000;
+        let since = |start: Start| match start {
+            Start::Timestamp(t) => SystemTime::now().duration_since(t).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        let probe = since(task.start(Seek::Probe));
+        assert!(probe >= PROBE_BACK && probe < PROBE_BACK + Duration::from_secs(5));
+        assert_eq!(
+            task.start(Seek::Pointer(at)),
+            Start::Timestamp(UNIX_EPOCH + Duration::from_millis(at) - POINTER_MARGIN)
+        );
+        assert_eq!(task.start(Seek::First), Start::First);
+        let lookback = since(task.start(Seek::Lookback));
+        assert!(lookback >= task.lookback);
+
+        let opened = Instant::now();
+        let mut progress = Progress {
+            reading_since: None,
+            opened,
+            seek: Seek::Probe,
+            warned: BTreeSet::new(),
+        };
+        assert_eq!(
+            task.deadline(&progress),
+            Some((opened + SEEK_WAIT, Seek::Lookback))
+        );
+        progress.seek = Seek::Pointer(at);
+        assert_eq!(
+            task.deadline(&progress),
+            Some((opened + SEEK_WAIT, Seek::Lookback))
+        );
+
+        assert_eq!(task.delivery(&delivery(0, &beat(None)), &mut warned), None);
+        assert_eq!(
+            task.delivery(&delivery(1, &beat(Some(at))), &mut warned),
+            Some(at),
+            "a heartbeat naming a snapshot, before any start"
+        );
+        task.delivery(&delivery(2, &marker(Phase::Start)), &mut warned);
+        assert_eq!(
+            task.delivery(&delivery(3, &beat(Some(at))), &mut warned),
+            None,
+            "a start was read: the snapshot being read is kept"
+        );
+        // Once a start is read, only the lookback's deadline is left, and
+        // it counts from the first record read.
+        assert_eq!(task.deadline(&progress), None);
+        progress.reading_since = Some(opened);
+        assert_eq!(
+            task.deadline(&progress),
+            Some((opened + task.lookback * 2, Seek::First))
+        );
+        progress.seek = Seek::First;
+        assert_eq!(task.deadline(&progress), None);
+        // Reconnecting resumes after the last offset, whatever the seek.
+        assert_eq!(task.start(Seek::Probe), Start::after(3));
     }
 
     #[test]

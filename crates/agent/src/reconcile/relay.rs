@@ -100,8 +100,9 @@ impl RelaySource {
         }
     }
 
-    /// Observes each sync's `fetch` (taking the pages from the assembled
-    /// state) and `plan` steps in `metrics`.
+    /// Observes each sync's `fetch` (the wait for a planning thread) and
+    /// `plan` (parsing the assembled state, under its lock, and planning)
+    /// steps in `metrics`.
     #[must_use]
     pub fn with_step_metrics(mut self, metrics: PlanMetrics) -> Self {
         self.steps = metrics;
@@ -130,29 +131,38 @@ impl MetadataSource for RelaySource {
         options: PlanOptions,
     ) -> Result<Synced, SyncError> {
         let started = Instant::now();
-        let pages = self.shared.with(|a| {
-            if a.ready() {
-                Ok(a.state().pages())
-            } else {
+        if let Some(not_ready) = self.shared.with(|a| {
+            (!a.ready()).then(|| {
                 let c = a.counts();
-                Err(SyncError::NotReady(format!(
+                SyncError::NotReady(format!(
                     "{} snapshots incomplete, {} records ignored",
                     c.incomplete, c.ignored
-                )))
-            }
-        })?;
-        let fetch = started.elapsed();
-        let (synced, plan) = plan_off_workers(previous, options, move || {
+                ))
+            })
+        }) {
+            return Err(not_ready);
+        }
+        // The state is parsed where it is held, under the lock, item by
+        // item: no copy of its JSON (the largest thing a relay-mode agent
+        // holds). The stream task waits that long (tens of ms at 50 000
+        // resources) and reads on.
+        let shared = self.shared.clone();
+        let (synced, parse_and_plan) = plan_off_workers(previous, options, move || {
             let mut parser = SnapshotParser::new();
-            for (resource, bodies) in pages {
-                parser.page(resource, &bodies);
-            }
+            shared.with(|a| {
+                for (key, held) in a.state().iter() {
+                    if let Some(body) = &held.body {
+                        parser.item(key.kind, body);
+                    }
+                }
+            });
             parser.finish(RELAYED)
         })
         .await?;
+        let fetch = started.elapsed().saturating_sub(parse_and_plan);
         self.steps.observe(PlanStep::Fetch, fetch);
-        self.steps.observe(PlanStep::Plan, plan);
-        tracing::debug!(?fetch, ?plan, "relay state planned");
+        self.steps.observe(PlanStep::Plan, parse_and_plan);
+        tracing::debug!(?fetch, ?parse_and_plan, "relay state planned");
         Ok(synced)
     }
 }

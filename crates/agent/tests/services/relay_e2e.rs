@@ -251,6 +251,7 @@ fn an_agent_in_relay_mode_boots_from_the_stream_and_never_calls_openstack() {
         checked_ms: at - 30_000,
         digest: "0".into(),
         records: 8,
+        snapshot: None,
     })]);
     wait_for_value(&agent, m, "lachesis_metadata_age_seconds", |age| {
         (30.0..60.0).contains(&age)

@@ -184,6 +184,14 @@ impl Assembler {
         self.ready
     }
 
+    /// Whether a snapshot start has been read: from here on every record
+    /// goes through the guard, and a complete snapshot will follow unless
+    /// the relay stops mid-way.
+    #[must_use]
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
     /// The state assembled so far (whole only once [`Assembler::ready`]).
     #[must_use]
     pub fn state(&self) -> &State {

@@ -48,6 +48,7 @@ fn heartbeat(relay: &str, at_ms: u64) -> Record {
         checked_ms: at_ms - 5,
         digest: "0".into(),
         records: 0,
+        snapshot: None,
     })
 }
 

@@ -145,6 +145,20 @@ pub struct Heartbeat {
     pub digest: String,
     /// How many live resources that state holds.
     pub records: u64,
+    /// The newest snapshot this relay has written whole (start, records,
+    /// end), if any: where a booting agent starts reading. Optional in
+    /// v1 (a reader ignores fields it does not know).
+    pub snapshot: Option<SnapshotRef>,
+}
+
+/// A snapshot a heartbeat names: its id and when the relay began it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRef {
+    /// The snapshot's id (its markers' `snapshot`).
+    pub id: String,
+    /// When the relay began writing it, ms since the epoch (the relay's
+    /// clock): every record of it was written at or after this time.
+    pub at_ms: u64,
 }
 
 /// Why bytes are not a v1 record. Each is counted and the message skipped.
@@ -167,21 +181,23 @@ pub enum DecodeError {
     Shape(&'static str),
 }
 
-/// `resource` cut to the fields `kind`'s list keeps ([`Resource::fields`]):
+/// `resource` cut to the fields `kind`'s list keeps
+/// ([`Resource::kept_fields`]: what the planner reads): for Neutron's lists
 /// what a field-selected list answers, so a record from a notification
 /// (the whole object) and one from a sync (the selected fields) hold the
-/// same thing. Lists without field selection, and non-objects, are kept
-/// whole.
+/// same thing; for Keystone's, Nova's and Octavia's, the few fields read
+/// of objects their APIs answer whole. A non-object is kept as it is.
 #[must_use]
 pub fn lean(kind: Resource, resource: &Value) -> Value {
-    match (kind.fields(), resource.as_object()) {
-        (Some(fields), Some(obj)) => Value::Object(
+    let fields = kind.kept_fields();
+    match resource.as_object() {
+        Some(obj) => Value::Object(
             obj.iter()
                 .filter(|(k, _)| fields.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         ),
-        _ => resource.clone(),
+        None => resource.clone(),
     }
 }
 
@@ -244,11 +260,14 @@ pub fn encode(record: &Record) -> (String, Vec<u8>) {
             }
             (format!("snapshot/{}", m.relay), v)
         }
-        Record::Heartbeat(h) => (
-            format!("heartbeat/{}", h.relay),
-            json!({"v": VERSION, "heartbeat": {"relay": h.relay, "at_ms": h.at_ms,
-                "checked_ms": h.checked_ms, "digest": h.digest, "records": h.records}}),
-        ),
+        Record::Heartbeat(h) => {
+            let mut v = json!({"v": VERSION, "heartbeat": {"relay": h.relay, "at_ms": h.at_ms,
+                "checked_ms": h.checked_ms, "digest": h.digest, "records": h.records}});
+            if let Some(s) = &h.snapshot {
+                v["heartbeat"]["snapshot"] = json!({"id": s.id, "at_ms": s.at_ms});
+            }
+            (format!("heartbeat/{}", h.relay), v)
+        }
     };
     // Serializing a `Value` cannot fail: its keys are strings.
     (key, value.to_string().into_bytes())
@@ -351,6 +370,15 @@ fn heartbeat(hb: &Value) -> Result<Heartbeat, DecodeError> {
         checked_ms: number(obj, "checked_ms")?,
         digest: string(obj, "digest")?,
         records: number(obj, "records")?,
+        snapshot: match obj.get("snapshot") {
+            None => None,
+            Some(Value::Object(s)) => Some(SnapshotRef {
+                id: string(s, "id").map_err(|_| DecodeError::Shape("heartbeat.snapshot.id"))?,
+                at_ms: number(s, "at_ms")
+                    .map_err(|_| DecodeError::Shape("heartbeat.snapshot.at_ms"))?,
+            }),
+            Some(_) => return Err(DecodeError::Shape("heartbeat.snapshot")),
+        },
     })
 }
 

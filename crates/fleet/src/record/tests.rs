@@ -17,6 +17,7 @@ fn heartbeat() -> Heartbeat {
         checked_ms: 1_700_000_000_000,
         digest: "cbf29ce484222325".into(),
         records: 3,
+        snapshot: None,
     }
 }
 
@@ -31,9 +32,22 @@ fn lean_keeps_the_lists_fields_or_everything() {
         .collect();
     assert!(!keys.contains(&"name") && !keys.contains(&"status"));
     assert!(keys.contains(&"revision_number") && keys.contains(&"fixed_ips"));
-    for kind in [Resource::Projects, Resource::Servers, Resource::Amphorae] {
-        assert_eq!(lean(kind, &port()), port(), "{kind}");
+    // Every list is cut to what its parser reads, whole objects of the
+    // lists a sync takes whole included.
+    for kind in Resource::ALL {
+        let cut = lean(kind, &port());
+        let whole = port();
+        for (k, v) in whole.as_object().unwrap() {
+            let kept = kind.kept_fields().contains(&k.as_str());
+            assert_eq!(cut.get(k), kept.then_some(v), "{kind} {k}");
+        }
     }
+    let server = json!({"id": "s1", "name": "vm", "tenant_id": "t1", "addresses": {"n": []},
+        "flavor": {"id": "f"}, "links": [], "metadata": {"k": "v"}});
+    assert_eq!(
+        lean(Resource::Servers, &server),
+        json!({"id": "s1", "name": "vm", "tenant_id": "t1"})
+    );
     assert_eq!(lean(Resource::Ports, &json!("x")), json!("x"));
 }
 
@@ -99,6 +113,19 @@ fn every_record_encodes_to_its_key_and_decodes_back() {
             json!({"v": 1, "heartbeat": {"relay": "r1", "at_ms": 1_700_000_010_000_u64,
                 "checked_ms": 1_700_000_000_000_u64, "digest": "cbf29ce484222325", "records": 3}}),
         ),
+        (
+            Record::Heartbeat(Heartbeat {
+                snapshot: Some(SnapshotRef {
+                    id: "s9".into(),
+                    at_ms: 1_700_000_005_000,
+                }),
+                ..heartbeat()
+            }),
+            "heartbeat/r1",
+            json!({"v": 1, "heartbeat": {"relay": "r1", "at_ms": 1_700_000_010_000_u64,
+                "checked_ms": 1_700_000_000_000_u64, "digest": "cbf29ce484222325", "records": 3,
+                "snapshot": {"id": "s9", "at_ms": 1_700_000_005_000_u64}}}),
+        ),
     ];
     for (record, want_key, want_body) in cases {
         let (key, bytes) = encode(&record);
@@ -148,6 +175,9 @@ const TEXT: &[(&str, &str, Option<&str>)] = &[
     ("marker without relay", r#"{"v":1,"snapshot":"s","phase":"start"}"#, Some("shape")),
     ("heartbeat not an object", r#"{"v":1,"heartbeat":"now"}"#, Some("shape")),
     ("heartbeat without digest", r#"{"v":1,"heartbeat":{"relay":"r","at_ms":1,"checked_ms":1,"records":0}}"#, Some("shape")),
+    ("heartbeat's snapshot not an object", r#"{"v":1,"heartbeat":{"relay":"r","at_ms":1,"checked_ms":1,"digest":"0","records":0,"snapshot":"s"}}"#, Some("shape")),
+    ("heartbeat's snapshot without at_ms", r#"{"v":1,"heartbeat":{"relay":"r","at_ms":1,"checked_ms":1,"digest":"0","records":0,"snapshot":{"id":"s"}}}"#, Some("shape")),
+    ("heartbeat's snapshot with an empty id", r#"{"v":1,"heartbeat":{"relay":"r","at_ms":1,"checked_ms":1,"digest":"0","records":0,"snapshot":{"id":"","at_ms":1}}}"#, Some("shape")),
     ("nothing we know", r#"{"v":1}"#, Some("shape")),
     ("a tombstone", r#"{"v":1,"kind":"ports","id":"p","rev":1,"deleted":true}"#, None),
     ("unknown fields are skipped", r#"{"v":1,"kind":"ports","id":"p","rev":1,"deleted":true,"x":[]}"#, None),

@@ -122,6 +122,13 @@ impl SnapshotParser {
         }
     }
 
+    /// Parses the next item of `resource`'s list: [`SnapshotParser::page`]
+    /// of one item, for a caller that holds the items apart (a relay-mode
+    /// agent's state) and would otherwise copy them into a page.
+    pub fn item(&mut self, resource: Resource, item: &Value) {
+        self.page(resource, std::slice::from_ref(item));
+    }
+
     /// The snapshot and the report. `sources` says which best-effort lists
     /// were fetched: a list that is not `ok` is `None` in the snapshot and
     /// leaves nothing in the report, even if pages of it were fed before

@@ -64,9 +64,23 @@ impl Harness {
     /// The example cloud and a relay on `schedule`, its first snapshot
     /// written.
     pub async fn start(schedule: Schedule) -> Harness {
+        let harness = Harness::spawn(schedule, Store::from_topology(&topology()).unwrap()).await;
+        harness
+            .wait_for("the first snapshot", |records| {
+                records.iter().any(
+                    |r| matches!(r, Record::Marker(m) if m.phase != lachesis_fleet::Phase::Start),
+                )
+            })
+            .await;
+        harness
+    }
+
+    /// A relay on `schedule` against a simulator serving `store`, just
+    /// started (nothing waited for).
+    pub async fn spawn(schedule: Schedule, store: Store) -> Harness {
         let (tx, events) = mpsc::unbounded_channel();
         let sim = lachesis_sim::start_with(
-            Store::from_topology(&topology()).unwrap(),
+            store,
             "127.0.0.1:0".parse().unwrap(),
             SimOptions {
                 channel: Some(ChannelTarget {
@@ -85,7 +99,7 @@ impl Harness {
         let relay = Relay::new(schedule, client, stream.clone(), metrics.clone());
         let cancel = CancellationToken::new();
         let relay = tokio::spawn(relay.run(inputs, cancel.clone()));
-        let harness = Harness {
+        Harness {
             sim,
             events,
             sink,
@@ -94,15 +108,7 @@ impl Harness {
             cancel,
             relay,
             http: reqwest::Client::new(),
-        };
-        harness
-            .wait_for("the first snapshot", |records| {
-                records.iter().any(
-                    |r| matches!(r, Record::Marker(m) if m.phase != lachesis_fleet::Phase::Start),
-                )
-            })
-            .await;
-        harness
+        }
     }
 
     /// Stops the relay and waits for it.

@@ -119,6 +119,100 @@ async fn the_first_snapshot_is_the_whole_cloud() {
     relay.stop().await;
 }
 
+/// The first sync is not written before its snapshot (a young stream
+/// would hold the cloud twice), and the heartbeats that follow name that
+/// snapshot, where a booting agent starts reading.
+#[tokio::test]
+async fn the_first_sync_is_written_once_and_heartbeats_name_its_snapshot() {
+    let relay = Harness::start(Schedule {
+        heartbeat_interval: Duration::from_millis(100),
+        ..schedule()
+    })
+    .await;
+    // The first sync is not written before its snapshot: apart from
+    // heartbeats, the stream begins with the start marker and holds each
+    // key once.
+    let records: Vec<Record> = relay
+        .stream
+        .decoded()
+        .into_iter()
+        .filter(|r| !matches!(r, Record::Heartbeat(_)))
+        .collect();
+    let Some(Record::Marker(start)) = records.first() else {
+        panic!("the stream begins with {:?}", records.first());
+    };
+    let mut keys = BTreeSet::new();
+    for record in &records {
+        if let Record::Entry(e) = record {
+            assert_eq!(e.snapshot.as_deref(), Some(start.snapshot.as_str()));
+            assert!(keys.insert(e.key.clone()), "{} written twice", e.key);
+        }
+    }
+    // A heartbeat after it names that snapshot, as written.
+    let named = |records: &[Record]| {
+        records.iter().find_map(|r| match r {
+            Record::Heartbeat(hb) => hb.snapshot.clone(),
+            _ => None,
+        })
+    };
+    relay
+        .wait_for("a heartbeat naming the snapshot", |records| {
+            named(records).is_some()
+        })
+        .await;
+    let named = named(&relay.stream.decoded()).unwrap();
+    assert_eq!(named.id, start.snapshot);
+    assert!(start.snapshot.starts_with(&format!("{}-", named.at_ms)));
+    relay.stop().await;
+}
+
+/// OpenStack refusing the first sync for longer than the snapshot
+/// interval: no snapshot is written (an agent's heal rule would remove
+/// everything it lacks), nor any record; once the sync succeeds, the
+/// first snapshot is the whole cloud.
+#[tokio::test]
+async fn no_snapshot_is_written_before_the_first_full_sync() {
+    let mut store = lachesis_sim::Store::from_topology(&topology()).unwrap();
+    store.add_fault(lachesis_sim::Fault {
+        endpoint: "ports".into(),
+        status: Some(500),
+        delay_ms: 0,
+        drop: false,
+        times: None,
+    });
+    let relay = Harness::spawn(
+        Schedule {
+            snapshot_interval: Duration::from_millis(100),
+            ..schedule()
+        },
+        store,
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while relay.metrics.value("syncs", "error") < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "two failed syncs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(relay.metrics.value("snapshots", ""), 0);
+    assert_eq!(relay.stream.decoded(), vec![], "nothing written");
+    relay.sim.with_store(lachesis_sim::Store::clear_faults);
+    relay
+        .wait_for("the first snapshot", |records| {
+            records
+                .iter()
+                .any(|r| matches!(r, Record::Marker(m) if m.phase != lachesis_fleet::Phase::Start))
+        })
+        .await;
+    let ports = relay
+        .stream
+        .decoded()
+        .into_iter()
+        .filter(|r| matches!(r, Record::Entry(e) if e.key.kind == Resource::Ports))
+        .count();
+    assert_eq!(ports, topology().ports.len());
+    relay.stop().await;
+}
+
 #[tokio::test]
 async fn a_notification_is_one_record_within_a_second_and_stale_payloads_are_dropped() {
     let mut relay = Harness::start(schedule()).await;
