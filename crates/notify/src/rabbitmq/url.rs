@@ -101,7 +101,7 @@ pub enum Problem {
     #[error("scheme {} is not rabbit or kombu (oslo.messaging) nor amqp or amqps", shown(.0.as_deref()))]
     Scheme(Option<String>),
     /// oslo's Kafka driver.
-    #[error("kafka:// is oslo.messaging's Kafka driver: configure notifications.kafka instead")]
+    #[error("kafka:// is not a RabbitMQ URL: Kafka notifications go under notifications.kafka, and fleet mode's state stream is a RabbitMQ stream only (docs/decisions/0009)")]
     Kafka,
     /// A fragment, which no broker URL has: most likely an unencoded `#`
     /// in a password.
@@ -689,7 +689,7 @@ mod tests {
             ("http://u:topsecret@h/", "scheme \"http\" is not rabbit or kombu (oslo.messaging) nor amqp or amqps"),
             ("rabbit+ssl://u:topsecret@h/", "scheme \"rabbit+ssl\" is not rabbit"),
             ("u:topsecret@h://x", "scheme (not shown) is not rabbit"),
-            ("kafka://h:9092/", "kafka:// is oslo.messaging's Kafka driver: configure notifications.kafka instead"),
+            ("kafka://h:9092/", "kafka:// is not a RabbitMQ URL: Kafka notifications go under notifications.kafka, and fleet mode's state stream is a RabbitMQ stream only (docs/decisions/0009)"),
             ("rabbit://", "no host"),
             ("rabbit://u:topsecret@/", "host 1 of 1: no host name or address"),
             ("rabbit://u:p@a,u:topsecret@h:99999/", "host 2 of 2: the port is not a number from 1 to 65535"),
