@@ -31,4 +31,4 @@ pub use record::{
     Marker, Phase, Record, SnapshotRef, VERSION,
 };
 pub use repair::{repair, vanished, Repair};
-pub use state::{Held, KindCount, Outcome, State};
+pub use state::{Body, Held, KindCount, Outcome, State};

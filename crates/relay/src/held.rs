@@ -130,7 +130,7 @@ impl Held {
                 held.body.as_ref().map(|body| Entry {
                     key: key.clone(),
                     rev: held.rev,
-                    body: Some(body.clone()),
+                    body: Some(body.value()),
                     snapshot: Some(id.clone()),
                 })
             })

@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use lachesis_fleet::Assembler;
-use lachesis_planner::{Plan, PlanOptions, SnapshotParser, SourceStatus, Sources};
+use lachesis_fleet::{Assembler, Body};
+use lachesis_planner::{Plan, PlanOptions, Resource, SnapshotParser, SourceStatus, Sources};
 use tokio::sync::watch;
 
 use super::plan_metrics::{PlanMetrics, PlanStep};
@@ -100,9 +100,8 @@ impl RelaySource {
         }
     }
 
-    /// Observes each sync's `fetch` (the wait for a planning thread) and
-    /// `plan` (parsing the assembled state, under its lock, and planning)
-    /// steps in `metrics`.
+    /// Observes each sync's `fetch` (copying the assembled state's compact
+    /// bodies) and `plan` (parsing them and planning) steps in `metrics`.
     #[must_use]
     pub fn with_step_metrics(mut self, metrics: PlanMetrics) -> Self {
         self.steps = metrics;
@@ -131,38 +130,35 @@ impl MetadataSource for RelaySource {
         options: PlanOptions,
     ) -> Result<Synced, SyncError> {
         let started = Instant::now();
-        if let Some(not_ready) = self.shared.with(|a| {
-            (!a.ready()).then(|| {
+        // The state's bodies are copied as the compact text they are held
+        // as (a fraction of their parsed size) under the lock, then parsed
+        // one at a time into the planner's parser, off the lock: never the
+        // whole state as JSON values at once.
+        let bodies: Vec<(Resource, Body)> = self.shared.with(|a| {
+            if !a.ready() {
                 let c = a.counts();
-                SyncError::NotReady(format!(
+                return Err(SyncError::NotReady(format!(
                     "{} snapshots incomplete, {} records ignored",
                     c.incomplete, c.ignored
-                ))
-            })
-        }) {
-            return Err(not_ready);
-        }
-        // The state is parsed where it is held, under the lock, item by
-        // item: no copy of its JSON (the largest thing a relay-mode agent
-        // holds). The stream task waits that long (tens of ms at 50 000
-        // resources) and reads on.
-        let shared = self.shared.clone();
-        let (synced, parse_and_plan) = plan_off_workers(previous, options, move || {
+                )));
+            }
+            Ok(a.state()
+                .iter()
+                .filter_map(|(key, held)| held.body.clone().map(|b| (key.kind, b)))
+                .collect())
+        })?;
+        let fetch = started.elapsed();
+        let (synced, plan) = plan_off_workers(previous, options, move || {
             let mut parser = SnapshotParser::new();
-            shared.with(|a| {
-                for (key, held) in a.state().iter() {
-                    if let Some(body) = &held.body {
-                        parser.item(key.kind, body);
-                    }
-                }
-            });
+            for (kind, body) in bodies {
+                parser.item(kind, &body.value());
+            }
             parser.finish(RELAYED)
         })
         .await?;
-        let fetch = started.elapsed().saturating_sub(parse_and_plan);
         self.steps.observe(PlanStep::Fetch, fetch);
-        self.steps.observe(PlanStep::Plan, parse_and_plan);
-        tracing::debug!(?fetch, ?parse_and_plan, "relay state planned");
+        self.steps.observe(PlanStep::Plan, plan);
+        tracing::debug!(?fetch, ?plan, "relay state planned");
         Ok(synced)
     }
 }

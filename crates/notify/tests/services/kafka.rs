@@ -250,6 +250,9 @@ async fn restart_resumes(
     assert_eq!(s.gap_kicks, 3);
 }
 
+/// Values of one key the compaction test writes.
+const COMPACT_VALUES: i64 = 50;
+
 /// The Kafka-protocol broker this tier runs (tansu 0.6, memory engine, the
 /// prebuilt binary `scripts/real-cloud` installs).
 fn tansu() -> std::path::PathBuf {
@@ -295,8 +298,7 @@ async fn the_tier_s_kafka_broker_keeps_the_old_values_of_a_compacted_topic() {
         .await
         .unwrap();
     // 50 values of one key, each its own batch (and past a 1 KiB segment).
-    const VALUES: usize = 50;
-    for i in 0..VALUES {
+    for i in 0..COMPACT_VALUES {
         let record = Record {
             key: Some(b"ports/p1".to_vec()),
             value: Some(
@@ -322,11 +324,11 @@ async fn the_tier_s_kafka_broker_keeps_the_old_values_of_a_compacted_topic() {
     // twice that.
     tokio::time::sleep(Duration::from_secs(30)).await;
     let (records, high) = pc.fetch_records(0, 1..10_000_000, 1_000).await.unwrap();
-    assert_eq!(high, VALUES as i64);
+    assert_eq!(high, COMPACT_VALUES);
     let kept: Vec<i64> = records.iter().map(|r| r.offset).collect();
     assert_eq!(
         kept,
-        (0..VALUES as i64).collect::<Vec<_>>(),
+        (0..COMPACT_VALUES).collect::<Vec<_>>(),
         "the broker compacted the topic: revisit docs/decisions/0009"
     );
 }
