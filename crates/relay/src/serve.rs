@@ -1,22 +1,25 @@
 //! `lachesis relay` as a process: the cloud resolved, the families
 //! registered, then the relay's loop, the configured notification
 //! consumers and the `/metrics` listener side by side until cancelled
-//! (no task is spawned: one `join!`, every part stops on the same token).
+//! (one `join!`, every part stops on the same token; the listener's
+//! connections are tasks it owns and stops).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use lachesis_notify::{KafkaConsumer, NotifyMetrics, RabbitMqConsumer, Transport};
 use lachesis_openstack::config::resolve_for_process;
 use lachesis_openstack::{ApiMetrics, Client};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::RelayConfig;
@@ -125,34 +128,57 @@ pub async fn serve<P: Publisher>(
     Ok(())
 }
 
-/// `/metrics` and `/healthz` until `cancel`; connections are served one
-/// after the other (a scraper's).
+/// Connections the metrics listener serves at once; one more is closed
+/// at accept. Prometheus keeps one open per server scraping (an HA pair:
+/// two), plus an operator's curl now and then.
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client may take to send its request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `/metrics` and `/healthz` until `cancel`. Each connection is served on
+/// its own task (a scraper keeps its connection open between scrapes, so
+/// serving them one after the other would leave every other client
+/// unanswered), at most [`MAX_CONNECTIONS`] at once; all stop with the
+/// listener.
 async fn listen(listener: TcpListener, registry: Arc<Registry>, cancel: CancellationToken) {
+    let mut connections = JoinSet::new();
     loop {
         let stream = tokio::select! {
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     tracing::debug!(error = %e, "metrics listener: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
         };
+        if connections.len() >= MAX_CONNECTIONS {
+            tracing::debug!(
+                max = MAX_CONNECTIONS,
+                "metrics listener: too many connections, closing a new one"
+            );
+            continue;
+        }
         let registry = registry.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
             let registry = registry.clone();
             async move { Ok::<_, Infallible>(answer(req.uri().path(), &registry)) }
         });
         let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
             .serve_connection(TokioIo::new(stream), service);
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            served = conn => if let Err(e) = served {
+        connections.spawn(async move {
+            if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "metrics listener: connection failed");
-            },
-        }
+            }
+        });
     }
+    connections.shutdown().await;
 }
 
 fn answer(path: &str, registry: &Registry) -> Response<Full<Bytes>> {
@@ -196,4 +222,53 @@ pub fn render(metrics: &RelayMetrics) -> String {
     let mut text = String::new();
     let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// One request on `conn`, kept open; the response's head.
+    async fn get(conn: &mut TcpStream) -> String {
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf))
+            .await
+            .expect("an answer within 5 s")
+            .unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    /// A scraper keeps its connection open between scrapes: a second
+    /// client (another Prometheus, an operator's curl) is answered all the
+    /// same.
+    #[tokio::test]
+    async fn a_kept_open_connection_does_not_hold_up_another_client() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(listen(
+            listener,
+            Arc::new(Registry::default()),
+            cancel.clone(),
+        ));
+        let mut first = TcpStream::connect(addr).await.unwrap();
+        assert!(get(&mut first).await.starts_with("HTTP/1.1 200"));
+        let mut second = TcpStream::connect(addr).await.unwrap();
+        assert!(get(&mut second).await.starts_with("HTTP/1.1 200"));
+        assert!(
+            get(&mut first).await.starts_with("HTTP/1.1 200"),
+            "the first connection is still served"
+        );
+        cancel.cancel();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the listener stops with its connections")
+            .unwrap();
+    }
 }
