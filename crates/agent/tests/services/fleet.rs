@@ -28,6 +28,9 @@
 //!    agent calls OpenStack; then OpenStack comes back.
 //! 9. A broker restart: the agents reconnect and a port made afterwards
 //!    reaches them, with no OpenStack request from an agent.
+//! 10. A real Prometheus, scraping the relay and the agents since phase 4,
+//!     answers every panel and variable of the fleet dashboard, and shows
+//!     on its panels each failure of 5-9.
 //!
 //! Phases 2-4 run with a relay whose digest is 10 minutes away, so every
 //! request in an event's window is the event's; the restarted relay digests
@@ -36,22 +39,24 @@
 //! The test's thread stays in the machine's namespace (simulator, relay,
 //! broker); each agent's namespace is held by a handle and entered by a
 //! helper thread for each thing done there (starting the agent, reading
-//! its listeners, traffic), the broker's port forwarded into it.
+//! its listeners, traffic), the broker's port forwarded into it and its
+//! metrics listener forwarded out of it for Prometheus.
 
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::agent::{
     assert_series_match, endpoints_map, has_mac, topology_head, traffic, Totals, TENANT_A, TENANT_B,
 };
-use common::relay::{write_config, Relay, StreamGuard, BROKER};
+use common::prometheus::{Dashboards, Prometheus};
+use common::relay::{one_request_per_connection, write_config, Relay, StreamGuard, BROKER};
 use common::{start_agent, Sim};
 use lachesis_lab::agent::{metric, Agent, AgentConfig, Tunables};
-use lachesis_lab::http::{free_port, get, Forwarder};
+use lachesis_lab::http::{forward, free_port, get, Forwarder};
 use lachesis_lab::netns::{Lab, Netns, Vm};
 use lachesis_lab::services::RABBITMQ_PORT;
 use lachesis_lab::traffic::counters;
@@ -223,6 +228,20 @@ impl Node {
             self.dir.path().join(log),
         );
         self.agent = self.ns.run(|| start_agent(&config, log));
+    }
+
+    /// Its metrics listener as a loopback port of the machine's namespace
+    /// (where Prometheus runs): each connection is made from a thread in
+    /// the agent's namespace. The thread lives as long as the test process.
+    fn exposed(&self) -> SocketAddr {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let target = self.metrics;
+        // Threads inherit the namespace of the thread that spawns them.
+        self.ns.run(move || {
+            std::thread::spawn(move || forward(&listener, target));
+        });
+        addr
     }
 
     /// Waits for `/readyz`, then finds its `endpoints` map; the time from
@@ -475,9 +494,10 @@ fn counted(node: &Node, round: u16) -> u64 {
 }
 
 /// The run's world: broker, simulator, relay and the agents so far.
-/// Dropped in the order of the fields: the agents and their labs, the
-/// relay, the stream, the simulator, then the broker.
+/// Dropped in the order of the fields: Prometheus, the agents and their
+/// labs, the relay, the stream, the simulator, then the broker.
 struct Rig {
+    prometheus: Option<Prometheus>,
     nodes: Vec<Node>,
     relay: Relay,
     metrics: SocketAddr,
@@ -503,6 +523,7 @@ impl Rig {
         let quiet = write_config(dir.path(), &sim, &stream, metrics, "10m");
         let relay = Relay::start(&quiet, dir.path().join("relay.log"), metrics);
         Rig {
+            prometheus: None,
             nodes: Vec::new(),
             relay,
             metrics,
@@ -534,6 +555,27 @@ impl Rig {
             let requests = cost.get(RELAY_CLIENT).map_or(0, |c| c.0);
             assert!(requests <= 2, "{what}: {requests} requests for one event");
         }
+    }
+
+    /// A real Prometheus scraping the relay (job `lachesis-relay`, as
+    /// deploy/prometheus's rules expect; a connection per scrape, so the
+    /// test's own reads of it are not kept waiting) and every agent (job
+    /// `lachesis`, each through a port forwarded out of its namespace),
+    /// from here on.
+    fn watch(&mut self) {
+        let agents: Vec<SocketAddr> = self.nodes.iter().map(Node::exposed).collect();
+        let prometheus = Prometheus::start_jobs(&[
+            ("lachesis", &agents),
+            (
+                "lachesis-relay",
+                &[one_request_per_connection(self.metrics)],
+            ),
+        ]);
+        // Its first scrapes come seconds after it is ready: the failures
+        // to come must find it scraping.
+        let every = AGENTS + 1;
+        prometheus.wait_for(&format!("count(up == 1) == {every}"), |r| !r.is_empty());
+        self.prometheus = Some(prometheus);
     }
 
     /// 5. The relay killed: counting goes on, the age rises, nobody asks
@@ -802,16 +844,70 @@ impl Rig {
             );
         }
     }
+
+    /// 10. The fleet dashboard (deploy/grafana, tagged `fleet`) against
+    ///     what Prometheus scraped: every panel query and variable returns
+    ///     data, and the failures of 5-9 show on the panels docs/fleet.md
+    ///     "When something fails" names.
+    fn dashboard(&self) {
+        let prometheus = self.prometheus.as_ref().expect("watched");
+        let started = Instant::now();
+        Dashboards::Fleet.hold(prometheus);
+        let shown = [
+            (
+                "the relay killed",
+                "Relays up",
+                r#"min_over_time(up{job="lachesis-relay"}[10m]) == 0"#.to_owned(),
+            ),
+            (
+                "a lost notification",
+                "What digests and resyncs repaired",
+                r#"increase(lachesis_relay_repaired_total{action="get"}[10m]) > 0"#.to_owned(),
+            ),
+            (
+                "a lost delete",
+                "What digests and resyncs repaired",
+                r#"increase(lachesis_relay_repaired_total{action="tombstone"}[10m]) > 0"#
+                    .to_owned(),
+            ),
+            (
+                "OpenStack unreachable",
+                "OpenStack and stream errors",
+                "increase(lachesis_relay_openstack_errors_total[10m]) > 0".to_owned(),
+            ),
+            (
+                "the broker restarted (every node)",
+                "Stream connected per node",
+                format!("count(min_over_time(lachesis_stream_connected[10m]) == 0) == {AGENTS}"),
+            ),
+        ];
+        let panels: Vec<String> = Dashboards::Fleet
+            .queries()
+            .into_iter()
+            .map(|(_, panel, _)| panel)
+            .collect();
+        for (failure, panel, expr) in shown {
+            assert!(panels.iter().any(|p| p == panel), "no panel {panel:?}");
+            eprintln!("{failure} on the fleet dashboard's {panel:?}: {expr}");
+            prometheus.wait_for(&expr, |r| !r.is_empty());
+        }
+        eprintln!(
+            "the fleet dashboard's panels, variables and failures held in {:?}",
+            started.elapsed()
+        );
+    }
 }
 
 #[test]
 fn five_agents_follow_one_relay_and_openstack_does_not_see_them() {
     let mut rig = Rig::new();
     rig.scale();
+    rig.watch();
     rig.relay_outage();
     rig.lost_notification();
     rig.lost_delete();
     rig.restart_without_openstack();
     rig.broker_restart();
+    rig.dashboard();
     only_the_relay(&load(&rig.sim), "the whole run");
 }
