@@ -2,6 +2,7 @@
 //! simulator as a child process, fault injection, clouds.yaml and fixtures.
 
 pub mod agent;
+pub mod prometheus;
 pub mod relay;
 
 use std::io::{BufRead as _, BufReader};

@@ -20,32 +20,43 @@
 //!    the relay restarted: every agent converges on a port made meanwhile.
 //! 6. A `port.create.end` the simulator drops is healed by the relay's
 //!    digest (every 2 s from the restart on).
-//! 7. A broker restart: the agents reconnect and a port made afterwards
+//! 7. A `port.delete.end` the simulator drops: the digest's tombstone takes
+//!    the port's MAC out of every agent's map.
+//! 8. OpenStack unreachable (every API connection closed unanswered): an
+//!    agent killed and its state file removed boots from the stream alone
+//!    (ready, not degraded, a port made while it was down in its map), no
+//!    agent calls OpenStack; then OpenStack comes back.
+//! 9. A broker restart: the agents reconnect and a port made afterwards
 //!    reaches them, with no OpenStack request from an agent.
+//! 10. A real Prometheus, scraping the relay and the agents since phase 4,
+//!     answers every panel and variable of the fleet dashboard, and shows
+//!     on its panels each failure of 5-9.
 //!
 //! Phases 2-4 run with a relay whose digest is 10 minutes away, so every
 //! request in an event's window is the event's; the restarted relay digests
-//! every 2 s for phase 6.
+//! every 2 s for phases 6-8.
 //!
 //! The test's thread stays in the machine's namespace (simulator, relay,
 //! broker); each agent's namespace is held by a handle and entered by a
 //! helper thread for each thing done there (starting the agent, reading
-//! its listeners, traffic), the broker's port forwarded into it.
+//! its listeners, traffic), the broker's port forwarded into it and its
+//! metrics listener forwarded out of it for Prometheus.
 
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::agent::{
     assert_series_match, endpoints_map, has_mac, topology_head, traffic, Totals, TENANT_A, TENANT_B,
 };
-use common::relay::{write_config, Relay, StreamGuard, BROKER};
+use common::prometheus::{Dashboards, Prometheus};
+use common::relay::{one_request_per_connection, write_config, Relay, StreamGuard, BROKER};
 use common::{start_agent, Sim};
 use lachesis_lab::agent::{metric, Agent, AgentConfig, Tunables};
-use lachesis_lab::http::{free_port, get, Forwarder};
+use lachesis_lab::http::{forward, free_port, get, Forwarder};
 use lachesis_lab::netns::{Lab, Netns, Vm};
 use lachesis_lab::services::RABBITMQ_PORT;
 use lachesis_lab::traffic::counters;
@@ -147,7 +158,8 @@ struct Node {
     vms: Vec<Vm>,
     lab: Option<Lab>,
     ns: Netns,
-    _dir: tempfile::TempDir,
+    /// Its configuration, state file and logs.
+    dir: tempfile::TempDir,
 }
 
 impl Node {
@@ -196,14 +208,54 @@ impl Node {
             vms,
             lab: Some(lab),
             ns,
-            _dir: dir,
+            dir,
         }
     }
 
-    /// Waits for `/readyz`, then finds its `endpoints` map.
-    fn ready(&mut self) {
-        self.ns.run(|| self.agent.wait_ready(self.metrics));
+    /// SIGKILL, and its state file removed: a restart has nothing to boot
+    /// degraded from.
+    fn kill_and_forget(&mut self) {
+        let _ = self.agent.child.kill();
+        let _ = self.agent.child.wait();
+        std::fs::remove_file(self.dir.path().join("state.json")).expect("its state file");
+    }
+
+    /// Starts it again on its configuration (not waited for); `log` names
+    /// the new standard-error file.
+    fn restart(&mut self, log: &str) {
+        let (config, log) = (
+            self.dir.path().join("lachesis.yaml"),
+            self.dir.path().join(log),
+        );
+        self.agent = self.ns.run(|| start_agent(&config, log));
+    }
+
+    /// Its metrics listener as a loopback port of the machine's namespace
+    /// (where Prometheus runs): each connection is made from a thread in
+    /// the agent's namespace. The thread lives as long as the test process.
+    fn exposed(&self) -> SocketAddr {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let target = self.metrics;
+        // Threads inherit the namespace of the thread that spawns them.
+        self.ns.run(move || {
+            std::thread::spawn(move || forward(&listener, target));
+        });
+        addr
+    }
+
+    /// Waits for `/readyz`, then finds its `endpoints` map; the time from
+    /// its start.
+    fn ready(&mut self) -> Duration {
+        let took = self.ns.run(|| {
+            self.agent.wait_ready_polling(
+                self.metrics,
+                Duration::from_millis(20),
+                Duration::from_mins(1),
+            )
+        });
         self.map = endpoints_map(&self.bpffs);
+        took
     }
 
     fn metric(&self, series: &str) -> Option<f64> {
@@ -442,9 +494,10 @@ fn counted(node: &Node, round: u16) -> u64 {
 }
 
 /// The run's world: broker, simulator, relay and the agents so far.
-/// Dropped in reverse order of the fields: agents and their labs, the
-/// relay, the stream, the simulator, then the broker.
+/// Dropped in the order of the fields: Prometheus, the agents and their
+/// labs, the relay, the stream, the simulator, then the broker.
 struct Rig {
+    prometheus: Option<Prometheus>,
     nodes: Vec<Node>,
     relay: Relay,
     metrics: SocketAddr,
@@ -470,6 +523,7 @@ impl Rig {
         let quiet = write_config(dir.path(), &sim, &stream, metrics, "10m");
         let relay = Relay::start(&quiet, dir.path().join("relay.log"), metrics);
         Rig {
+            prometheus: None,
             nodes: Vec::new(),
             relay,
             metrics,
@@ -501,6 +555,27 @@ impl Rig {
             let requests = cost.get(RELAY_CLIENT).map_or(0, |c| c.0);
             assert!(requests <= 2, "{what}: {requests} requests for one event");
         }
+    }
+
+    /// A real Prometheus scraping the relay (job `lachesis-relay`, as
+    /// deploy/prometheus's rules expect; a connection per scrape, so the
+    /// test's own reads of it are not kept waiting) and every agent (job
+    /// `lachesis`, each through a port forwarded out of its namespace),
+    /// from here on.
+    fn watch(&mut self) {
+        let agents: Vec<SocketAddr> = self.nodes.iter().map(Node::exposed).collect();
+        let prometheus = Prometheus::start_jobs(&[
+            ("lachesis", &agents),
+            (
+                "lachesis-relay",
+                &[one_request_per_connection(self.metrics)],
+            ),
+        ]);
+        // Its first scrapes come seconds after it is ready: the failures
+        // to come must find it scraping.
+        let every = AGENTS + 1;
+        prometheus.wait_for(&format!("count(up == 1) == {every}"), |r| !r.is_empty());
+        self.prometheus = Some(prometheus);
     }
 
     /// 5. The relay killed: counting goes on, the age rises, nobody asks
@@ -593,7 +668,148 @@ impl Rig {
         assert!(repaired >= Some(1.0), "repaired: {repaired:?}");
     }
 
-    /// 7. A broker restart: the agents resume, still without OpenStack.
+    /// 7. A lost delete: the port of phase 6 deleted with its
+    ///    `port.delete.end` dropped; the digest's tombstone takes its MAC
+    ///    out of every kernel map (after the agents' 1 s ghost grace).
+    fn lost_delete(&self) {
+        let fault = r#"{"notification_faults": {"rules": [{"event_type": "port.delete.end", "probability": 1.0, "action": "drop"}]}}"#;
+        ok(
+            self.sim.control("PUT", "/sim/settings", fault),
+            "fault injection",
+        );
+        let dropped_before = self.dropped_notifications();
+        let deleted = Instant::now();
+        ok(
+            self.sim.control("DELETE", "/sim/ports/p-dropped", ""),
+            "delete a port",
+        );
+        until_all(
+            &self.nodes,
+            "delete dropped → tombstoned by the digest",
+            deleted,
+            Duration::from_secs(10),
+            |n| !has_mac(&n.map, "fa:16:3e:e3:00:01"),
+        );
+        let no_faults = r#"{"notification_faults": {"rules": []}}"#;
+        ok(
+            self.sim.control("PUT", "/sim/settings", no_faults),
+            "clearing the faults",
+        );
+        assert_eq!(
+            self.dropped_notifications(),
+            dropped_before + 1,
+            "the simulator dropped the port.delete.end"
+        );
+        let tombstones = metric(
+            self.relay.metrics,
+            "lachesis_relay_repaired_total{action=\"tombstone\"}",
+        );
+        eprintln!("the relay's digest repairs by tombstone: {tombstones:?}");
+        assert!(tombstones >= Some(1.0), "tombstones: {tombstones:?}");
+    }
+
+    /// `notifications.dropped` of `/sim/stats`.
+    fn dropped_notifications(&self) -> u64 {
+        let (_, body) = get(self.sim.addr.parse().unwrap(), "/sim/stats").expect("GET /sim/stats");
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        stats["notifications"]["dropped"].as_u64().unwrap()
+    }
+
+    /// 8. OpenStack unreachable (the simulator closes every API connection
+    ///    unanswered), the relay failing its digests: agent 1 killed, its
+    ///    state file removed, restarted, boots from the stream alone — ready,
+    ///    not degraded, its map holding a port made while it was down (whole
+    ///    in its notification, so the relay needs no GET for it). No agent
+    ///    calls OpenStack; then OpenStack comes back and the relay's digest
+    ///    succeeds again.
+    fn restart_without_openstack(&mut self) {
+        const NODE: usize = 1;
+        const MAC: &str = "fa:16:3e:e5:00:01";
+        let errors = |relay: &Relay| {
+            metric(relay.metrics, "lachesis_relay_openstack_errors_total").expect("relay errors")
+        };
+        let before = errors(&self.relay);
+        ok(
+            self.sim
+                .control("PUT", "/sim/faults", r#"{"endpoint": "*", "drop": true}"#),
+            "OpenStack unreachable",
+        );
+        let cut = Instant::now();
+        while errors(&self.relay) <= before {
+            assert!(
+                cut.elapsed() < Duration::from_secs(10),
+                "the relay never failed to reach OpenStack; its log:\n{}",
+                self.relay.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "OpenStack unreachable: the relay's first failure after {:?}",
+            cut.elapsed()
+        );
+        let at_cut = load(&self.sim);
+        self.nodes[NODE].kill_and_forget();
+        let made = Instant::now();
+        create_port(&self.sim, "p-offline", MAC, "10.88.0.233");
+        let node = &mut self.nodes[NODE];
+        node.restart("agent-restarted.log");
+        let ready = node.ready();
+        eprintln!("agent {NODE} restarted without OpenStack or its state file: ready in {ready:?}");
+        assert_eq!(node.metric("lachesis_degraded"), Some(0.0), "agent {NODE}");
+        let complete = node.metric("lachesis_stream_snapshots_total{outcome=\"complete\"}");
+        assert!(
+            complete >= Some(1.0),
+            "agent {NODE} ready before a complete snapshot: {complete:?}"
+        );
+        for vm in &node.vms {
+            assert!(
+                has_mac(&node.map, &vm.mac.to_string()),
+                "agent {NODE}: {}",
+                vm.mac
+            );
+        }
+        assert!(
+            !has_mac(&node.map, "fa:16:3e:e3:00:01"),
+            "agent {NODE} has the port phase 7 deleted"
+        );
+        in_every_map(
+            &self.nodes,
+            MAC,
+            "a port made with OpenStack unreachable → every map (agent 1's restarted meanwhile)",
+            made,
+            Duration::from_secs(15),
+        );
+        let during = added(&at_cut, &load(&self.sim));
+        eprintln!("OpenStack load while unreachable: {during:?}");
+        only_the_relay(&during, "OpenStack unreachable");
+        let restored = Instant::now();
+        ok(
+            self.sim.control("DELETE", "/sim/faults", ""),
+            "OpenStack back",
+        );
+        let digests_ok = |relay: &Relay| {
+            metric(
+                relay.metrics,
+                "lachesis_relay_digests_total{outcome=\"ok\"}",
+            )
+            .unwrap_or(0.0)
+        };
+        let digests = digests_ok(&self.relay);
+        while digests_ok(&self.relay) <= digests {
+            assert!(
+                restored.elapsed() < Duration::from_secs(30),
+                "no digest succeeded after OpenStack came back; the relay's log:\n{}",
+                self.relay.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "OpenStack back: a digest succeeded after {:?}",
+            restored.elapsed()
+        );
+    }
+
+    /// 9. A broker restart: the agents resume, still without OpenStack.
     fn broker_restart(&self) {
         let (sim, nodes) = (&self.sim, &self.nodes);
         let at_stop = load(sim);
@@ -628,14 +844,70 @@ impl Rig {
             );
         }
     }
+
+    /// 10. The fleet dashboard (deploy/grafana, tagged `fleet`) against
+    ///     what Prometheus scraped: every panel query and variable returns
+    ///     data, and the failures of 5-9 show on the panels docs/fleet.md
+    ///     "When something fails" names.
+    fn dashboard(&self) {
+        let prometheus = self.prometheus.as_ref().expect("watched");
+        let started = Instant::now();
+        Dashboards::Fleet.hold(prometheus);
+        let shown = [
+            (
+                "the relay killed",
+                "Relays up",
+                r#"min_over_time(up{job="lachesis-relay"}[10m]) == 0"#.to_owned(),
+            ),
+            (
+                "a lost notification",
+                "What digests and resyncs repaired",
+                r#"increase(lachesis_relay_repaired_total{action="get"}[10m]) > 0"#.to_owned(),
+            ),
+            (
+                "a lost delete",
+                "What digests and resyncs repaired",
+                r#"increase(lachesis_relay_repaired_total{action="tombstone"}[10m]) > 0"#
+                    .to_owned(),
+            ),
+            (
+                "OpenStack unreachable",
+                "OpenStack and stream errors",
+                "increase(lachesis_relay_openstack_errors_total[10m]) > 0".to_owned(),
+            ),
+            (
+                "the broker restarted (every node)",
+                "Stream connected per node",
+                format!("count(min_over_time(lachesis_stream_connected[10m]) == 0) == {AGENTS}"),
+            ),
+        ];
+        let panels: Vec<String> = Dashboards::Fleet
+            .queries()
+            .into_iter()
+            .map(|(_, panel, _)| panel)
+            .collect();
+        for (failure, panel, expr) in shown {
+            assert!(panels.iter().any(|p| p == panel), "no panel {panel:?}");
+            eprintln!("{failure} on the fleet dashboard's {panel:?}: {expr}");
+            prometheus.wait_for(&expr, |r| !r.is_empty());
+        }
+        eprintln!(
+            "the fleet dashboard's panels, variables and failures held in {:?}",
+            started.elapsed()
+        );
+    }
 }
 
 #[test]
 fn five_agents_follow_one_relay_and_openstack_does_not_see_them() {
     let mut rig = Rig::new();
     rig.scale();
+    rig.watch();
     rig.relay_outage();
     rig.lost_notification();
+    rig.lost_delete();
+    rig.restart_without_openstack();
     rig.broker_restart();
+    rig.dashboard();
     only_the_relay(&load(&rig.sim), "the whole run");
 }
