@@ -3,8 +3,7 @@
 //! simulator's own lists, the clock records carry, the run's stream.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -72,47 +71,6 @@ impl Drop for Relay {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// The relay's `listen.metrics` behind a loopback port of the caller's
-/// namespace where each connection carries one request, sent on as
-/// `Connection: close`. The relay serves its connections one after the
-/// other, so a Prometheus holding its scrape connection open would keep
-/// every other reader (the test's own) waiting; with this in between,
-/// Prometheus connects anew for each scrape. The forwarding thread lives
-/// as long as the test process.
-pub fn one_request_per_connection(metrics: SocketAddr) -> SocketAddr {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let _ = pass_one(&client, metrics);
-            });
-        }
-    });
-    addr
-}
-
-/// One request head of `client` (a GET: no body) to `server`, made
-/// `Connection: close`, and the whole answer back; then `client` closes.
-fn pass_one(client: &TcpStream, server: SocketAddr) -> std::io::Result<()> {
-    let mut head = String::new();
-    let mut reader = BufReader::new(client);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" {
-            break;
-        }
-        if !line.to_ascii_lowercase().starts_with("connection:") {
-            head.push_str(&line);
-        }
-    }
-    head.push_str("Connection: close\r\n\r\n");
-    let mut upstream = TcpStream::connect(server)?;
-    upstream.write_all(head.as_bytes())?;
-    std::io::copy(&mut upstream, &mut &*client)?;
-    Ok(())
 }
 
 /// The relay's configuration for `stream`, against `sim`'s `sim` cloud,

@@ -53,7 +53,7 @@ use common::agent::{
     assert_series_match, endpoints_map, has_mac, topology_head, traffic, Totals, TENANT_A, TENANT_B,
 };
 use common::prometheus::{Dashboards, Prometheus};
-use common::relay::{one_request_per_connection, write_config, Relay, StreamGuard, BROKER};
+use common::relay::{write_config, Relay, StreamGuard, BROKER};
 use common::{start_agent, Sim};
 use lachesis_lab::agent::{metric, Agent, AgentConfig, Tunables};
 use lachesis_lab::http::{forward, free_port, get, Forwarder};
@@ -558,19 +558,15 @@ impl Rig {
     }
 
     /// A real Prometheus scraping the relay (job `lachesis-relay`, as
-    /// deploy/prometheus's rules expect; a connection per scrape, so the
-    /// test's own reads of it are not kept waiting) and every agent (job
+    /// deploy/prometheus's rules expect; it keeps its scrape connection
+    /// open, and the test's own reads of the relay are answered beside it)
+    /// and every agent (job
     /// `lachesis`, each through a port forwarded out of its namespace),
     /// from here on.
     fn watch(&mut self) {
         let agents: Vec<SocketAddr> = self.nodes.iter().map(Node::exposed).collect();
-        let prometheus = Prometheus::start_jobs(&[
-            ("lachesis", &agents),
-            (
-                "lachesis-relay",
-                &[one_request_per_connection(self.metrics)],
-            ),
-        ]);
+        let prometheus =
+            Prometheus::start_jobs(&[("lachesis", &agents), ("lachesis-relay", &[self.metrics])]);
         // Its first scrapes come seconds after it is ready: the failures
         // to come must find it scraping.
         let every = AGENTS + 1;
