@@ -9,10 +9,12 @@
 //!   than two heartbeat intervals, so a heartbeat is there to read); the
 //!   first heartbeat naming a snapshot, while no snapshot start has been
 //!   read, moves it to that snapshot's start ([`POINTER_MARGIN`] earlier,
-//!   for the relay's and the broker's clocks). A probe that reads no such
-//!   heartbeat, or a pointer that leads to no snapshot start, within
-//!   [`SEEK_WAIT`] falls back to `now - metadata.lookback` (more than two
-//!   of the relay's snapshot intervals back).
+//!   for the relay's and the broker's clocks); a heartbeat that names none
+//!   (an older relay's, or one not done with its first snapshot) moves it
+//!   to `now - metadata.lookback` (more than two of the relay's snapshot
+//!   intervals back) at once. A probe that reads no heartbeat, or a
+//!   pointer that leads to no snapshot start, within [`SEEK_WAIT`] falls
+//!   back to the lookback too.
 //! - After the last offset read at every reconnection (with the process's
 //!   one backoff, 1 s … 30 s).
 //! - Each delivery: decoded (an undecodable record is counted by reason
@@ -178,6 +180,15 @@ enum Seek {
     Lookback,
     /// The stream's first record.
     First,
+}
+
+/// A heartbeat read before any snapshot start: the snapshot it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    /// The newest snapshot its relay wrote began at this time.
+    Snapshot(u64),
+    /// None (an older relay, or one not done with its first snapshot).
+    NoSnapshot,
 }
 
 /// How one subscription ended.
@@ -361,10 +372,10 @@ impl StateStream {
                 delivery = reader.next() => match delivery {
                     Ok(d) => {
                         progress.reading_since.get_or_insert_with(Instant::now);
-                        if let Some(at_ms) = self.delivery(&d, &mut progress.warned) {
-                            if progress.seek == Seek::Probe && self.shared.reset_unless_ready() {
-                                debug!(at_ms, "a heartbeat names the newest snapshot: reading from its start");
-                                return Ended::Seek(Seek::Pointer(at_ms));
+                        let heard = self.delivery(&d, &mut progress.warned);
+                        if let (Some(pointer), Seek::Probe) = (heard, progress.seek) {
+                            if self.shared.reset_unless_ready() {
+                                return Ended::Seek(self.pointed(pointer));
                             }
                         }
                     }
@@ -396,10 +407,30 @@ impl StateStream {
         }
     }
 
+    /// Where a probe goes after a heartbeat read before any snapshot
+    /// start: to the snapshot it names, or (a relay that names none: an
+    /// older relay, or one that has not written its first snapshot yet)
+    /// `metadata.lookback` back at once.
+    fn pointed(&self, heard: Heard) -> Seek {
+        match heard {
+            Heard::Snapshot(at_ms) => {
+                debug!(
+                    at_ms,
+                    "a heartbeat names the newest snapshot: reading from its start"
+                );
+                Seek::Pointer(at_ms)
+            }
+            Heard::NoSnapshot => {
+                info!(lookback = ?self.lookback,
+                    "a relay heartbeat names no snapshot: reading metadata.lookback back");
+                Seek::Lookback
+            }
+        }
+    }
+
     /// One record through decode, the assembler, the metrics and kicks.
-    /// Returns when the newest snapshot a heartbeat names began, if it
-    /// was one and named one, and no snapshot start has been read yet.
-    fn delivery(&self, d: &Delivery, warned: &mut BTreeSet<&'static str>) -> Option<u64> {
+    /// For a heartbeat read before any snapshot start, what it names.
+    fn delivery(&self, d: &Delivery, warned: &mut BTreeSet<&'static str>) -> Option<Heard> {
         self.metrics
             .offset
             .set(i64::try_from(d.offset).unwrap_or(i64::MAX));
@@ -471,9 +502,11 @@ impl StateStream {
             StreamMetrics::count(&self.metrics.records, "outcome", outcome);
         }
         match &record {
-            Record::Heartbeat(hb) if !self.shared.with(|a| a.started()) => {
-                hb.snapshot.as_ref().map(|s| s.at_ms)
-            }
+            Record::Heartbeat(hb) if !self.shared.with(|a| a.started()) => Some(
+                hb.snapshot
+                    .as_ref()
+                    .map_or(Heard::NoSnapshot, |s| Heard::Snapshot(s.at_ms)),
+            ),
             _ => None,
         }
     }
@@ -663,12 +696,18 @@ mod tests {
             Some((opened + SEEK_WAIT, Seek::Lookback))
         );
 
-        assert_eq!(task.delivery(&delivery(0, &beat(None)), &mut warned), None);
+        assert_eq!(
+            task.delivery(&delivery(0, &beat(None)), &mut warned),
+            Some(Heard::NoSnapshot),
+            "a heartbeat naming no snapshot, before any start"
+        );
+        assert_eq!(task.pointed(Heard::NoSnapshot), Seek::Lookback);
         assert_eq!(
             task.delivery(&delivery(1, &beat(Some(at))), &mut warned),
-            Some(at),
+            Some(Heard::Snapshot(at)),
             "a heartbeat naming a snapshot, before any start"
         );
+        assert_eq!(task.pointed(Heard::Snapshot(at)), Seek::Pointer(at));
         task.delivery(&delivery(2, &marker(Phase::Start)), &mut warned);
         assert_eq!(
             task.delivery(&delivery(3, &beat(Some(at))), &mut warned),
