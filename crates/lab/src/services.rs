@@ -93,6 +93,41 @@ impl Services {
         pair
     }
 
+    /// `rabbitmqctl args…` against the tier's first `RabbitMQ` node
+    /// (`scripts/real-cloud rabbitmqctl`), failing loudly. For users and
+    /// permissions of a test's own, which it removes.
+    pub fn rabbitmqctl(&self, args: &[&str]) {
+        if let Err(e) = self.try_rabbitmqctl(args) {
+            panic!("rabbitmqctl {args:?} failed\n{e}");
+        }
+    }
+
+    /// [`Services::rabbitmqctl`], its failure returned (for clean-ups).
+    ///
+    /// # Errors
+    /// What the command printed, when it could not run or failed.
+    pub fn try_rabbitmqctl(&self, args: &[&str]) -> Result<String, String> {
+        let out = self
+            .netns
+            .run(|| {
+                Command::new("bash")
+                    .arg(script())
+                    .arg("rabbitmqctl")
+                    .args(args)
+                    .output()
+            })
+            .map_err(|e| format!("cannot run {} rabbitmqctl: {e}", script()))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "--- stdout\n{}\n--- stderr\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
     /// Only the Kafka-protocol broker, with the `notifications.info` topic.
     #[must_use]
     pub fn kafka() -> Self {

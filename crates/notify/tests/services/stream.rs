@@ -254,3 +254,131 @@ async fn a_broker_restart_loses_nothing_confirmed_and_a_reader_resumes_exactly()
     assert_increasing(&everything);
     f.delete().await;
 }
+
+/// The words of one shell command line, single quotes honoured (the
+/// `rabbitmqctl` lines of docs/fleet.md).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    out.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            c => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(word);
+    }
+    out
+}
+
+/// docs/fleet.md "Broker permissions", run as written (users and stream
+/// renamed to this run's own): with them the relay declares the stream and
+/// writes it but cannot read it; an agent reads it but can neither write
+/// nor declare it, and before the relay has created it is told that the
+/// relay creates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_permissions_let_the_relay_write_and_the_agents_only_read() {
+    common::logs();
+    let broker = lachesis_lab::Services::rabbitmq();
+    let stream = name("perms");
+    let (relay, agent) = (name("relay"), name("agent"));
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fleet.md"))
+        .unwrap();
+    let section = doc
+        .split("### Broker permissions")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("docs/fleet.md has a Broker permissions section");
+    let commands: Vec<Vec<String>> = section
+        .lines()
+        .filter(|l| l.starts_with("rabbitmqctl "))
+        .map(|l| {
+            let line = l
+                .replace("lachesis-relay", &relay)
+                .replace("lachesis-agent", &agent)
+                .replace("lachesis\\.state", &stream.replace('-', "\\-"))
+                .replace('…', "s3cret");
+            words(&line)[1..].to_vec()
+        })
+        .collect();
+    assert_eq!(
+        commands.len(),
+        4,
+        "two users, two permission sets: {commands:?}"
+    );
+    let _users = Users {
+        broker: &broker,
+        names: [relay.clone(), agent.clone()],
+    };
+    for args in &commands {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        broker.rabbitmqctl(&args);
+    }
+    let as_user = |user: &str| config_as(&format!("{user}:s3cret"), &stream);
+
+    // Before the relay: the agent is told the relay creates the stream.
+    let e = StreamReader::open(&as_user(&agent), Start::First)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, StreamError::MissingStream { .. }),
+        "an agent before any relay: {e:?}"
+    );
+    // The relay declares and writes.
+    let writer = StreamWriter::open(&as_user(&relay)).await.unwrap();
+    publish(&writer, &records(0, 10), 10).await;
+    // The agent reads, and may not write.
+    let mut reader = StreamReader::open(&as_user(&agent), Start::First)
+        .await
+        .unwrap();
+    assert_eq!(
+        read(&mut reader, 10, Duration::from_secs(10)).await.len(),
+        10
+    );
+    let refused = StreamWriter::open(&as_user(&agent)).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("refused") || refused.to_string().contains("ACCESS_REFUSED"),
+        "an agent's write: {refused}"
+    );
+    // The relay may not read.
+    let refused = StreamReader::open(&as_user(&relay), Start::First)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("refused") || refused.to_string().contains("ACCESS_REFUSED"),
+        "the relay's read: {refused}"
+    );
+    drop((reader, writer));
+    delete(&stream).await;
+}
+
+/// The test's broker users, deleted however the test ends.
+struct Users<'a> {
+    broker: &'a lachesis_lab::Services,
+    names: [String; 2],
+}
+
+impl Drop for Users<'_> {
+    fn drop(&mut self) {
+        for user in &self.names {
+            if let Err(e) = self.broker.try_rabbitmqctl(&["delete_user", user]) {
+                eprintln!("could not delete broker user {user}: {e}");
+            }
+        }
+    }
+}
