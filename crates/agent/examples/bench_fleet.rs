@@ -13,12 +13,13 @@
 //!
 //! Scenarios, for each K: the fleet's boot (every agent's cold sync); idle
 //! for one reconcile interval; one port created; one router interface
-//! added; a burst of 100 ports created; a broker restart. For each: the
-//! simulator's requests and response bytes per agent and for the fleet
-//! (`/sim/stats` by client), the time until every agent's committed plan
-//! equals the plan a reference client syncs after the change (for the
-//! broker restart: until every agent has made a pass since), and each
-//! agent's peak resident set. A table, then one JSON line. Nothing is
+//! added; a burst of 100 ports created; in relay mode, a port whose
+//! notification is lost, healed by the relay's digest; a broker restart.
+//! For each: the simulator's requests and response bytes per agent and
+//! for the fleet (`/sim/stats` by client), the time until every agent's
+//! committed plan equals the plan a reference client syncs after the
+//! change (for the broker restart: until every agent has made a pass
+//! since), and each agent's peak resident set. A table, then one JSON line. Nothing is
 //! asserted on time; the exit status is 1 when a fleet did not converge.
 //!
 //! `cargo run --release -p lachesis-agent --example bench_fleet [K …]`
@@ -1276,6 +1277,32 @@ async fn measure(
     let at = run.at("burst of 100 ports", BURST, started);
     run.record(&at, done, &mut fleet);
 
+    // Relay mode: a port whose `port.create.end` the simulator drops,
+    // healed by the relay's digest (asked for as after a notification
+    // gap: it starts 1 s later, `GAP_DIGEST_DELAY`). Held: from asking
+    // until every agent holds the port.
+    if let Some(relay) = run.relay.as_mut() {
+        let drop = |event: Option<&str>| {
+            let rules: Vec<serde_json::Value> = event
+                .map(|e| serde_json::json!({"event_type": e, "probability": 1.0, "action": "drop"}))
+                .into_iter()
+                .collect();
+            serde_json::json!({"notification_faults": {"rules": rules}}).to_string()
+        };
+        control(&http, sim, "PUT", "settings", drop(Some("port.create.end"))).await;
+        let n = PORTS.fetch_add(1, Ordering::Relaxed) as usize;
+        control(&http, sim, "POST", "ports", new_port(&template, n)).await;
+        control(&http, sim, "PUT", "settings", drop(None)).await;
+        let want = reference(reference_source).await;
+        take_stats(sim, k);
+        let started = unix_ms();
+        relay.digest();
+        let done = fleet.converge(Some(want), None);
+        quiesce(sim, Duration::from_secs(3));
+        let at = run.at("lost notification, digest", 1, started);
+        run.record(&at, done, &mut fleet);
+    }
+
     // A broker restart: every consumer reconnects. Direct: each agent
     // covers the gap within the spread (until every one made a pass).
     // Relay: the relay covers it with one digest; each agent reads the
@@ -1392,6 +1419,7 @@ fn json_key(scenario: &str) -> &'static str {
         s if s.starts_with("one port") => "port_created",
         s if s.starts_with("one router") => "router_interface_added",
         s if s.starts_with("burst") => "burst_100_ports",
+        s if s.starts_with("lost") => "digest_repair",
         _ => "broker_restart",
     }
 }
@@ -1472,6 +1500,30 @@ fn report(rows: &[Row]) {
             "RSS max d/r/relay"
         );
         for s in &scenarios {
+            if let (None, Some(r)) = (of(Mode::Direct, k, s), of(Mode::Relay, k, s)) {
+                println!(
+                    "      {:<26} | {:>58} | {:>9} / {:>10.3} {:>22} {:>13} |",
+                    s,
+                    "(relay mode only)",
+                    r.fleet_requests,
+                    r.fleet_bytes as f64 / 1e6,
+                    "",
+                    held(r),
+                );
+                let key = json_key(s);
+                json.insert(
+                    format!("relay_{key}_fleet_requests_k{k}"),
+                    r.fleet_requests as f64,
+                );
+                json.insert(
+                    format!("relay_{key}_fleet_bytes_k{k}"),
+                    r.fleet_bytes as f64,
+                );
+                let (med, worst) = r.converged.unwrap_or((-1.0, -1.0));
+                json.insert(format!("relay_{key}_held_median_s_k{k}"), med);
+                json.insert(format!("relay_{key}_held_worst_s_k{k}"), worst);
+                continue;
+            }
             let (Some(d), Some(r)) = (of(Mode::Direct, k, s), of(Mode::Relay, k, s)) else {
                 continue;
             };
