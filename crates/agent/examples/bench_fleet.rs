@@ -1502,7 +1502,7 @@ fn report(rows: &[Row]) {
         for s in &scenarios {
             if let (None, Some(r)) = (of(Mode::Direct, k, s), of(Mode::Relay, k, s)) {
                 println!(
-                    "      {:<26} | {:>58} | {:>9} / {:>10.3} {:>22} {:>13} |",
+                    "      {:<26} | {:>47} | {:>9} / {:>10.3} {:>22} {:>13} |",
                     s,
                     "(relay mode only)",
                     r.fleet_requests,
