@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, clap::Args)]
 pub struct RelayArgs {
     /// Configuration file [default: /etc/lachesis/relay.yaml; if that is
-    /// absent, all defaults]. A file named here must exist.
+    /// absent, defaults, with the required stream.url from the environment
+    /// or --set]. A file named here must exist.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Check the configuration (file, LACHESIS_* environment, flags),

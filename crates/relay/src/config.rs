@@ -155,6 +155,10 @@ pub const SPANS: &[(&str, Span)] = &[
     ),
 ];
 
+/// `log.level`'s words, the agent's (`lachesis agent`'s `LogLevel`): checked
+/// here so `--check-config` refuses what the start would.
+const LOG_LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+
 /// Every key and section of [`RelayConfig`], from its types.
 pub static SCHEMA: LazyLock<Schema> = LazyLock::new(Schema::of::<RelayConfig>);
 
@@ -176,6 +180,13 @@ fn build(tree: serde_json::Value) -> Result<RelayConfig, Vec<Issue>> {
                 "is empty: the relay's queue would receive nothing",
             ));
         }
+    }
+    let level = read.config.log.level.trim();
+    if !read.bad.contains("log.level") && !LOG_LEVELS.contains(&level) {
+        issues.push(Issue::new(
+            "log.level",
+            format!("{level:?} is not one of {}", LOG_LEVELS.join(", ")),
+        ));
     }
     in_file_order(&SCHEMA, &mut issues);
     if issues.is_empty() {
@@ -326,6 +337,22 @@ mod tests {
         let (out, _, code) = check_report(&Ok(loaded));
         assert_eq!(code, 0);
         assert!(out.contains("# relay.snapshot_interval set by LACHESIS_RELAY__SNAPSHOT_INTERVAL"));
+    }
+
+    #[test]
+    fn a_log_level_the_start_would_refuse_is_refused_by_the_check() {
+        let url = "stream:\n  url: rabbit://u:p@h:5672/\n";
+        for level in ["error", "warn", "info", "debug", "trace"] {
+            let c = RelayConfig::from_yaml(&format!("{url}log:\n  level: {level}\n")).unwrap();
+            assert_eq!(c.log.level, level);
+        }
+        let e = RelayConfig::from_yaml(&format!("{url}log:\n  level: verbose\n")).unwrap_err();
+        assert_eq!(e.issues.len(), 1, "{e}");
+        assert_eq!(e.issues[0].key, "log.level");
+        assert_eq!(
+            e.issues[0].message,
+            "\"verbose\" is not one of error, warn, info, debug, trace"
+        );
     }
 
     #[test]
