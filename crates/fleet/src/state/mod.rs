@@ -10,10 +10,11 @@ use serde_json::Value;
 
 use crate::record::{Entry, Key};
 
-/// A lean body as compact JSON text: about a fifth of the memory of the
-/// parsed `Value` (a relay and every relay-mode agent hold one per
-/// resource of the cloud). `serde_json`'s maps keep their keys sorted, so the
-/// text is canonical: two bodies are equal exactly when their values are.
+/// A lean body as compact JSON text: a fraction of the memory of the
+/// parsed `Value`, whose every map, key and string is an allocation of its
+/// own (a relay and every relay-mode agent hold one per resource of the
+/// cloud). `serde_json`'s maps keep their keys sorted, so the text is
+/// canonical: two bodies are equal exactly when their values are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Body(Box<str>);
 
