@@ -273,7 +273,12 @@ impl Resource {
     /// `body` (this list's `{"<collection>": [...]}`) with each object cut
     /// to [`Resource::kept_fields`].
     pub fn keep_fields(self, body: &mut Value) {
-        let fields = self.kept_fields();
+        self.retain_fields(body, self.kept_fields());
+    }
+
+    /// Each object of `body` (this list's `{"<collection>": [...]}`) cut to
+    /// `fields` (top-level keys; nested values whole).
+    fn retain_fields(self, body: &mut Value, fields: &[&str]) {
         let items = body
             .get_mut(self.collection())
             .and_then(Value::as_array_mut);
@@ -291,16 +296,8 @@ impl Resource {
     /// field-selected sync with a full one (tests, `bench_sync`); a sync
     /// itself asks the API.
     pub fn select_fields(self, body: &mut Value) {
-        let Some(fields) = self.fields() else {
-            return;
-        };
-        let items = body
-            .get_mut(self.collection())
-            .and_then(Value::as_array_mut);
-        for item in items.into_iter().flatten() {
-            if let Some(obj) = item.as_object_mut() {
-                obj.retain(|key, _| fields.contains(&key.as_str()));
-            }
+        if let Some(fields) = self.fields() {
+            self.retain_fields(body, fields);
         }
     }
 
@@ -329,23 +326,22 @@ impl ApiBodies {
     /// them ([`Resource::select_fields`] on each list).
     #[must_use]
     pub fn field_selected(&self) -> ApiBodies {
-        let mut out = self.clone();
-        for resource in Resource::ALL {
-            if let Some(body) = out.body_mut(resource) {
-                resource.select_fields(body);
-            }
-        }
-        out
+        self.each_list(Resource::select_fields)
     }
 
     /// These bodies with every object cut to its list's
     /// [`Resource::kept_fields`]: what a relay's records hold.
     #[must_use]
     pub fn kept(&self) -> ApiBodies {
+        self.each_list(Resource::keep_fields)
+    }
+
+    /// A copy with `cut` applied to each list that was fetched.
+    fn each_list(&self, cut: fn(Resource, &mut Value)) -> ApiBodies {
         let mut out = self.clone();
         for resource in Resource::ALL {
             if let Some(body) = out.body_mut(resource) {
-                resource.keep_fields(body);
+                cut(resource, body);
             }
         }
         out

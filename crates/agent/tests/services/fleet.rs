@@ -375,6 +375,26 @@ fn only_the_relay(load: &Load, when: &str) {
     );
 }
 
+/// Polls `done` on the relay every 50 ms until it holds, failing with
+/// `what` and the relay's log after `limit`; how long it took.
+fn until_relay(
+    relay: &Relay,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(&Relay) -> bool,
+) -> Duration {
+    let since = Instant::now();
+    while !done(relay) {
+        assert!(
+            since.elapsed() < limit,
+            "{what}; the relay's log:\n{}",
+            relay.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    since.elapsed()
+}
+
 fn ok(status: u16, what: &str) {
     assert!((200..300).contains(&status), "{what}: {status}");
 }
@@ -730,19 +750,13 @@ impl Rig {
                 .control("PUT", "/sim/faults", r#"{"endpoint": "*", "drop": true}"#),
             "OpenStack unreachable",
         );
-        let cut = Instant::now();
-        while errors(&self.relay) <= before {
-            assert!(
-                cut.elapsed() < Duration::from_secs(10),
-                "the relay never failed to reach OpenStack; its log:\n{}",
-                self.relay.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!(
-            "OpenStack unreachable: the relay's first failure after {:?}",
-            cut.elapsed()
+        let took = until_relay(
+            &self.relay,
+            "the relay never failed to reach OpenStack",
+            Duration::from_secs(10),
+            |r| errors(r) > before,
         );
+        eprintln!("OpenStack unreachable: the relay's first failure after {took:?}");
         let at_cut = load(&self.sim);
         self.nodes[NODE].kill_and_forget();
         let made = Instant::now();
@@ -778,7 +792,6 @@ impl Rig {
         let during = added(&at_cut, &load(&self.sim));
         eprintln!("OpenStack load while unreachable: {during:?}");
         only_the_relay(&during, "OpenStack unreachable");
-        let restored = Instant::now();
         ok(
             self.sim.control("DELETE", "/sim/faults", ""),
             "OpenStack back",
@@ -791,18 +804,13 @@ impl Rig {
             .unwrap_or(0.0)
         };
         let digests = digests_ok(&self.relay);
-        while digests_ok(&self.relay) <= digests {
-            assert!(
-                restored.elapsed() < Duration::from_secs(30),
-                "no digest succeeded after OpenStack came back; the relay's log:\n{}",
-                self.relay.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!(
-            "OpenStack back: a digest succeeded after {:?}",
-            restored.elapsed()
+        let took = until_relay(
+            &self.relay,
+            "no digest succeeded after OpenStack came back",
+            Duration::from_secs(30),
+            |r| digests_ok(r) > digests,
         );
+        eprintln!("OpenStack back: a digest succeeded after {took:?}");
     }
 
     /// 9. A broker restart: the agents resume, still without OpenStack.
