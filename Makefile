@@ -93,6 +93,13 @@ deb: setup
 bench-reconcile: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_reconcile
 
+# What one relay-mode pass costs a node (docs/fleet.md "Running"): the
+# 20 000-port cloud as relay records, planned after one and after 100
+# ports changed, parsing what changed vs everything. No root.
+.PHONY: bench-relay-pass
+bench-relay-pass: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example bench_relay_pass
+
 # Decision 0008's figures: 20 000 lean records published to a RabbitMQ
 # stream queue and read back at several prefetch/ack paces. Root.
 .PHONY: bench-stream

@@ -23,7 +23,9 @@
 //! asserted on time; the exit status is 1 when a fleet did not converge.
 //!
 //! `cargo run --release -p lachesis-agent --example bench_fleet [K …]`
-//! (default 5 10 20).
+//! (default 5 10 20). `BENCH_FLEET_MODES` (`direct`, `relay`; default
+//! both) picks the modes; `BENCH_FLEET_KICK_DEBOUNCE_MS` sets the agents'
+//! `tunables.kick_debounce` (default: the configuration's default).
 
 #![expect(
     clippy::cast_precision_loss,
@@ -346,10 +348,26 @@ fn reconciler<S: lachesis_agent::reconcile::MetadataSource>(
     .with_tick_phase(fastrand::f64())
 }
 
-fn tunables(interval: Duration) -> Arc<SharedTunables> {
-    let mut tunables = Config::default().tunables;
+/// The tunables of an agent whose metadata come from `mode` (its
+/// configuration's defaults: `kick_debounce` is shorter in relay mode),
+/// with the reconcile interval `interval`.
+fn tunables(mode: Mode, interval: Duration) -> Arc<SharedTunables> {
+    let config = match mode {
+        Mode::Direct => Config::default(),
+        Mode::Relay => Config::from_yaml(
+            "metadata:\n  source: relay\n  stream: {url: 'amqp://agent:pw@127.0.0.1/'}\n",
+        )
+        .expect("a relay-mode configuration"),
+    };
+    let mut tunables = config.tunables;
     tunables.reconcile_interval = interval;
     tunables.resync_spread = SPREAD;
+    if let Ok(ms) = std::env::var("BENCH_FLEET_KICK_DEBOUNCE_MS") {
+        let ms = ms
+            .parse()
+            .expect("BENCH_FLEET_KICK_DEBOUNCE_MS is a whole number of milliseconds");
+        tunables.kick_debounce = Duration::from_millis(ms);
+    }
     Arc::new(SharedTunables::new(tunables))
 }
 
@@ -362,7 +380,7 @@ async fn agent(auth_url: &str, credential: &str, rabbit: &str, interval: Duratio
         },
     );
     let source = OpenStackSource::new(Client::new(cfg, ApiMetrics::default()).expect("client"));
-    let tunables = tunables(interval);
+    let tunables = tunables(Mode::Direct, interval);
     // Cold start, as boot does.
     let synced = loop {
         match source.sync(None, tunables.get().plan_options()).await {
@@ -474,7 +492,7 @@ async fn relay_agent(rabbit: &str, stream: &str, interval: Duration) {
     // Boot in relay mode: the first plan once a complete snapshot is read.
     shared.ready().await;
     say(format!("boot {}", tcp_bytes_received()));
-    let tunables = tunables(interval);
+    let tunables = tunables(Mode::Relay, interval);
     let source = RelaySource::new(shared.clone());
     let synced = source
         .sync(None, tunables.get().plan_options())
@@ -1355,6 +1373,15 @@ fn secs(at_ms: u64, started_ms: u64) -> f64 {
 }
 
 async fn parent_main(fleets: &[usize]) -> ExitCode {
+    let modes = match std::env::var("BENCH_FLEET_MODES").as_deref() {
+        Err(_) | Ok("" | "both") => vec![Mode::Direct, Mode::Relay],
+        Ok("direct") => vec![Mode::Direct],
+        Ok("relay") => vec![Mode::Relay],
+        Ok(other) => {
+            eprintln!("bench-fleet: BENCH_FLEET_MODES={other:?}: expected direct, relay or both");
+            return ExitCode::from(2);
+        }
+    };
     let services = lachesis_lab::Services::rabbitmq();
     let rabbit = format!(
         "rabbit://guest:guest@127.0.0.1:{}/",
@@ -1407,15 +1434,16 @@ async fn parent_main(fleets: &[usize]) -> ExitCode {
         .expect("client"),
     );
     println!(
-        "bench-fleet: {} ports, {} networks, {} routers, {} servers; page {PAGE}; fleets {fleets:?}; direct and relay mode",
+        "bench-fleet: {} ports, {} networks, {} routers, {} servers; page {PAGE}; fleets {fleets:?}; modes {:?}",
         topology.ports.len(),
         topology.networks.len(),
         topology.routers.len(),
-        topology.servers.len()
+        topology.servers.len(),
+        modes.iter().map(|m| m.name()).collect::<Vec<_>>()
     );
     let mut rows = Vec::new();
     for &k in fleets {
-        for mode in [Mode::Direct, Mode::Relay] {
+        for &mode in &modes {
             let measured = measure(k, mode, &sim, &services, &rabbit, &reference_source).await;
             for r in &measured {
                 print_row(r);

@@ -41,7 +41,9 @@ pub use plan::{
     AmphoraIp, Anomaly, AnomalyClass, Binding, FallbackReason, Plan, PlanOptions, RouterMac, Scope,
     TrieRow,
 };
-pub use snapshot::{parse_snapshot, ParseError, ParseReport, Snapshot, SnapshotParser};
+pub use snapshot::{
+    parse_snapshot, LiveSnapshot, ParseError, ParseReport, Snapshot, SnapshotParser,
+};
 pub use sources::{SourceStatus, Sources};
 pub use taps::tap_name;
 pub use topology::{summarize, Topology};

@@ -43,4 +43,4 @@ pub use model::{
     DEFAULT_LOOKBACK, HOT, ROUTE_HOP_LIMIT_MAX, UNRESOLVED_CAP_MAX,
 };
 pub use reload::{reload, reload_file, ReloadOutcome, ReloadResult, SharedTunables};
-pub use validate::KICK_DEBOUNCE_CAP;
+pub use validate::{KICK_DEBOUNCE_CAP, RELAY_KICK_DEBOUNCE};

@@ -215,7 +215,9 @@ pub struct Tunables {
     #[serde_inline_default(Duration::from_mins(5))]
     #[serde_as(as = "form::Duration")]
     pub reconcile_interval: Duration,
-    /// Quiet window after a kick before the reconcile runs.
+    /// Quiet window after a kick before the reconcile runs. When no layer
+    /// sets it: 1 s, or [`super::validate::RELAY_KICK_DEBOUNCE`] with
+    /// `metadata.source: relay`.
     #[serde_inline_default(Duration::from_secs(1))]
     #[serde_as(as = "form::Duration")]
     pub kick_debounce: Duration,

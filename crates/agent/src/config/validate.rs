@@ -20,9 +20,16 @@ pub const KICK_DEBOUNCE_CAP: Duration = Duration::from_secs(5);
 /// Longest a swept port's series may be retained (30 days).
 pub const PORT_SERIES_RETENTION_MAX: Duration = Duration::from_hours(30 * 24);
 
+/// `tunables.kick_debounce` in relay mode when no layer sets it: there a
+/// pass asks nothing of OpenStack and parses only what changed, and the
+/// relay has already coalesced the notifications, so a shorter window
+/// buys fresher plans for little (docs/fleet.md "Running").
+pub const RELAY_KICK_DEBOUNCE: Duration = Duration::from_millis(250);
+
 /// Reads the layered tree: the configuration, or every problem found.
 pub(crate) fn config(tree: Value) -> Result<Config, Vec<Issue>> {
-    let read = read::<Config>(&SCHEMA, tree)?;
+    let mut read = read::<Config>(&SCHEMA, tree)?;
+    mode_defaults(&mut read.config, &read.tree);
     let mut issues = read.issues;
     let rules = Rules {
         config: &read.config,
@@ -36,6 +43,15 @@ pub(crate) fn config(tree: Value) -> Result<Config, Vec<Issue>> {
         Ok(read.config)
     } else {
         Err(issues)
+    }
+}
+
+/// The defaults that depend on `metadata.source`, for the keys no layer
+/// set (`tree` is the layered tree as read).
+fn mode_defaults(config: &mut Config, tree: &Value) {
+    let set = |pointer: &str| tree.pointer(pointer).is_some_and(|v| !v.is_null());
+    if config.metadata.source == MetadataSource::Relay && !set("/tunables/kick_debounce") {
+        config.tunables.kick_debounce = RELAY_KICK_DEBOUNCE;
     }
 }
 

@@ -3,15 +3,17 @@
 //! assembles from a relay's state stream, planned here like a sync. No
 //! OpenStack request is ever made.
 
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use lachesis_fleet::{Assembler, Body};
-use lachesis_planner::{Plan, PlanOptions, Resource, SnapshotParser, SourceStatus, Sources};
+use lachesis_fleet::{Assembler, Body, Key, State};
+use lachesis_planner::{LiveSnapshot, Plan, PlanOptions, SourceStatus, Sources};
 use tokio::sync::watch;
 
 use super::plan_metrics::{PlanMetrics, PlanStep};
-use super::source::{plan_off_workers, MetadataSource, SyncError, Synced};
+use super::source::{off_workers, synced, MetadataSource, SyncError, Synced};
 
 /// The assembler the stream task feeds and the source plans from, and
 /// whether it is ready (a complete snapshot read).
@@ -84,10 +86,105 @@ impl SharedAssembler {
 }
 
 /// Relay mode's [`MetadataSource`]: plans the assembled state.
+///
+/// It keeps the state parsed between passes ([`LiveSnapshot`]) and parses
+/// only the bodies that changed since the last one: a pass after one event
+/// costs the plan and a walk of the keys, not a parse of the whole cloud
+/// (measured in docs/operations.md "Relay mode's passes").
 #[derive(Debug, Clone, Default)]
 pub struct RelaySource {
     shared: SharedAssembler,
+    parsed: Arc<Mutex<Parsed>>,
     steps: PlanMetrics,
+}
+
+/// What the source has parsed of the assembled state.
+#[derive(Debug)]
+struct Parsed {
+    live: LiveSnapshot,
+    /// The stamp ([`lachesis_fleet::Held::stamp`]) of each live key's body
+    /// in `live`, in key order.
+    stamps: BTreeMap<Key, u64>,
+}
+
+impl Default for Parsed {
+    fn default() -> Self {
+        Parsed {
+            live: LiveSnapshot::new(RELAYED),
+            stamps: BTreeMap::new(),
+        }
+    }
+}
+
+/// A change of the assembled state since the last pass.
+enum Change {
+    /// A body to parse and file (new, or changed).
+    Put(Key, u64, Body),
+    /// A key no longer live (deleted, or dropped by a complete snapshot).
+    Gone(Key),
+}
+
+impl Parsed {
+    /// What changed in `state` since the stamps this holds: a walk of both
+    /// in key order, copying only the changed bodies.
+    fn changes(&self, state: &State) -> Vec<Change> {
+        let mut held = state
+            .iter()
+            .filter_map(|(key, h)| h.body.as_ref().map(|body| (key, h.stamp, body)))
+            .peekable();
+        let mut seen = self.stamps.iter().peekable();
+        let mut out = Vec::new();
+        loop {
+            let order = match (held.peek(), seen.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((key, ..)), Some((had, _))) => (*key).cmp(had),
+            };
+            match order {
+                Ordering::Less | Ordering::Equal => {
+                    let Some((key, stamp, body)) = held.next() else {
+                        break;
+                    };
+                    let was = if order == Ordering::Equal {
+                        seen.next().map(|(_, s)| *s)
+                    } else {
+                        None
+                    };
+                    if was != Some(stamp) {
+                        out.push(Change::Put(key.clone(), stamp, body.clone()));
+                    }
+                }
+                Ordering::Greater => {
+                    if let Some((key, _)) = seen.next() {
+                        out.push(Change::Gone(key.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Parses and files each change.
+    fn apply(&mut self, changes: Vec<Change>) {
+        for change in changes {
+            match change {
+                Change::Put(key, stamp, body) => {
+                    // A body the stream task decoded has an id, its key's,
+                    // so it is filed; were it refused, the key's old entry
+                    // must not stay.
+                    if self.live.upsert(key.kind, &body.value()).is_err() {
+                        self.live.remove(key.kind, &key.id);
+                    }
+                    self.stamps.insert(key, stamp);
+                }
+                Change::Gone(key) => {
+                    self.live.remove(key.kind, &key.id);
+                    self.stamps.remove(&key);
+                }
+            }
+        }
+    }
 }
 
 impl RelaySource {
@@ -96,12 +193,14 @@ impl RelaySource {
     pub fn new(shared: SharedAssembler) -> Self {
         RelaySource {
             shared,
+            parsed: Arc::default(),
             steps: PlanMetrics::default(),
         }
     }
 
-    /// Observes each sync's `fetch` (copying the assembled state's compact
-    /// bodies) and `plan` (parsing them and planning) steps in `metrics`.
+    /// Observes each sync's `fetch` (finding and copying the bodies that
+    /// changed since the last one) and `plan` (parsing them and planning)
+    /// steps in `metrics`.
     #[must_use]
     pub fn with_step_metrics(mut self, metrics: PlanMetrics) -> Self {
         self.steps = metrics;
@@ -129,36 +228,42 @@ impl MetadataSource for RelaySource {
         previous: Option<Arc<Plan>>,
         options: PlanOptions,
     ) -> Result<Synced, SyncError> {
-        let started = Instant::now();
-        // The state's bodies are copied as the compact text they are held
-        // as (a fraction of their parsed size) under the lock, then parsed
-        // one at a time into the planner's parser, off the lock: never the
-        // whole state as JSON values at once.
-        let bodies: Vec<(Resource, Body)> = self.shared.with(|a| {
-            if !a.ready() {
-                let c = a.counts();
-                return Err(SyncError::NotReady(format!(
-                    "{} snapshots incomplete, {} records ignored",
-                    c.incomplete, c.ignored
-                )));
-            }
-            Ok(a.state()
-                .iter()
-                .filter_map(|(key, held)| held.body.clone().map(|b| (key.kind, b)))
-                .collect())
-        })?;
-        let fetch = started.elapsed();
-        let (synced, plan) = plan_off_workers(previous, options, move || {
-            let mut parser = SnapshotParser::new();
-            for (kind, body) in bodies {
-                parser.item(kind, &body.value());
-            }
-            parser.finish(RELAYED)
+        let (shared, parsed) = (self.shared.clone(), Arc::clone(&self.parsed));
+        let (out, took) = off_workers(move || {
+            // One pass at a time parses: the lock is held to the plan.
+            let mut parsed = parsed.lock().unwrap_or_else(PoisonError::into_inner);
+            let started = Instant::now();
+            // Under the assembler's lock only the walk and the copies of
+            // the changed bodies (compact text); parsing is off it.
+            let changes = shared.with(|a| {
+                if a.ready() {
+                    Ok(parsed.changes(a.state()))
+                } else {
+                    let c = a.counts();
+                    Err(SyncError::NotReady(format!(
+                        "{} snapshots incomplete, {} records ignored",
+                        c.incomplete, c.ignored
+                    )))
+                }
+            })?;
+            let fetch = started.elapsed();
+            let count = changes.len();
+            parsed.apply(changes);
+            let live = &parsed.live;
+            let synced = synced(
+                live.snapshot(),
+                live.skipped(),
+                options,
+                previous.as_deref(),
+            );
+            Ok::<_, SyncError>((synced, fetch, count))
         })
         .await?;
+        let (synced, fetch, changed) = out?;
+        let plan = took.saturating_sub(fetch);
         self.steps.observe(PlanStep::Fetch, fetch);
         self.steps.observe(PlanStep::Plan, plan);
-        tracing::debug!(?fetch, ?plan, "relay state planned");
+        tracing::debug!(?fetch, ?plan, changed, "relay state planned");
         Ok(synced)
     }
 }

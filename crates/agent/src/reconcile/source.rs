@@ -201,41 +201,46 @@ fn release_freed_memory() {
     }
 }
 
-/// Finishes the parse (`parsed`) and plans it with `previous`, on a
-/// blocking thread: planning a large cloud takes a CPU for a while, off
-/// the async workers, which serve the scraper and HTTP meanwhile. Returns
-/// the sync and how long parsing, planning and freeing took.
-pub(super) async fn plan_off_workers(
-    previous: Option<Arc<Plan>>,
+/// The sync of `snapshot`, whose parse dropped `skipped` entries or parts:
+/// its plan with `previous`, its projects' and servers' names, its
+/// topology.
+pub(super) fn synced(
+    snapshot: &lachesis_planner::Snapshot,
+    skipped: usize,
     options: PlanOptions,
-    parsed: impl FnOnce() -> (lachesis_planner::Snapshot, lachesis_planner::ParseReport)
-        + Send
-        + 'static,
-) -> Result<(Synced, Duration), SyncError> {
+    previous: Option<&Plan>,
+) -> Synced {
+    let plan = plan_with_previous(snapshot, &options, previous);
+    let named = |id: &str, name: &str| Named::new(id, name);
+    Synced {
+        plan: Arc::new(plan),
+        projects: snapshot
+            .projects
+            .iter()
+            .map(|p| named(&p.id, &p.name))
+            .collect(),
+        servers: snapshot
+            .servers
+            .as_ref()
+            .map(|list| list.iter().map(|s| named(&s.id, &s.name)).collect()),
+        skipped,
+        topology: Arc::new(summarize(snapshot)),
+    }
+}
+
+/// Runs `work` (a parse and a plan, [`synced`]) on a blocking thread:
+/// planning a large cloud takes a CPU for a while, off the async workers,
+/// which serve the scraper and HTTP meanwhile. Returns its output and how
+/// long it took, freeing included: what `work` drops is freed there, timed
+/// and off the async workers, and handed back to the kernel.
+pub(super) async fn off_workers<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<(T, Duration), SyncError> {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let (snapshot, report) = parsed();
-        let plan = plan_with_previous(&snapshot, &options, previous.as_deref());
-        let named = |id: &str, name: &str| Named::new(id, name);
-        let synced = Synced {
-            plan: Arc::new(plan),
-            projects: snapshot
-                .projects
-                .iter()
-                .map(|p| named(&p.id, &p.name))
-                .collect(),
-            servers: snapshot
-                .servers
-                .as_ref()
-                .map(|list| list.iter().map(|s| named(&s.id, &s.name)).collect()),
-            skipped: report.skipped.len(),
-            topology: Arc::new(summarize(&snapshot)),
-        };
-        // Freeing the snapshot is part of the phase's cost: done here,
-        // it is timed and stays off the async workers.
-        drop(snapshot);
+        let out = work();
         release_freed_memory();
-        (synced, started.elapsed())
+        (out, started.elapsed())
     })
     .await
     .map_err(|e| SyncError::Plan(e.to_string()))
@@ -265,8 +270,16 @@ impl MetadataSource for OpenStackSource {
             })?;
         let fetch = started.elapsed();
         let sources = services.sources();
-        let (synced, plan) =
-            plan_off_workers(previous, options, move || parser.finish(sources)).await?;
+        let (synced, plan) = off_workers(move || {
+            let (snapshot, report) = parser.finish(sources);
+            synced(
+                &snapshot,
+                report.skipped.len(),
+                options,
+                previous.as_deref(),
+            )
+        })
+        .await?;
         let timings = SyncTimings { fetch, plan };
         tracing::debug!(fetch = ?timings.fetch, plan = ?timings.plan, "sync planned");
         self.steps.observe(PlanStep::Fetch, timings.fetch);

@@ -51,6 +51,11 @@ pub struct Held {
     /// epoch): tombstones are pruned by age, and a digest repair leaves
     /// alone what changed while it listed.
     pub at_ms: u64,
+    /// What this state numbered the change that set it: every change gets
+    /// a greater stamp than any before it, so a reader that remembers the
+    /// stamps it has seen can tell exactly what changed since, whatever
+    /// the revisions (a relay-mode agent parses only that).
+    pub stamp: u64,
 }
 
 /// What [`State::apply`] did with a record.
@@ -78,6 +83,8 @@ pub struct KindCount {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct State {
     held: BTreeMap<Key, Held>,
+    /// The stamp of the latest change.
+    stamp: u64,
 }
 
 impl State {
@@ -104,12 +111,14 @@ impl State {
             Some(held) => judge(held, entry.rev, body.as_ref()),
         };
         if outcome == Outcome::Applied {
+            self.stamp += 1;
             self.held.insert(
                 entry.key.clone(),
                 Held {
                     rev: entry.rev,
                     body,
                     at_ms,
+                    stamp: self.stamp,
                 },
             );
         }

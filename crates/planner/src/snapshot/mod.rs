@@ -1,9 +1,11 @@
 //! The snapshot model and its parser.
 
+mod live;
 mod model;
 mod parse;
 mod report;
 
+pub use live::LiveSnapshot;
 pub use model::{
     AddressPair, Amphora, FixedIp, FloatingIp, LoadBalancer, Network, Port, Project, Route, Router,
     Server, Snapshot, Subnet,

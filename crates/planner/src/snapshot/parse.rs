@@ -156,7 +156,7 @@ impl SnapshotParser {
 }
 
 /// An entry's id, by which a list is sorted and deduplicated.
-trait Identified {
+pub(super) trait Identified {
     fn id(&self) -> &str;
 }
 
@@ -185,7 +185,7 @@ identified!(
 /// One list, parsed page by page.
 struct ListParser<T> {
     key: &'static str,
-    build: fn(&Obj, &mut Entry) -> Result<T, SkipReason>,
+    build: Build<T>,
     entries: Vec<T>,
     skipped: Vec<Skipped>,
     /// Items fed so far, so that an entry without an id is reported by its
@@ -205,7 +205,7 @@ impl<T> std::fmt::Debug for ListParser<T> {
 }
 
 impl<T: Identified + Ord> ListParser<T> {
-    fn new(resource: Resource, build: fn(&Obj, &mut Entry) -> Result<T, SkipReason>) -> Self {
+    fn new(resource: Resource, build: Build<T>) -> Self {
         ListParser {
             key: resource.collection(),
             build,
@@ -216,43 +216,13 @@ impl<T: Identified + Ord> ListParser<T> {
     }
 
     fn page(&mut self, items: &[Value]) {
-        let key = self.key;
         for (offset, item) in items.iter().enumerate() {
-            let index = self.seen + offset;
-            let whole = |reason| Skipped {
-                list: key,
-                id: None,
-                index: Some(index),
-                reason,
-                whole_entry: true,
-            };
-            let Some(obj) = item.as_object() else {
-                self.skipped.push(whole(SkipReason::NotAnObject));
-                continue;
-            };
-            let Some(id) = obj
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            else {
-                self.skipped.push(whole(SkipReason::MissingId));
-                continue;
-            };
-            let mut entry = Entry { parts: Vec::new() };
-            let outcome = (self.build)(obj, &mut entry);
-            let of_entry = |reason, whole_entry| Skipped {
-                list: key,
-                id: Some(id.to_owned()),
-                index: None,
-                reason,
-                whole_entry,
-            };
-            for reason in entry.parts {
-                self.skipped.push(of_entry(reason, false));
-            }
-            match outcome {
-                Ok(v) => self.entries.push(v),
-                Err(reason) => self.skipped.push(of_entry(reason, true)),
+            match parse_item(self.key, self.build, item, Some(self.seen + offset)) {
+                Item::Unkeyed(skipped) => self.skipped.push(skipped),
+                Item::Keyed { entry, skipped, .. } => {
+                    self.skipped.extend(skipped);
+                    self.entries.extend(entry);
+                }
             }
         }
         self.seen += items.len();
@@ -283,8 +253,80 @@ impl<T: Identified + Ord> ListParser<T> {
     }
 }
 
+/// How one list's entries are built from their objects.
+pub(super) type Build<T> = fn(&Obj, &mut Entry) -> Result<T, SkipReason>;
+
+/// One list element, parsed.
+pub(super) enum Item<T> {
+    /// Not an object, or no usable id: the whole element is skipped and
+    /// can be named only by its `index` in its list.
+    Unkeyed(Skipped),
+    /// An element with an id.
+    Keyed {
+        /// Its id.
+        id: String,
+        /// The entry, unless the whole of it was dropped.
+        entry: Option<T>,
+        /// What was dropped of it: its parts, then the whole entry.
+        skipped: Vec<Skipped>,
+    },
+}
+
+/// Parses one element of list `key` with `build`; `index` is its position
+/// in the whole list, reported only when it has no id.
+pub(super) fn parse_item<T>(
+    key: &'static str,
+    build: Build<T>,
+    item: &Value,
+    index: Option<usize>,
+) -> Item<T> {
+    let whole = |reason| Skipped {
+        list: key,
+        id: None,
+        index,
+        reason,
+        whole_entry: true,
+    };
+    let Some(obj) = item.as_object() else {
+        return Item::Unkeyed(whole(SkipReason::NotAnObject));
+    };
+    let Some(id) = obj
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    else {
+        return Item::Unkeyed(whole(SkipReason::MissingId));
+    };
+    let mut parts = Entry { parts: Vec::new() };
+    let outcome = build(obj, &mut parts);
+    let of_entry = |reason, whole_entry| Skipped {
+        list: key,
+        id: Some(id.to_owned()),
+        index: None,
+        reason,
+        whole_entry,
+    };
+    let mut skipped: Vec<Skipped> = parts
+        .parts
+        .into_iter()
+        .map(|reason| of_entry(reason, false))
+        .collect();
+    let entry = match outcome {
+        Ok(v) => Some(v),
+        Err(reason) => {
+            skipped.push(of_entry(reason, true));
+            None
+        }
+    };
+    Item::Keyed {
+        id: id.to_owned(),
+        entry,
+        skipped,
+    }
+}
+
 /// Collects the parts of one entry that were dropped while keeping the rest.
-struct Entry {
+pub(super) struct Entry {
     parts: Vec<SkipReason>,
 }
 
@@ -422,7 +464,7 @@ fn opt_addr(obj: &Obj, key: &'static str, entry: &mut Entry) -> Option<IpAddr> {
     }
 }
 
-fn network(obj: &Obj, entry: &mut Entry) -> Result<Network, SkipReason> {
+pub(super) fn network(obj: &Obj, entry: &mut Entry) -> Result<Network, SkipReason> {
     Ok(Network {
         id: required(obj, "id")?,
         name: entry.opt_string(obj, "name"),
@@ -432,7 +474,7 @@ fn network(obj: &Obj, entry: &mut Entry) -> Result<Network, SkipReason> {
     })
 }
 
-fn subnet(obj: &Obj, entry: &mut Entry) -> Result<Subnet, SkipReason> {
+pub(super) fn subnet(obj: &Obj, entry: &mut Entry) -> Result<Subnet, SkipReason> {
     let network_id = required(obj, "network_id")?;
     let raw = obj
         .get("cidr")
@@ -502,7 +544,7 @@ fn fixed_ips(obj: &Obj, field: &'static str, entry: &mut Entry) -> Vec<FixedIp> 
     out
 }
 
-fn port(obj: &Obj, entry: &mut Entry) -> Result<Port, SkipReason> {
+pub(super) fn port(obj: &Obj, entry: &mut Entry) -> Result<Port, SkipReason> {
     let network_id = required(obj, "network_id")?;
     let mac = match obj.get("mac_address") {
         Some(Value::String(s)) => {
@@ -576,7 +618,7 @@ fn port(obj: &Obj, entry: &mut Entry) -> Result<Port, SkipReason> {
     })
 }
 
-fn router(obj: &Obj, entry: &mut Entry) -> Result<Router, SkipReason> {
+pub(super) fn router(obj: &Obj, entry: &mut Entry) -> Result<Router, SkipReason> {
     let mut gateway_networks = Vec::new();
     let mut gateway_ips = Vec::new();
     let mut gateways: Vec<&Obj> = Vec::new();
@@ -644,7 +686,7 @@ fn router(obj: &Obj, entry: &mut Entry) -> Result<Router, SkipReason> {
     })
 }
 
-fn floating_ip(obj: &Obj, entry: &mut Entry) -> Result<FloatingIp, SkipReason> {
+pub(super) fn floating_ip(obj: &Obj, entry: &mut Entry) -> Result<FloatingIp, SkipReason> {
     Ok(FloatingIp {
         id: required(obj, "id")?,
         network_id: required(obj, "floating_network_id")?,
@@ -655,14 +697,14 @@ fn floating_ip(obj: &Obj, entry: &mut Entry) -> Result<FloatingIp, SkipReason> {
     })
 }
 
-fn project(obj: &Obj, entry: &mut Entry) -> Result<Project, SkipReason> {
+pub(super) fn project(obj: &Obj, entry: &mut Entry) -> Result<Project, SkipReason> {
     Ok(Project {
         id: required(obj, "id")?,
         name: entry.string(obj, "name"),
     })
 }
 
-fn server(obj: &Obj, entry: &mut Entry) -> Result<Server, SkipReason> {
+pub(super) fn server(obj: &Obj, entry: &mut Entry) -> Result<Server, SkipReason> {
     Ok(Server {
         id: required(obj, "id")?,
         name: entry.string(obj, "name"),
@@ -670,7 +712,7 @@ fn server(obj: &Obj, entry: &mut Entry) -> Result<Server, SkipReason> {
     })
 }
 
-fn load_balancer(obj: &Obj, entry: &mut Entry) -> Result<LoadBalancer, SkipReason> {
+pub(super) fn load_balancer(obj: &Obj, entry: &mut Entry) -> Result<LoadBalancer, SkipReason> {
     Ok(LoadBalancer {
         id: required(obj, "id")?,
         project: required_project(obj, entry)?,
@@ -690,7 +732,7 @@ fn required_project(obj: &Obj, entry: &mut Entry) -> Result<String, SkipReason> 
     }
 }
 
-fn amphora(obj: &Obj, entry: &mut Entry) -> Result<Amphora, SkipReason> {
+pub(super) fn amphora(obj: &Obj, entry: &mut Entry) -> Result<Amphora, SkipReason> {
     Ok(Amphora {
         id: required(obj, "id")?,
         loadbalancer_id: entry.opt_string(obj, "loadbalancer_id"),

@@ -3,6 +3,7 @@
 mod diff;
 mod external;
 mod fixture;
+mod live;
 mod octavia;
 mod parse;
 mod properties;

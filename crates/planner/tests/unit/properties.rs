@@ -1,16 +1,17 @@
 //! Property tests: determinism under permutation, binding tenants, global
 //! rows, a dead route never overriding another answer, no panic on
 //! arbitrary JSON of the right top-level shape, the same parse page by
-//! page as whole, and the same plan from field-selected Neutron bodies as
-//! from whole objects.
+//! page as whole, the same plan from field-selected Neutron bodies as
+//! from whole objects, and a snapshot changed entry by entry equal to a
+//! whole parse.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 
 use lachesis_abi::Zone;
 use lachesis_planner::{
-    parse_snapshot, plan, ApiBodies, OptionalBody, ParseReport, Plan, PlanOptions, Prefix,
-    Resource, Scope, Snapshot, SnapshotParser, Sources,
+    parse_snapshot, plan, ApiBodies, LiveSnapshot, OptionalBody, ParseReport, Plan, PlanOptions,
+    Prefix, Resource, Scope, Snapshot, SnapshotParser, SourceStatus, Sources,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -1030,5 +1031,139 @@ proptest! {
         prop_assert_eq!(report_selected, report_full);
         let options = PlanOptions::default();
         prop_assert_eq!(plan(&snap_selected, &options).to_json(), plan(&snap_full, &options).to_json());
+    }
+}
+
+/// Elements of `resource`'s list, last upserted under each id, in id
+/// order, as `ApiBodies` whose best-effort lists are `sources`.
+fn bodies_of(held: &BTreeMap<(Resource, String), Value>, sources: Sources) -> ApiBodies {
+    let of = |r: Resource| {
+        let items = held
+            .iter()
+            .filter(|((kind, _), _)| *kind == r)
+            .map(|(_, v)| v.clone())
+            .collect();
+        list(r.collection(), items)
+    };
+    let optional = |r: Resource, status: SourceStatus| match status {
+        SourceStatus::Ok => OptionalBody::Fetched(of(r)),
+        SourceStatus::Failed => OptionalBody::Failed,
+        SourceStatus::Absent => OptionalBody::NotDeployed,
+    };
+    ApiBodies {
+        networks: of(Resource::Networks),
+        subnets: of(Resource::Subnets),
+        ports: of(Resource::Ports),
+        routers: of(Resource::Routers),
+        floatingips: of(Resource::FloatingIps),
+        projects: of(Resource::Projects),
+        servers: optional(Resource::Servers, sources.servers),
+        loadbalancers: optional(Resource::LoadBalancers, sources.loadbalancers),
+        amphorae: optional(Resource::Amphorae, sources.amphorae),
+    }
+}
+
+/// An element's id as the parser reads it.
+fn id_of(item: &Value) -> Option<String> {
+    item.get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn status() -> impl Strategy<Value = SourceStatus> {
+    prop::sample::select(vec![
+        SourceStatus::Ok,
+        SourceStatus::Failed,
+        SourceStatus::Absent,
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(property_cases()))]
+
+    /// DESIGN §17: a relay-mode agent changes its snapshot entry by entry.
+    /// After any sequence of upserts (arbitrary elements, most filed under
+    /// one of a few ids, some without one) and removals, the snapshot and
+    /// the report are those of a whole parse of what each id holds last.
+    #[test]
+    fn a_live_snapshot_is_the_parse_of_what_each_id_holds_last(
+        ops in prop::collection::vec(
+            (0usize..9, 0usize..3, any::<bool>(), prop::option::weighted(0.8, any_json())),
+            0..40,
+        ),
+        servers in status(),
+        octavia in status(),
+    ) {
+        let sources = Sources { servers, loadbalancers: octavia, amphorae: octavia };
+        let mut live = LiveSnapshot::new(sources);
+        let mut held: BTreeMap<(Resource, String), Value> = BTreeMap::new();
+        for (kind, id, keep_own_id, item) in ops {
+            let resource = Resource::ALL[kind];
+            let id = format!("x{id}");
+            match item {
+                None => {
+                    live.remove(resource, &id);
+                    held.remove(&(resource, id));
+                }
+                Some(mut item) => {
+                    if let (Value::Object(obj), false) = (&mut item, keep_own_id) {
+                        obj.insert("id".to_owned(), Value::String(id));
+                    }
+                    match (live.upsert(resource, &item), id_of(&item)) {
+                        (Ok(()), Some(id)) => {
+                            held.insert((resource, id), item);
+                        }
+                        (Err(line), None) => prop_assert_eq!(line.id, None),
+                        (got, id) => prop_assert!(false, "upsert {:?} of an element with id {:?}", got, id),
+                    }
+                }
+            }
+        }
+        let (snapshot, report) = parse_snapshot(&bodies_of(&held, sources)).expect("right shape");
+        prop_assert_eq!(live.snapshot(), &snapshot);
+        prop_assert_eq!(live.skipped(), report.skipped.len());
+        prop_assert_eq!(live.report(), report);
+    }
+
+    /// The same with a generated cloud's real elements: filed in any
+    /// order, some taken out and filed again, the snapshot and the plan
+    /// are those of the whole bodies.
+    #[test]
+    fn a_live_snapshot_of_a_cloud_plans_like_its_bodies(
+        t in topo(),
+        seed in 1u64..u64::MAX,
+        out in prop::collection::vec(any::<bool>(), 0..64),
+    ) {
+        let b = bodies(&t);
+        let mut items: Vec<(Resource, Value)> = Resource::ALL
+            .into_iter()
+            .filter_map(|r| Some((r, b.body(r)?[r.collection()].as_array()?.clone())))
+            .flat_map(|(r, list)| list.into_iter().map(move |v| (r, v)))
+            .collect();
+        let mut seed = seed;
+        shuffle(&mut items, &mut seed);
+        let mut live = LiveSnapshot::new(Sources::of(&b));
+        for (r, v) in &items {
+            let _ = live.upsert(*r, v);
+        }
+        // Some taken out, then filed again in another order.
+        let again: Vec<&(Resource, Value)> =
+            items.iter().zip(&out).filter(|(_, o)| **o).map(|(i, _)| i).collect();
+        for (r, v) in &again {
+            if let Some(id) = id_of(v) {
+                live.remove(*r, &id);
+            }
+        }
+        let mut again = again;
+        shuffle(&mut again, &mut seed);
+        for (r, v) in again {
+            let _ = live.upsert(*r, v);
+        }
+        let (snapshot, report) = parse_snapshot(&b).expect("right shape");
+        prop_assert_eq!(live.snapshot(), &snapshot);
+        prop_assert_eq!(live.report(), report);
+        let options = PlanOptions::default();
+        prop_assert_eq!(plan(live.snapshot(), &options).to_json(), plan(&snapshot, &options).to_json());
     }
 }

@@ -139,3 +139,45 @@ fn missing_file_is_defaults_only_at_the_default_path() {
     assert_eq!(e.issues[0].key, f.path().display().to_string());
     assert!(e.issues[0].message.starts_with("not valid YAML: line "));
 }
+
+/// `tunables.kick_debounce` defaults to 1 s, and to `RELAY_KICK_DEBOUNCE`
+/// in relay mode; whichever layer sets it wins in both modes, and a reload
+/// of an unchanged relay-mode file changes nothing.
+#[test]
+fn the_kick_debounce_default_follows_the_metadata_source_unless_a_layer_sets_it() {
+    let relay = "metadata:\n  source: relay\n  stream: {url: 'amqp://agent:pw@mq:5672/'}\n";
+    let debounce = |text: &str, vars: &[(&str, &str)], set: &[&str]| {
+        let f = file_with(text);
+        let flags = Flags {
+            set: set.iter().map(|s| (*s).to_owned()).collect(),
+            log_level: None,
+        };
+        load(config_file(Some(f.path().to_path_buf())), env(vars), &flags)
+            .unwrap()
+            .config
+            .tunables
+            .kick_debounce
+    };
+    assert_eq!(debounce("", &[], &[]), Duration::from_secs(1));
+    assert_eq!(debounce(relay, &[], &[]), RELAY_KICK_DEBOUNCE);
+    assert!(RELAY_KICK_DEBOUNCE < Duration::from_secs(1));
+    let explicit = format!("{relay}tunables:\n  kick_debounce: 1s\n");
+    assert_eq!(debounce(&explicit, &[], &[]), Duration::from_secs(1));
+    let by_env = [("LACHESIS_TUNABLES__KICK_DEBOUNCE", "2s")];
+    assert_eq!(debounce(relay, &by_env, &[]), Duration::from_secs(2));
+    assert_eq!(
+        debounce(relay, &[], &["tunables.kick_debounce=0s"]),
+        Duration::ZERO
+    );
+    // The source by the environment decides the default as the file's does.
+    let by_env = [
+        ("LACHESIS_METADATA__SOURCE", "relay"),
+        ("LACHESIS_METADATA__STREAM__URL", "amqp://agent:pw@mq:5672/"),
+    ];
+    assert_eq!(debounce("", &by_env, &[]), RELAY_KICK_DEBOUNCE);
+
+    let old = Config::from_yaml(relay).unwrap();
+    let outcome = crate::config::reload(&old, relay).unwrap();
+    assert!(outcome.applied.is_empty(), "{:?}", outcome.applied);
+    assert_eq!(outcome.config.tunables.kick_debounce, RELAY_KICK_DEBOUNCE);
+}
