@@ -34,6 +34,10 @@ pub(crate) struct Held {
     /// The newest snapshot written to the stream, named by heartbeats so
     /// a booting agent starts reading there.
     written: Option<SnapshotRef>,
+    /// The newest heartbeat queued and not yet written (its `at_ms`).
+    queued_beat: Option<u64>,
+    /// Heartbeats queued and not yet written.
+    queued_beats: u64,
     pub metrics: RelayMetrics,
 }
 
@@ -48,6 +52,8 @@ impl Held {
             quiet: true,
             queued: None,
             written: None,
+            queued_beat: None,
+            queued_beats: 0,
             metrics,
         }
     }
@@ -111,7 +117,24 @@ impl Held {
     /// carrying the snapshot's id, an end marker with their number.
     /// Tombstones are left out: the agents' heal rule removes what a
     /// complete snapshot lacks.
+    ///
+    /// Records still waiting for the stream (it has been down) are dropped
+    /// first: the snapshot carries the whole state, and what it lacks the
+    /// heal rule removes, so they say nothing it does not. Without this a
+    /// relay whose stream stays down would queue one more copy of the cloud
+    /// every `relay.snapshot_interval` until it ran out of memory.
     pub fn snapshot(&mut self, now_ms: u64) {
+        if !self.pending.is_empty() {
+            tracing::warn!(
+                superseded = self.pending.len(),
+                "the state stream is behind: the records waiting for it are superseded by a new snapshot"
+            );
+            self.pending.clear();
+            self.kinds.clear();
+            self.queued = None;
+            self.queued_beat = None;
+            self.queued_beats = 0;
+        }
         self.snapshots += 1;
         let id = format!("{now_ms}-{}", self.snapshots);
         let marker = |phase| {
@@ -147,7 +170,6 @@ impl Held {
         self.push(SNAPSHOT_KIND, &end);
         self.quiet = false;
         self.queued = Some(SnapshotRef { id, at_ms: now_ms });
-        self.metrics.snapshot();
     }
 
     /// Queues a heartbeat: the state's digest and size, as of `now_ms`,
@@ -162,7 +184,8 @@ impl Held {
             snapshot: self.written.clone(),
         });
         self.push(HEARTBEAT_KIND, &beat);
-        self.metrics.heartbeat();
+        self.queued_beat = Some(now_ms);
+        self.queued_beats += 1;
     }
 
     /// Whether records wait for the stream.
@@ -184,6 +207,11 @@ impl Held {
         self.metrics.pending(0);
         if let Some(written) = self.queued.take() {
             self.written = Some(written);
+            self.metrics.snapshot();
+        }
+        if let Some(at_ms) = self.queued_beat.take() {
+            self.metrics
+                .heartbeats(std::mem::take(&mut self.queued_beats), at_ms);
         }
         Ok(())
     }

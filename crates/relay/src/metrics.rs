@@ -3,12 +3,19 @@
 //! shows from the first scrape.
 
 use lachesis_planner::Resource;
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `outcome` of a sync or a digest.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -87,6 +94,10 @@ pub struct RelayMetrics {
     last_check: Gauge<f64, AtomicU64>,
     snapshots: Counter,
     heartbeats: Counter,
+    /// When the newest heartbeat the stream took was made, ms since the
+    /// epoch; until the first, when the families were first registered
+    /// (the relay's start); 0 before that.
+    heartbeat_ms: Arc<AtomicU64>,
 }
 
 impl RelayMetrics {
@@ -172,6 +183,12 @@ impl RelayMetrics {
             "Heartbeats written to the state stream",
             self.heartbeats.clone(),
         );
+        // Only the first registration seeds it: a render for a test or
+        // --check-config registers again and must not move it.
+        let _ =
+            self.heartbeat_ms
+                .compare_exchange(0, now_ms(), Ordering::Relaxed, Ordering::Relaxed);
+        r.register_collector(Box::new(HeartbeatAge(self.heartbeat_ms.clone())));
     }
 
     pub(crate) fn sync(&self, ok: bool) {
@@ -237,12 +254,15 @@ impl RelayMetrics {
         self.last_check.set(at_ms as f64 / 1000.0);
     }
 
+    /// A snapshot the stream took.
     pub(crate) fn snapshot(&self) {
         self.snapshots.inc();
     }
 
-    pub(crate) fn heartbeat(&self) {
-        self.heartbeats.inc();
+    /// `count` heartbeats the stream took, the newest made at `at_ms`.
+    pub(crate) fn heartbeats(&self, count: u64, at_ms: u64) {
+        self.heartbeats.inc_by(count);
+        self.heartbeat_ms.fetch_max(at_ms, Ordering::Relaxed);
     }
 
     /// One series' value, for tests: `family` is the name without
@@ -281,7 +301,42 @@ impl RelayMetrics {
             "publish_errors" => self.publish_errors.get(),
             "snapshots" => self.snapshots.get(),
             "heartbeats" => self.heartbeats.get(),
+            "pending_records" => u64::try_from(self.pending.get()).unwrap_or(0),
             _ => panic!("no relay family {family}"),
         }
+    }
+}
+
+/// `lachesis_relay_heartbeat_age_seconds`, at scrape time: what the agents'
+/// `lachesis_metadata_age_seconds` cannot say when the stream does not take
+/// the relay's writes (their age then rises with no error of their own).
+/// Before the first heartbeat is taken it counts from the registration
+/// (the relay's start), so a relay whose stream refuses it from the start
+/// shows a rising age, never a blank.
+#[derive(Debug)]
+struct HeartbeatAge(Arc<AtomicU64>);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Collector for HeartbeatAge {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let from = self.0.load(Ordering::Relaxed);
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "ms since the epoch fit an f64's 53 bits for 285 000 years"
+        )]
+        let age = now_ms().saturating_sub(from) as f64 / 1000.0;
+        let m = enc.encode_descriptor(
+            "lachesis_relay_heartbeat_age_seconds",
+            "Seconds since the newest heartbeat the state stream took was made (before the first, \
+             since the relay started), computed at scrape time",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(age).encode(m)
     }
 }

@@ -392,6 +392,131 @@ async fn failures_of_openstack_or_the_stream_stop_nothing_and_lose_nothing() {
     relay.stop().await;
 }
 
+/// A stream down across several snapshot intervals: each new snapshot
+/// supersedes what still waits (the relay holds at most one copy of the
+/// cloud, not one more per interval), the heartbeat and snapshot counters
+/// count only what the stream took, the heartbeat age rises; once the
+/// stream is back, an agent reading it holds what OpenStack holds,
+/// changes made during the outage included.
+#[tokio::test]
+async fn a_stream_down_for_many_snapshots_queues_one_and_loses_nothing() {
+    let mut relay = Harness::start(Schedule {
+        snapshot_interval: Duration::from_millis(200),
+        heartbeat_interval: Duration::from_millis(50),
+        ..schedule()
+    })
+    .await;
+    relay
+        .wait_for("a heartbeat", |records| {
+            records.iter().any(|r| matches!(r, Record::Heartbeat(_)))
+        })
+        .await;
+    relay.stream.fail_next(usize::MAX);
+    let written = relay.stream.decoded().len();
+    relay
+        .ctl(Method::POST, "ports", &new_port("p-outage", 11))
+        .await;
+    assert_eq!(relay.deliver_next().await, "port.create.end");
+    // Ten snapshot intervals, each queueing the whole cloud again.
+    let live = cloud_records(&relay);
+    let mut most = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        most = most.max(relay.metrics.value("pending_records", ""));
+    }
+    assert_eq!(
+        relay.stream.decoded().len(),
+        written,
+        "the stream took nothing"
+    );
+    // One snapshot (its two markers and every live record) and what came
+    // after it: heartbeats, at most one interval's.
+    assert!(
+        most <= live + 2 + 10,
+        "at most one snapshot waits: {most} pending for {live} live records"
+    );
+    assert!(relay.metrics.value("publish_errors", "") >= 2);
+    let age = heartbeat_age(&relay);
+    assert!(
+        age >= 1.0,
+        "the heartbeat age rises while nothing is written: {age}"
+    );
+
+    relay.stream.fail_next(0);
+    relay
+        .wait_for("a snapshot written after the outage", |records| {
+            records[written..]
+                .iter()
+                .any(|r| matches!(r, Record::Marker(m) if m.phase != lachesis_fleet::Phase::Start))
+        })
+        .await;
+    let records = relay.stream.decoded();
+    let mut agent = Assembler::new();
+    for (offset, record) in records.iter().enumerate() {
+        agent.feed(offset as u64, record, 0);
+    }
+    assert!(agent.ready());
+    let pages = agent.state().pages();
+    let held: BTreeSet<&str> = pages[&Resource::Ports]
+        .iter()
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert!(
+        held.contains("p-outage"),
+        "the change made during the outage"
+    );
+    assert_eq!(held.len(), topology().ports.len() + 1);
+    // The counters count what the stream took.
+    let beats = records
+        .iter()
+        .filter(|r| matches!(r, Record::Heartbeat(_)))
+        .count();
+    let ends = records
+        .iter()
+        .filter(|r| matches!(r, Record::Marker(m) if m.phase != lachesis_fleet::Phase::Start))
+        .count();
+    assert_eq!(relay.metrics.value("heartbeats", "") as usize, beats);
+    assert_eq!(relay.metrics.value("snapshots", "") as usize, ends);
+    relay
+        .wait_for("a heartbeat after the outage", |r| {
+            r[written..]
+                .iter()
+                .any(|r| matches!(r, Record::Heartbeat(_)))
+        })
+        .await;
+    assert!(
+        heartbeat_age(&relay) < age,
+        "the age fell once heartbeats were written"
+    );
+    relay.stop().await;
+}
+
+/// Live resources in the relay's first snapshot (its end marker's count).
+fn cloud_records(relay: &Harness) -> u64 {
+    relay
+        .stream
+        .decoded()
+        .iter()
+        .find_map(|r| match r {
+            Record::Marker(m) => match m.phase {
+                lachesis_fleet::Phase::End { records } => Some(records),
+                lachesis_fleet::Phase::Start => None,
+            },
+            _ => None,
+        })
+        .expect("the first snapshot was written")
+}
+
+/// `lachesis_relay_heartbeat_age_seconds` as the relay serves it.
+fn heartbeat_age(relay: &Harness) -> f64 {
+    let text = lachesis_relay::serve::render(&relay.metrics);
+    text.lines()
+        .find_map(|l| l.strip_prefix("lachesis_relay_heartbeat_age_seconds "))
+        .expect("the family is rendered")
+        .parse()
+        .expect("a number")
+}
+
 /// What the relay serves on /metrics is docs/metrics.md's "Relay" section,
 /// family for family: type, labels, owner; nothing more, nothing less.
 #[test]
@@ -408,5 +533,5 @@ fn the_relay_s_families_are_the_documented_ones() {
             );
         }
     }
-    assert_eq!(rendered.len(), 12);
+    assert_eq!(rendered.len(), 13);
 }
