@@ -13,12 +13,25 @@ pub use clouds::{load_clouds_entry, SearchPaths};
 pub use env::from_env;
 pub use section::OpenStackSettings;
 
+/// `a, b, c`, or `none` for nothing: a list in a message, for people.
+fn listed(items: impl Iterator<Item = String>) -> String {
+    let all: Vec<String> = items.collect();
+    if all.is_empty() {
+        "none".to_owned()
+    } else {
+        all.join(", ")
+    }
+}
+
 /// Errors reading cloud configuration; each names where and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A cloud was named (`--cloud`, the agent config or `OS_CLOUD`) but no
     /// candidate `clouds.yaml` exists.
-    #[error("no clouds.yaml found (searched {searched:?}); cloud {cloud:?} cannot be resolved")]
+    #[error(
+        "no clouds.yaml found (searched {}); cloud {cloud:?} cannot be resolved: expected a clouds.yaml at one of those paths (docs/openstack.md)",
+        listed(searched.iter().map(|p| p.display().to_string()))
+    )]
     NoCloudsFile {
         /// The cloud asked for.
         cloud: String,
@@ -50,7 +63,10 @@ pub enum ConfigError {
         path: PathBuf,
     },
     /// The cloud is not a key under `clouds:` in the file found.
-    #[error("{path}: cloud {cloud:?} not found under `clouds` (known: {known:?})")]
+    #[error(
+        "{path}: cloud {cloud:?} not found under `clouds` (it defines {})",
+        listed(known.iter().cloned())
+    )]
     UnknownCloud {
         /// The `clouds.yaml` read.
         path: PathBuf,

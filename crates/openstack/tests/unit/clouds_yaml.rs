@@ -307,6 +307,12 @@ fn errors_name_the_file_the_key_and_the_expected_form() {
         matches!(err, ConfigError::UnknownCloud { ref known, .. } if known == &["bad".to_string()]),
         "{err}"
     );
+    // Lists read as lists, not as Rust values.
+    assert!(
+        err.to_string()
+            .ends_with(": cloud \"nope\" not found under `clouds` (it defines bad)"),
+        "{err}"
+    );
 
     std::fs::write(&file, "clouds: [unclosed\n").unwrap();
     assert!(matches!(
@@ -315,10 +321,22 @@ fn errors_name_the_file_the_key_and_the_expected_form() {
     ));
 
     let empty = dirs();
-    assert!(matches!(
-        resolve(&pick("x"), &empty.paths(), &env_of(&[])),
-        Err(ConfigError::NoCloudsFile { .. })
-    ));
+    let err = resolve(&pick("x"), &empty.paths(), &env_of(&[])).unwrap_err();
+    assert!(matches!(err, ConfigError::NoCloudsFile { .. }), "{err}");
+    let paths = empty.paths();
+    let searched: Vec<String> = paths
+        .clouds
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(!searched.is_empty());
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "no clouds.yaml found (searched {}); cloud \"x\" cannot be resolved: expected a clouds.yaml at one of those paths (docs/openstack.md)",
+            searched.join(", ")
+        )
+    );
     assert!(matches!(
         resolve(&Selection::default(), &empty.paths(), &env_of(&[])),
         Err(ConfigError::NothingConfigured)
