@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(got.len(), 4, "{got:#?}");
         assert!(
             got[0].starts_with(&format!(
-                "openstack.cloud: {}: cloud \"prod\" not found under `clouds` (known: [\"lab\"])",
+                "openstack.cloud: {}: cloud \"prod\" not found under `clouds` (it defines lab)",
                 clouds.display()
             )),
             "{got:#?}"

@@ -90,7 +90,7 @@ impl SharedAssembler {
 /// It keeps the state parsed between passes ([`LiveSnapshot`]) and parses
 /// only the bodies that changed since the last one: a pass after one event
 /// costs the plan and a walk of the keys, not a parse of the whole cloud
-/// (measured in docs/operations.md "Relay mode's passes").
+/// (docs/fleet.md "Running"; `make bench-relay-pass`).
 #[derive(Debug, Clone, Default)]
 pub struct RelaySource {
     shared: SharedAssembler,
