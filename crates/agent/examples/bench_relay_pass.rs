@@ -69,23 +69,17 @@ async fn main() -> ExitCode {
     let mut records = vec![marker(Phase::Start)];
     let mut ports = Vec::new();
     for kind in Resource::ALL {
-        let items = bodies
-            .body(kind)
-            .and_then(|b| b.get(kind.collection()))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for item in items {
+        for item in bodies.items(kind).unwrap_or_default() {
             let id = item["id"]
                 .as_str()
                 .expect("every resource has an id")
                 .to_owned();
-            let rev = revision_of(kind, &item, OBSERVED_MS).expect("a revision");
+            let rev = revision_of(kind, item, OBSERVED_MS).expect("a revision");
             if kind == Resource::Ports {
                 ports.push((id.clone(), rev, item.clone()));
             }
             records.push(Record::Entry(
-                Entry::live(kind, id, rev, &item).in_snapshot("bench-1"),
+                Entry::live(kind, id, rev, item).in_snapshot("bench-1"),
             ));
         }
     }

@@ -160,10 +160,7 @@ fn print_traffic(received: Traffic, fetched: &ApiBodies, whole: &ApiBodies) {
     let (mut all_whole, mut all_selected, mut neutron_whole, mut neutron_selected) = (0, 0, 0, 0);
     println!("  list             items  whole objects  fields a sync asks for");
     for r in Resource::ALL {
-        let items = fetched
-            .body(r)
-            .and_then(|b| b[r.collection()].as_array())
-            .map_or(0, Vec::len);
+        let items = fetched.items(r).map_or(0, <[_]>::len);
         let (w, f) = (size(whole, r), size(&selected, r));
         all_whole += w;
         all_selected += f;

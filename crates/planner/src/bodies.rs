@@ -367,6 +367,16 @@ impl ApiBodies {
         }
     }
 
+    /// The elements of `resource`'s list: `None` when a best-effort list
+    /// was not fetched or the body is not `{"<list>": [...]}`.
+    #[must_use]
+    pub fn items(&self, resource: Resource) -> Option<&[Value]> {
+        self.body(resource)?
+            .get(resource.collection())?
+            .as_array()
+            .map(Vec::as_slice)
+    }
+
     /// The body of `resource`: always present for a required list, present
     /// for a best-effort one only when it was fetched.
     #[must_use]

@@ -1076,10 +1076,7 @@ async fn synced_lists(client: &Client) -> Vec<(Resource, Vec<Value>)> {
     let listed = client.sync().await.unwrap().bodies;
     Resource::ALL
         .into_iter()
-        .filter_map(|r| {
-            let items = listed.body(r)?[r.collection()].as_array()?.clone();
-            Some((r, items))
-        })
+        .filter_map(|r| Some((r, listed.items(r)?.to_vec())))
         .collect()
 }
 

@@ -608,7 +608,7 @@ fn parse_in_pages(b: &ApiBodies, size: usize, sources: Sources) -> (Snapshot, Pa
     let pages: Vec<(Resource, Vec<&[Value]>)> = Resource::ALL
         .into_iter()
         .filter_map(|r| {
-            let items = b.body(r)?[r.collection()].as_array()?;
+            let items = b.items(r)?;
             Some((r, items.chunks(size).collect()))
         })
         .collect();
@@ -1138,7 +1138,7 @@ proptest! {
         let b = bodies(&t);
         let mut items: Vec<(Resource, Value)> = Resource::ALL
             .into_iter()
-            .filter_map(|r| Some((r, b.body(r)?[r.collection()].as_array()?.clone())))
+            .filter_map(|r| Some((r, b.items(r)?.to_vec())))
             .flat_map(|(r, list)| list.into_iter().map(move |v| (r, v)))
             .collect();
         let mut seed = seed;

@@ -38,17 +38,11 @@ async fn snapshot_records() -> Vec<Record> {
     let bodies = client.sync().await.unwrap().bodies;
     let mut entries = Vec::new();
     for kind in Resource::ALL {
-        let items = bodies
-            .body(kind)
-            .and_then(|b| b.get(kind.collection()))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for item in items {
+        for item in bodies.items(kind).unwrap_or_default() {
             let id = item["id"].as_str().expect("every resource has an id");
-            let rev = revision_of(kind, &item, OBSERVED_MS).expect("Neutron's carry one");
+            let rev = revision_of(kind, item, OBSERVED_MS).expect("Neutron's carry one");
             entries.push(Record::Entry(
-                Entry::live(kind, id, rev, &item).in_snapshot("snap-1"),
+                Entry::live(kind, id, rev, item).in_snapshot("snap-1"),
             ));
         }
     }
