@@ -95,6 +95,75 @@ impl FlowCounters {
     }
 }
 
+/// Key of the `flows` map (DESIGN §4.7): a flow key and the CPU whose
+/// sub-entry it is. Each CPU that counts a flow creates and writes only its
+/// own sub-entry, so the kernel's adds need no atomics and an entry's
+/// identity (§4.3) is per sub-entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct EntryKey {
+    /// The flow.
+    pub key: FlowKey,
+    /// The CPU that counted it (`bpf_get_smp_processor_id`), or
+    /// [`FOLDED_CPU`].
+    pub cpu: u16,
+}
+
+/// Size of [`EntryKey`] in bytes.
+pub const ENTRY_KEY_SIZE: usize = 20;
+
+/// The `cpu` of a reading that is not one CPU's sub-entry but a whole
+/// per-CPU hash entry of the previous layout, its slots folded: what a
+/// retired map of that layout, and a state file of schema 3 or older, hold.
+/// No kernel numbers a CPU this high (`NR_CPUS` stops at 8 192).
+pub const FOLDED_CPU: u16 = u16::MAX;
+
+impl EntryKey {
+    /// CPU `cpu`'s sub-entry of `key`.
+    #[must_use]
+    pub fn new(key: FlowKey, cpu: u16) -> EntryKey {
+        EntryKey { key, cpu }
+    }
+
+    /// The folded entry of `key` in a per-CPU map of the previous layout.
+    #[must_use]
+    pub fn folded(key: FlowKey) -> EntryKey {
+        EntryKey {
+            key,
+            cpu: FOLDED_CPU,
+        }
+    }
+
+    /// Whether this is a folded per-CPU entry rather than one CPU's.
+    #[must_use]
+    pub fn is_folded(&self) -> bool {
+        self.cpu == FOLDED_CPU
+    }
+}
+
+impl From<FlowKey> for EntryKey {
+    /// A bare flow key names the folded entry of a per-CPU map.
+    fn from(key: FlowKey) -> EntryKey {
+        EntryKey::folded(key)
+    }
+}
+
+/// Value of the `flows` map (DESIGN §4.7): the counters and three reserved
+/// words, always zero, so that a preallocated element (48-byte header,
+/// 24-byte key slot, this) is exactly 128 bytes, two cache lines that no
+/// other CPU's element shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct FlowValue {
+    /// This sub-entry's counters.
+    pub counters: FlowCounters,
+    /// Always zero.
+    pub reserved: [u64; 3],
+}
+
+/// Size of [`FlowValue`] in bytes.
+pub const FLOW_VALUE_SIZE: usize = 56;
+
 /// Value of the `tap_ports` map (key: the tap's ifindex, a u32): the MAC of
 /// the Neutron port behind the tap. The classifier keys a group frame the
 /// tap delivers (rx) by this MAC instead of the group destination.
@@ -196,6 +265,14 @@ const _: () = {
     assert!(offset_of!(FlowCounters, packets) == 8);
     assert!(offset_of!(FlowCounters, last_seen_ns) == 16);
     assert!(offset_of!(FlowCounters, created_ns) == 24);
+
+    assert!(size_of::<EntryKey>() == ENTRY_KEY_SIZE);
+    assert!(offset_of!(EntryKey, key) == 0);
+    assert!(offset_of!(EntryKey, cpu) == 18);
+
+    assert!(size_of::<FlowValue>() == FLOW_VALUE_SIZE);
+    assert!(offset_of!(FlowValue, counters) == 0);
+    assert!(offset_of!(FlowValue, reserved) == 32);
 
     assert!(size_of::<TapPort>() == 8);
     assert!(offset_of!(TapPort, mac) == 0);

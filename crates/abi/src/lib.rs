@@ -22,8 +22,9 @@ mod prefix;
 
 pub use codes::{Direction, L4Class, StatReason, UnknownCode, Zone};
 pub use layout::{
-    AmphoraKey, DrainRecord, EndpointValue, FlowCounters, FlowKey, TapPort, ZoneKeyV4, ZoneKeyV6,
-    ENDPOINT_FLAG_AMPHORA, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE,
+    AmphoraKey, DrainRecord, EndpointValue, EntryKey, FlowCounters, FlowKey, FlowValue, TapPort,
+    ZoneKeyV4, ZoneKeyV6, ENDPOINT_FLAG_AMPHORA, ENTRY_KEY_SIZE, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE,
+    FLOW_VALUE_SIZE, FOLDED_CPU,
 };
 pub use mac::{Mac, MacParseError};
 pub use prefix::{Prefix, PrefixParseError};

@@ -2,7 +2,7 @@
 //! the absorbers, always mutated together under one lock (held by
 //! [`crate::Ledger`]).
 
-use lachesis_abi::{FlowCounters, FlowKey};
+use lachesis_abi::{EntryKey, FlowCounters, FlowKey};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::absorbers::{fold, unknown_key, Absorbers};
@@ -12,18 +12,46 @@ use crate::delta::{delta, Baseline, DrainMark};
 use crate::flow::decode;
 use crate::health::{AnomalyKind, Health};
 use crate::interner::TenantInterner;
+use crate::subs::Subs;
 use crate::unresolved::{select_evictions, Pending, Tombstone, UnresolvedLimits};
 
 /// One ledger row: the bytes attributed to the row's current binding since it
-/// was created or last rebased, and the raw baseline of the kernel entry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// was created or last rebased, and the raw baselines of its kernel
+/// sub-entries (one per CPU that counted the flow, DESIGN §4.7).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Row {
     /// Cumulative counts under the current attribution.
     pub total: Counts,
-    /// The last raw reading and its entry stamp (§4.3).
-    pub base: Baseline,
-    /// The full drain that last showed the entry.
-    pub(crate) seen: DrainMark,
+    /// The last raw reading and entry stamp of each sub-entry (§4.3).
+    pub subs: Subs,
+}
+
+/// One kernel reading: which entry it came from and what it held. A bare
+/// [`FlowKey`] names the folded entry of a per-CPU map of the previous
+/// layout (a retired map's drain).
+pub trait Reading {
+    /// The kernel entry read.
+    fn entry(&self) -> EntryKey;
+    /// Its counters.
+    fn counters(&self) -> &FlowCounters;
+}
+
+impl Reading for (EntryKey, FlowCounters) {
+    fn entry(&self) -> EntryKey {
+        self.0
+    }
+    fn counters(&self) -> &FlowCounters {
+        &self.1
+    }
+}
+
+impl Reading for (FlowKey, FlowCounters) {
+    fn entry(&self) -> EntryKey {
+        EntryKey::folded(self.0)
+    }
+    fn counters(&self) -> &FlowCounters {
+        &self.1
+    }
 }
 
 /// Everything the ledger holds.
@@ -34,7 +62,7 @@ pub struct Book {
     /// Rows waiting for their VM MAC to be bound.
     pub unresolved: FxHashMap<FlowKey, Pending>,
     /// Kernel entries reported for deletion, not yet seen gone.
-    pub tombstones: FxHashMap<FlowKey, Tombstone>,
+    pub tombstones: FxHashMap<EntryKey, Tombstone>,
     /// Absorber buckets.
     pub absorbers: Absorbers,
     /// Project ↔ kernel tenant id.
@@ -58,6 +86,9 @@ pub struct DrainReport {
     /// Readings older than what the ledger already applied for the same
     /// entry (same stamp, a counter lower): ignored.
     pub stale: usize,
+    /// Sub-entry baselines dropped because this full drain did not show
+    /// their entries (gone from the kernel).
+    pub subs_dropped: usize,
 }
 
 /// How a set of readings relates to the kernel map (§4.6, §9).
@@ -82,14 +113,14 @@ enum Holder {
     /// Only a tombstone knows the entry: released for deletion, its row gone
     /// or (pressure relief) tracking it too.
     Tomb(Baseline),
-    /// A row or pending row of another entry under the same key.
+    /// A row or pending row of another entry under the same (key, CPU).
     Other(Baseline),
     None,
 }
 
 impl Book {
     /// Moves every unresolved row whose VM MAC is now bound into the rows,
-    /// with its accumulated bytes and its raw baseline (no double count).
+    /// with its accumulated bytes and its raw baselines (no double count).
     pub(crate) fn resolve_pending(&mut self, attr: &dyn Attribution, health: &mut Health) -> usize {
         let ready: Vec<FlowKey> = self
             .unresolved
@@ -103,8 +134,7 @@ impl Book {
                     *k,
                     Row {
                         total: p.acc,
-                        base: p.base,
-                        seen: p.seen,
+                        subs: p.subs,
                     },
                 );
             }
@@ -115,17 +145,18 @@ impl Book {
 
     /// Applies a set of readings (§4.3, §4.6). A [`ReadKind::Full`] drain
     /// must cover the whole live `flows` map: a tombstoned entry absent from
-    /// it is gone. Returns the report and the kernel keys of the unresolved
-    /// rows it evicted that are to be deleted.
-    pub(crate) fn apply_readings(
+    /// it is gone, and so is a sub-entry baseline it did not show. Returns
+    /// the report and the kernel entries of the unresolved rows it evicted
+    /// that are to be deleted.
+    pub(crate) fn apply_readings<R: Reading>(
         &mut self,
         attr: &dyn Attribution,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         kind: ReadKind,
         now_ns: u64,
         limits: UnresolvedLimits,
         health: &mut Health,
-    ) -> (DrainReport, Vec<FlowKey>) {
+    ) -> (DrainReport, Vec<EntryKey>) {
         let mut report = DrainReport {
             resolved: self.resolve_pending(attr, health),
             ..DrainReport::default()
@@ -134,8 +165,10 @@ impl Book {
             self.last_full.0 += 1;
         }
         // Tombstoned entries this drain saw again, same stamp: still there.
-        let mut still_there: FxHashSet<FlowKey> = FxHashSet::default();
-        for (key, reading) in readings {
+        let mut still_there: FxHashSet<EntryKey> = FxHashSet::default();
+        for r in readings {
+            let (entry, reading) = (r.entry(), r.counters());
+            let key = &entry.key;
             if key.pad != 0 {
                 report.nonzero_pad += 1;
                 health.anomaly(AnomalyKind::NonzeroPad);
@@ -147,37 +180,58 @@ impl Book {
                 continue;
             };
             let bound = || attr.binding(d.vm_mac).is_some();
-            if !self.apply_one(key, reading, kind, bound, now_ns, health) {
+            if !self.apply_one(entry, reading, kind, bound, now_ns, health) {
                 report.stale += 1;
             }
             // Matched (a stamp-0 tombstone adopts the reading's stamp).
             if !self.tombstones.is_empty()
                 && self
                     .tombstones
-                    .get(key)
+                    .get(&entry)
                     .is_some_and(|t| t.base.stamp == reading.created_ns)
             {
-                still_there.insert(*key);
+                still_there.insert(entry);
             }
         }
         if kind == ReadKind::Full {
             self.end_tombstones(&still_there, health);
+            report.subs_dropped = self.drop_unseen_subs();
         }
         let (evicted, deletes) = self.evict_unresolved(limits, now_ns, health);
         report.evicted = evicted;
         (report, deletes)
     }
 
+    /// After a full drain: forgets the baselines of sub-entries it did not
+    /// show. Their entries are gone (a later entry of the same key and CPU
+    /// carries a new stamp: a new entry whichever baseline is kept), so a
+    /// row's baselines follow the CPUs that count it now, not every CPU
+    /// that ever did.
+    fn drop_unseen_subs(&mut self) -> usize {
+        let mark = self.last_full;
+        let mut dropped = 0;
+        for row in self.rows.values_mut() {
+            dropped += row.subs.drop_unseen(mark);
+        }
+        for p in self.unresolved.values_mut() {
+            dropped += p.subs.drop_unseen(mark);
+        }
+        dropped
+    }
+
     /// The baseline a reading is to be diffed against: the entry's own
     /// (same stamp) wherever the ledger keeps it, else a stamp-0 one (which
-    /// matches any entry), else whatever the row holds (another entry).
-    fn holder(&self, key: &FlowKey, reading: &FlowCounters) -> Holder {
+    /// matches any entry), else whatever the row holds for that CPU
+    /// (another entry).
+    fn holder(&self, entry: &EntryKey, reading: &FlowCounters) -> Holder {
         let own = self
             .rows
-            .get(key)
-            .map(|r| r.base)
-            .or_else(|| self.unresolved.get(key).map(|p| p.base));
-        let tomb = self.tombstones.get(key).map(|t| t.base);
+            .get(&entry.key)
+            .map(|r| &r.subs)
+            .or_else(|| self.unresolved.get(&entry.key).map(|p| &p.subs))
+            .and_then(|subs| subs.get(entry.cpu))
+            .map(|s| s.base);
+        let tomb = self.tombstones.get(entry).map(|t| t.base);
         let stamp = reading.created_ns;
         match (own, tomb) {
             (Some(o), _) if o.stamp == stamp => Holder::Own(o),
@@ -189,35 +243,37 @@ impl Book {
         }
     }
 
-    /// The steady state, in one lookup: the row tracks this very entry.
+    /// The steady state, in two lookups: the row tracks this very entry.
     /// `None` when it does not (the general path decides).
     fn apply_to_own_row(
         &mut self,
-        key: &FlowKey,
+        entry: &EntryKey,
         reading: &FlowCounters,
         kind: ReadKind,
         health: &mut Health,
     ) -> Option<bool> {
-        let row = self.rows.get_mut(key)?;
-        if row.base.stamp != reading.created_ns {
+        let row = self.rows.get_mut(&entry.key)?;
+        let sub = row.subs.get_mut(entry.cpu)?;
+        if sub.base.stamp != reading.created_ns {
             return None;
         }
-        let (add, case) = delta(Some(&row.base), reading);
+        if kind == ReadKind::Full {
+            // Shown by a full drain, even by a stale reading: it exists.
+            sub.seen = self.last_full;
+        }
+        let (add, case) = delta(Some(&sub.base), reading);
         if !case.adopts_reading() {
             health.anomaly(AnomalyKind::Stale);
             return Some(false);
         }
         let last = Baseline {
-            gone: kind == ReadKind::Final || row.base.gone,
+            gone: kind == ReadKind::Final || sub.base.gone,
             ..Baseline::of(reading)
         };
+        sub.base = last;
         row.total.add(add);
-        row.base = last;
-        if kind == ReadKind::Full {
-            row.seen = self.last_full;
-        }
         if !self.tombstones.is_empty() {
-            if let Some(t) = self.tombstones.get_mut(key) {
+            if let Some(t) = self.tombstones.get_mut(entry) {
                 if t.base.stamp == reading.created_ns {
                     t.base = last;
                 }
@@ -231,17 +287,17 @@ impl Book {
     /// row is created).
     fn apply_one(
         &mut self,
-        key: &FlowKey,
+        entry: EntryKey,
         reading: &FlowCounters,
         kind: ReadKind,
         bound: impl FnOnce() -> bool,
         now_ns: u64,
         health: &mut Health,
     ) -> bool {
-        if let Some(applied) = self.apply_to_own_row(key, reading, kind, health) {
+        if let Some(applied) = self.apply_to_own_row(&entry, reading, kind, health) {
             return applied;
         }
-        let holder = self.holder(key, reading);
+        let holder = self.holder(&entry, reading);
         if kind == ReadKind::Outdated
             && !matches!(holder, Holder::Own(b) | Holder::Tomb(b) if b.stamp == reading.created_ns)
         {
@@ -268,31 +324,26 @@ impl Book {
             ..Baseline::of(reading)
         };
         let from_tomb = matches!(holder, Holder::Tomb(_));
-        if let Some(t) = self.tombstones.get_mut(key) {
+        if let Some(t) = self.tombstones.get_mut(&entry) {
             if t.base.stamp == reading.created_ns || from_tomb {
                 t.base = last;
             }
         }
         // A full drain shows the entry: it exists now (see `DrainMark`).
         let seen = self.last_full;
-        let full = kind == ReadKind::Full;
-        if let Some(row) = self.rows.get_mut(key) {
+        let full = (kind == ReadKind::Full).then_some(seen);
+        let key = entry.key;
+        if let Some(row) = self.rows.get_mut(&key) {
             row.total.add(add);
             if !from_tomb {
-                row.base = last;
-                if full {
-                    row.seen = seen;
-                }
+                row.subs.record(entry.cpu, last, full, seen);
             }
             return true;
         }
-        if let Some(p) = self.unresolved.get_mut(key) {
+        if let Some(p) = self.unresolved.get_mut(&key) {
             p.acc.add(add);
             if !from_tomb {
-                p.base = last;
-                if full {
-                    p.seen = seen;
-                }
+                p.subs.record(entry.cpu, last, full, seen);
             }
             if !add.is_zero() {
                 p.last_active_ns = now_ns;
@@ -308,27 +359,20 @@ impl Book {
             // The last bytes of an entry whose row was evicted: its binding
             // is gone (or never was), and the entry is gone too. They end in
             // `unknown`, never in a row a reborn MAC could inherit.
-            fold(&mut self.absorbers.unknown, unknown_key(key), add);
+            fold(&mut self.absorbers.unknown, unknown_key(&key), add);
             return true;
         }
+        let subs = Subs::one_seen(entry.cpu, last, seen);
         if bound() {
-            self.rows.insert(
-                *key,
-                Row {
-                    total: add,
-                    base: last,
-                    seen,
-                },
-            );
+            self.rows.insert(key, Row { total: add, subs });
         } else {
             self.unresolved.insert(
-                *key,
+                key,
                 Pending {
                     acc: add,
-                    base: last,
+                    subs,
                     first_seen_ns: now_ns,
                     last_active_ns: now_ns,
-                    seen,
                 },
             );
         }
@@ -339,7 +383,7 @@ impl Book {
     /// (absent, or replaced by a newer one) is gone from the kernel. If its
     /// final reading never reached the ledger, the bytes it counted since
     /// its last reading are lost: counted (§11).
-    fn end_tombstones(&mut self, still_there: &FxHashSet<FlowKey>, health: &mut Health) {
+    fn end_tombstones(&mut self, still_there: &FxHashSet<EntryKey>, health: &mut Health) {
         self.tombstones.retain(|k, t| {
             if still_there.contains(k) {
                 return true;
@@ -357,7 +401,7 @@ impl Book {
     /// baseline until a full drain shows the entry gone, so a re-read of it
     /// (a retired map read again after a crash, a retried drain) continues
     /// from there instead of counting it again.
-    pub(crate) fn tombstone(&mut self, key: FlowKey, mut base: Baseline, seen: DrainMark) -> bool {
+    pub(crate) fn tombstone(&mut self, key: EntryKey, mut base: Baseline, seen: DrainMark) -> bool {
         let unseen = seen.0 != self.last_full.0;
         if unseen
             && self
@@ -381,44 +425,55 @@ impl Book {
         !base.gone
     }
 
+    /// Tombstones every sub-entry of an evicted row; returns the entries to
+    /// delete.
+    pub(crate) fn tombstone_all(&mut self, key: FlowKey, subs: &Subs, out: &mut Vec<EntryKey>) {
+        for s in subs {
+            let entry = EntryKey::new(key, s.cpu);
+            if self.tombstone(entry, s.base, s.seen) {
+                out.push(entry);
+            }
+        }
+    }
+
     /// Marks kernel entries for deletion by pressure relief (§9): their
     /// rows stay; a tombstone remembers each entry until its final reading.
-    /// Returns the keys to queue for release: those the ledger tracks (a key
-    /// it refused at the door was never billed, and it releases nothing it
-    /// cannot account for).
-    pub(crate) fn relieve(&mut self, keys: &[FlowKey]) -> Vec<FlowKey> {
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
+    /// Returns the entries to queue for release: those the ledger tracks (a
+    /// key it refused at the door was never billed, and it releases nothing
+    /// it cannot account for).
+    pub(crate) fn relieve(&mut self, entries: &[EntryKey]) -> Vec<EntryKey> {
+        let mut out = Vec::with_capacity(entries.len());
+        for entry in entries {
             let held = self
                 .rows
-                .get(key)
-                .map(|r| (r.base, r.seen))
-                .or_else(|| self.unresolved.get(key).map(|p| (p.base, p.seen)));
-            if held.is_some_and(|(b, seen)| self.tombstone(*key, b, seen)) {
-                out.push(*key);
+                .get(&entry.key)
+                .map(|r| &r.subs)
+                .or_else(|| self.unresolved.get(&entry.key).map(|p| &p.subs))
+                .and_then(|subs| subs.get(entry.cpu))
+                .map(|s| (s.base, s.seen));
+            if held.is_some_and(|(b, seen)| self.tombstone(*entry, b, seen)) {
+                out.push(*entry);
             }
         }
         out
     }
 
     /// Folds TTL-expired and over-capacity unresolved rows into `unknown`;
-    /// returns how many, and the kernel keys to delete (those whose entry
-    /// the latest full drain still showed).
+    /// returns how many, and the kernel entries to delete (those the latest
+    /// full drain still showed).
     pub(crate) fn evict_unresolved(
         &mut self,
         limits: UnresolvedLimits,
         now_ns: u64,
         health: &mut Health,
-    ) -> (usize, Vec<FlowKey>) {
+    ) -> (usize, Vec<EntryKey>) {
         let chosen = select_evictions(&self.unresolved, limits, now_ns);
         let n = chosen.len();
         let mut out = Vec::with_capacity(n);
         for (key, reason) in chosen {
             if let Some(p) = self.unresolved.remove(&key) {
                 fold(&mut self.absorbers.unknown, unknown_key(&key), p.acc);
-                if self.tombstone(key, p.base, p.seen) {
-                    out.push(key);
-                }
+                self.tombstone_all(key, &p.subs, &mut out);
                 health.evicted(reason);
             }
         }

@@ -3,11 +3,11 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use lachesis_abi::{FlowCounters, FlowKey};
+use lachesis_abi::EntryKey;
 use rustc_hash::FxHashSet;
 
 use crate::attribution::{Attribution, AttributionSource};
-use crate::book::{Book, DrainReport, ReadKind};
+use crate::book::{Book, DrainReport, ReadKind, Reading};
 use crate::delta::DrainMark;
 use crate::health::Health;
 use crate::interner::{InternerConflict, InternerFull, TenantInterner};
@@ -26,7 +26,7 @@ pub(crate) struct Inner {
     /// Kernel entries to delete, in eviction order. Each successful flush
     /// releases the prefix its copy covered: deleting an entry before the
     /// eviction that justifies it is durable loses its bytes on a crash.
-    pub deletes: Vec<FlowKey>,
+    pub deletes: Vec<EntryKey>,
     /// Settles and prunes applied, and how many of them the last successful
     /// flush covered. While they differ, drains are refused (see
     /// [`DrainError::SettleNotDurable`]).
@@ -58,7 +58,7 @@ pub(crate) struct Inner {
     /// very entry each one meant. Before that, the entry under the key may
     /// be a newer one the ledger never saw, and a lookup-and-delete would
     /// take it with bytes no tombstone accounts for.
-    pub restored_deletes: Vec<FlowKey>,
+    pub restored_deletes: Vec<EntryKey>,
 }
 
 impl Inner {
@@ -81,7 +81,7 @@ impl Inner {
     }
 
     /// Queues kernel deletes for release by the next successful flush.
-    fn queue_deletes(&mut self, keys: Vec<FlowKey>) {
+    fn queue_deletes(&mut self, keys: Vec<EntryKey>) {
         self.deletes.extend(keys);
     }
 }
@@ -255,9 +255,9 @@ impl Ledger {
     ///
     /// Refused while a settle or prune is not yet flushed, and at boot
     /// until the retired maps are drained and flushed (docs/ledger.md).
-    pub fn apply_drain(
+    pub fn apply_drain<R: Reading>(
         &self,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         now_ns: u64,
     ) -> Result<DrainReport, DrainError> {
         self.read(readings, now_ns, |inner| {
@@ -285,9 +285,9 @@ impl Ledger {
     /// Each is diffed like any reading; the bytes of an entry whose row was
     /// evicted go to `unknown` (its binding is gone). The next flush makes
     /// them durable: until then a crash loses them (counted, §11).
-    pub fn apply_final(
+    pub fn apply_final<R: Reading>(
         &self,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         now_ns: u64,
     ) -> Result<DrainReport, DrainError> {
         self.read(readings, now_ns, |_| Ok(ReadKind::Final))
@@ -303,9 +303,9 @@ impl Ledger {
     /// The last drain of a retired `flows` map, against the restored
     /// baselines: every entry in it is final (the map is removed after the
     /// flush that follows). Refused once the live map has been drained.
-    pub fn apply_retired(
+    pub fn apply_retired<R: Reading>(
         &self,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         now_ns: u64,
     ) -> Result<DrainReport, DrainError> {
         self.read(readings, now_ns, |inner| {
@@ -319,23 +319,26 @@ impl Ledger {
         })
     }
 
-    /// Pressure relief (§9): the kernel entries of `keys` are to be deleted
-    /// (their rows stay). Like every kernel delete, they are released by the
-    /// next successful flush; delete them with lookup-and-delete and hand
-    /// the final readings to [`Ledger::apply_final`].
-    pub fn relieve(&self, keys: &[FlowKey]) {
+    /// Pressure relief (§9): the kernel sub-entries `entries` are to be
+    /// deleted (their rows stay). Like every kernel delete, they are
+    /// released by the next successful flush; delete them with
+    /// lookup-and-delete and hand the final readings to
+    /// [`Ledger::apply_final`]. A bare [`lachesis_abi::FlowKey`] names the folded entry
+    /// of a per-CPU map of the previous layout.
+    pub fn relieve<K: Into<EntryKey> + Copy>(&self, entries: &[K]) {
+        let entries: Vec<EntryKey> = entries.iter().map(|e| (*e).into()).collect();
         let mut g = self.lock();
         let inner = &mut *g;
-        let released = inner.book.relieve(keys);
+        let released = inner.book.relieve(&entries);
         inner.queue_deletes(released);
     }
 
     /// Applies readings under the lock once no settle waits for its flush
     /// and `admit` — the ordering rule of this kind of read, which also
     /// records what the read changes in it — has said which kind they are.
-    fn read(
+    fn read<R: Reading>(
         &self,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         now_ns: u64,
         admit: impl FnOnce(&mut Inner) -> Result<ReadKind, DrainError>,
     ) -> Result<DrainReport, DrainError> {
@@ -346,10 +349,10 @@ impl Ledger {
         Ok(self.apply(inner, readings, kind, now_ns))
     }
 
-    fn apply(
+    fn apply<R: Reading>(
         &self,
         inner: &mut Inner,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         kind: ReadKind,
         now_ns: u64,
     ) -> DrainReport {
@@ -366,7 +369,7 @@ impl Ledger {
         if kind == ReadKind::Full && !inner.restored_deletes.is_empty() {
             // The drain ended every restored tombstone it did not show
             // (same stamp); those left are entries it showed: owed deletes.
-            let owed: Vec<FlowKey> = std::mem::take(&mut inner.restored_deletes)
+            let owed: Vec<EntryKey> = std::mem::take(&mut inner.restored_deletes)
                 .into_iter()
                 .filter(|k| inner.book.tombstones.get(k).is_some_and(|t| !t.base.gone))
                 .collect();
@@ -538,7 +541,7 @@ impl Ledger {
         // that still shows each entry (deleting an entry twice loses
         // nothing, its final reading is applied either way; deleting a
         // newer entry of the same key would).
-        let mut again: Vec<FlowKey> = book
+        let mut again: Vec<EntryKey> = book
             .tombstones
             .iter()
             .filter(|(_, t)| !t.base.gone)
@@ -592,7 +595,7 @@ impl Ledger {
     /// After a successful flush of a copy: its aggregates become the exported
     /// view, the settles it covered stop blocking drains, and the kernel
     /// deletes it covered are released.
-    pub(crate) fn publish_durable(&self, tiers: Tiers, copy: &FlushMarks) -> Vec<FlowKey> {
+    pub(crate) fn publish_durable(&self, tiers: Tiers, copy: &FlushMarks) -> Vec<EntryKey> {
         let mut g = self.lock();
         g.durable = Arc::new(tiers);
         if copy.settles > g.durable_settles {
@@ -614,7 +617,7 @@ impl Ledger {
         // copy's deletes are still the prefix (a restore in between replaces
         // the list: nothing of the old one may be released then).
         let n = copy_deletes.min(g.deletes.len());
-        let mut out: Vec<FlowKey> = g.deletes.drain(..n).collect();
+        let mut out: Vec<EntryKey> = g.deletes.drain(..n).collect();
         // Only entries still awaiting their final reading: one already read
         // (and deleted) or gone must not take a newer entry of its key with it.
         out.sort_unstable();

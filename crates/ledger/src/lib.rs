@@ -23,7 +23,7 @@
 //! ```
 //! use std::collections::BTreeMap;
 //! use std::sync::Arc;
-//! use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
+//! use lachesis_abi::{Direction, EntryKey, FlowCounters, FlowKey, L4Class, Mac, Zone};
 //! use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
 //! use lachesis_ledger::{
 //!     CommittedPlan, Exporter, Format, Ledger, Selector, SettleMode, UnresolvedLimits,
@@ -48,14 +48,18 @@
 //!     a.plan = CommittedPlan::encode(&format!("bindings of {project}")).unwrap();
 //!     a
 //! };
-//! // The kernel's `flows` map: the entry counts on between our reads.
+//! // The kernel's `flows` map: one sub-entry per CPU that counts the flow
+//! // (DESIGN §4.7), each counting on between our reads.
 //! let mut kernel = BTreeMap::new();
-//! let count = |kernel: &mut BTreeMap<FlowKey, FlowCounters>, bytes: u64| {
-//!     let e = kernel.entry(key).or_insert(FlowCounters { created_ns: 7, ..Default::default() });
+//! let count = |kernel: &mut BTreeMap<EntryKey, FlowCounters>, cpu: u16, bytes: u64| {
+//!     let created_ns = 7 + u64::from(cpu);
+//!     let e = kernel
+//!         .entry(EntryKey::new(key, cpu))
+//!         .or_insert(FlowCounters { created_ns, ..Default::default() });
 //!     e.bytes += bytes;
 //!     e.packets += 1;
 //! };
-//! let read = |kernel: &BTreeMap<FlowKey, FlowCounters>| -> Vec<(FlowKey, FlowCounters)> {
+//! let read = |kernel: &BTreeMap<EntryKey, FlowCounters>| -> Vec<(EntryKey, FlowCounters)> {
 //!     kernel.iter().map(|(k, v)| (*k, *v)).collect()
 //! };
 //! let dir = tempfile::tempdir().unwrap();
@@ -64,10 +68,10 @@
 //! // A previous life of the agent left a state file (project-a's plan).
 //! let source = Arc::new(SwapSource::new(plan("project-a")));
 //! let earlier = Ledger::new(UnresolvedLimits::default(), source.clone());
-//! count(&mut kernel, 1000);
+//! count(&mut kernel, 0, 1000);
 //! earlier.apply_drain(&read(&kernel), 1).unwrap();
 //! file.flush(&earlier).unwrap();
-//! count(&mut kernel, 500); // counted while the agent restarts
+//! count(&mut kernel, 1, 500); // counted on another CPU while the agent restarts
 //!
 //! // Boot (§12): restore under the file's plan → drain (the retired map,
 //! // if any, first) → flush → settle to the fresh plan → flush.
@@ -86,7 +90,7 @@
 //! file.flush(&ledger).unwrap();
 //!
 //! // A reconcile pass with a settle batch: drain → flush → settles → flush.
-//! count(&mut kernel, 200);
+//! count(&mut kernel, 0, 200);
 //! ledger.apply_drain(&read(&kernel), 4).unwrap();
 //! file.flush(&ledger).unwrap();
 //! let mut regatewayed = fresh.clone();
@@ -102,7 +106,7 @@
 //! // A ghost sweep: final drain → flush → evict (the binding dropped in the
 //! // same critical section) → flush → lookup-and-delete what that flush
 //! // released → apply the final readings → flush.
-//! count(&mut kernel, 300);
+//! count(&mut kernel, 1, 300);
 //! ledger.apply_drain(&read(&kernel), 5).unwrap();
 //! file.flush(&ledger).unwrap();
 //! let mut swept = regatewayed.clone();
@@ -111,8 +115,8 @@
 //!     .settle(SettleMode::Evict { vm_mac: vm }, || source.store(swept.clone()))
 //!     .unwrap();
 //! let released = file.flush(&ledger).unwrap().delete;
-//! assert_eq!(released, vec![key]);
-//! count(&mut kernel, 40); // still counting until its deletion
+//! assert_eq!(released, vec![EntryKey::new(key, 0), EntryKey::new(key, 1)]);
+//! count(&mut kernel, 1, 40); // still counting until its deletion
 //! let finals: Vec<_> = released.iter().filter_map(|k| kernel.remove_entry(k)).collect();
 //! ledger.apply_final(&finals, 6).unwrap();
 //!
@@ -152,6 +156,7 @@ mod ledger;
 pub mod memory;
 mod settle;
 pub mod state;
+mod subs;
 mod tiers;
 mod unresolved;
 
@@ -163,7 +168,7 @@ pub use attribution::{
     external_network, Attribution, AttributionSource, BindingLabels, CommittedPlan, NONE,
     UNKNOWN_TENANT,
 };
-pub use book::{Book, DrainReport, Row};
+pub use book::{Book, DrainReport, Reading, Row};
 pub use counts::Counts;
 pub use delta::{delta, Baseline, DeltaCase};
 pub use export::{Exporter, Format, LedgerCollector, PortTotals};
@@ -173,4 +178,5 @@ pub use interner::{
 };
 pub use ledger::{DrainError, Ledger, LedgerSizes, SettleError};
 pub use settle::{PruneError, PruneReport, PruneTier, Selector, SettleMode, SettleReport};
+pub use subs::{Sub, Subs};
 pub use unresolved::{EvictReason, Pending, Tombstone, UnresolvedLimits};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use lachesis_abi::{FlowKey, Mac, Zone};
+use lachesis_abi::{EntryKey, FlowKey, Mac, Zone};
 use rustc_hash::FxHashSet;
 
 use crate::absorbers::{
@@ -293,7 +293,7 @@ pub(crate) fn settle(
     attr: &dyn Attribution,
     mode: SettleMode,
     health: &mut Health,
-    deletes: &mut Vec<FlowKey>,
+    deletes: &mut Vec<EntryKey>,
 ) -> SettleReport {
     let sel = match mode {
         SettleMode::Evict { vm_mac } => Selector::VmMac(vm_mac),
@@ -322,17 +322,15 @@ pub(crate) fn settle(
             continue;
         };
         let total = row.total;
-        let (base, seen) = (row.base, row.seen);
         match mode {
             SettleMode::Rebase(_) => row.total = Counts::default(),
             SettleMode::Evict { .. } => {
+                let subs = row.subs.take();
                 book.rows.remove(&key);
-                // The kernel entry is deleted once this eviction is
-                // flushed; should it survive, its next reading continues
+                // Each kernel sub-entry is deleted once this eviction is
+                // flushed; should one survive, its next reading continues
                 // from here.
-                if book.tombstone(key, base, seen) {
-                    deletes.push(key);
-                }
+                book.tombstone_all(key, &subs, deletes);
             }
         }
         report.rows += 1;

@@ -6,22 +6,22 @@ use lachesis_abi::FlowKey;
 use rustc_hash::FxHashMap;
 
 use crate::counts::Counts;
-use crate::delta::{Baseline, DrainMark};
+use crate::delta::Baseline;
+use crate::subs::Subs;
 
 /// One waiting row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
     /// Bytes accumulated since the row was first seen.
     pub acc: Counts,
-    /// Raw baseline of the last reading: written back into the ledger row on
-    /// resolution so those bytes are never counted twice.
-    pub base: Baseline,
+    /// Raw baselines of its kernel sub-entries' last readings: written back
+    /// into the ledger row on resolution so those bytes are never counted
+    /// twice.
+    pub subs: Subs,
     /// When the row entered the buffer (caller's monotonic clock, ns).
     pub first_seen_ns: u64,
     /// When the row last gained bytes (the LRU order).
     pub last_active_ns: u64,
-    /// The full drain that last showed the entry.
-    pub(crate) seen: DrainMark,
 }
 
 /// Baseline of a kernel entry released for deletion (an evicted row's, an
@@ -124,10 +124,9 @@ mod tests {
     fn pending(first: u64, active: u64) -> Pending {
         Pending {
             acc: Counts::new(1, 1),
-            base: Baseline::default(),
+            subs: Subs::default(),
             first_seen_ns: first,
             last_active_ns: active,
-            seen: DrainMark::default(),
         }
     }
 

@@ -469,13 +469,15 @@ impl<K: FlowKernel> Guard<'_, K> {
         Ok(ScrapeReport { entries, relieved })
     }
 
-    /// One state flush; returns the kernel entries it released.
+    /// One state flush; returns the kernel entries it released. The live
+    /// map of this build is keyed by flow key alone: every entry the ledger
+    /// tracks is a folded one (`EntryKey::folded`), named by its key.
     fn flush_once(&mut self) -> Result<Vec<FlowKey>, OrderError> {
         let report = self.shared.file.flush(&self.shared.ledger)?;
         self.core.kernel.observe(Step::Flushed {
             released: report.delete.len(),
         });
-        Ok(report.delete)
+        Ok(report.delete.into_iter().map(|e| e.key).collect())
     }
 
     /// Flush → lookup-and-delete what it released → apply the final

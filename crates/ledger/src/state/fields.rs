@@ -83,6 +83,29 @@ pub(super) mod counts {
     }
 }
 
+/// [`counts`] for a member that older schemas have and newer ones omit.
+pub(super) mod opt_counts {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::counts::Counts;
+
+    /// Writes the counts when present (a skipped `None` never gets here).
+    #[expect(clippy::ref_option, reason = "the signature serde's `with` requires")]
+    pub fn serialize<S: Serializer>(c: &Option<Counts>, s: S) -> Result<S::Ok, S::Error> {
+        match c {
+            Some(c) => super::counts::serialize(c, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads the counts; absent members take the field's default (`None`).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Counts>, D::Error> {
+        #[derive(Deserialize)]
+        struct Wrap(#[serde(with = "super::counts")] Counts);
+        Ok(Some(Wrap::deserialize(d)?.0))
+    }
+}
+
 /// A MAC written as text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MacField(pub Mac);

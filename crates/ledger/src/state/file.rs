@@ -105,12 +105,12 @@ pub struct FlushReport {
     pub bytes: usize,
     /// Duration of each phase, in [`FlushPhase::ALL`] order.
     pub phases: [Duration; 7],
-    /// Kernel `flows` entries the caller must now delete: those of evictions
+    /// Kernel `flows` sub-entries the caller must now delete: those of evictions
     /// this flush made durable (unresolved TTL/capacity evictions, evict
     /// settles). Deleting them makes the next reading a new entry (§9); the
     /// ledger never deletes kernel state itself. A failed flush releases
     /// nothing: they stay pending for the next one.
-    pub delete: Vec<lachesis_abi::FlowKey>,
+    pub delete: Vec<lachesis_abi::EntryKey>,
 }
 
 impl FlushReport {

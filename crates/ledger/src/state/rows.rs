@@ -3,7 +3,7 @@
 //! labels) needs no escaping, which serde would still scan for. The output
 //! is exactly what [`super::schema`]'s row type reads back.
 
-use lachesis_abi::FlowKey;
+use lachesis_abi::{FlowKey, FOLDED_CPU};
 
 use super::schema::KeyDto;
 use crate::book::{Book, Row};
@@ -59,14 +59,27 @@ pub(crate) fn write_rows(out: &mut Vec<u8>, book: &Book) {
         out.extend_from_slice(d.l4.0.label().as_bytes());
         out.extend_from_slice(b"\"},\"total\":");
         push_counts(out, r.total);
-        out.extend_from_slice(b",\"last\":");
-        push_counts(out, r.base.last);
-        out.extend_from_slice(b",\"stamp\":");
-        push_u64_str(out, r.base.stamp);
-        if r.base.gone {
-            out.extend_from_slice(b",\"gone\":true");
+        out.extend_from_slice(b",\"subs\":[");
+        for (j, sub) in r.subs.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            out.push(b'{');
+            if sub.cpu != FOLDED_CPU {
+                out.extend_from_slice(b"\"cpu\":");
+                out.extend_from_slice(itoa::Buffer::new().format(sub.cpu).as_bytes());
+                out.push(b',');
+            }
+            out.extend_from_slice(b"\"last\":");
+            push_counts(out, sub.base.last);
+            out.extend_from_slice(b",\"stamp\":");
+            push_u64_str(out, sub.base.stamp);
+            if sub.base.gone {
+                out.extend_from_slice(b",\"gone\":true");
+            }
+            out.push(b'}');
         }
-        out.push(b'}');
+        out.extend_from_slice(b"]}");
     }
     out.push(b']');
 }
@@ -75,7 +88,8 @@ pub(crate) fn write_rows(out: &mut Vec<u8>, book: &Book) {
 mod tests {
     use super::*;
     use crate::delta::Baseline;
-    use crate::state::schema::RowDto;
+    use crate::state::schema::{restore_subs, RowDto};
+    use crate::subs::Subs;
     use lachesis_abi::{Direction, L4Class, Zone};
 
     #[test]
@@ -90,26 +104,35 @@ mod tests {
             l4: L4Class::Icmp.code(),
             pad: 0,
         };
+        let gone = Baseline {
+            last: Counts::new(7, 0),
+            stamp: 123_456_789_012,
+            gone: true,
+        };
+        let live = Baseline {
+            last: Counts::new(u64::MAX - 1, 3),
+            stamp: 5,
+            gone: false,
+        };
+        let mut subs = Subs::one(FOLDED_CPU, gone);
+        subs.push_restored(255, live);
         let row = Row {
             total: Counts::new(u64::MAX, 1 << 63),
-            base: Baseline {
-                last: Counts::new(7, 0),
-                stamp: 123_456_789_012,
-                gone: true,
-            },
-            ..Row::default()
+            subs,
         };
-        book.rows.insert(key, row);
+        book.rows.insert(key, row.clone());
         let mut out = Vec::new();
         write_rows(&mut out, &book);
         let text = String::from_utf8(out.clone()).unwrap();
         assert!(text.contains(r#""src_mac":"fa:16:3e:00:0a:ff""#), "{text}");
+        // The folded entry has no `cpu`; CPU 255's has.
+        assert!(text.contains(r#""subs":[{"cpu":255,"last""#), "{text}");
+        assert!(text.contains(r#"},{"last":{"bytes":"7""#), "{text}");
         let rows: Vec<RowDto> = serde_json::from_slice(&out).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(FlowKey::from(&rows[0].key), key);
-        assert_eq!(
-            (rows[0].total, rows[0].last, rows[0].stamp, rows[0].gone),
-            (row.total, row.base.last, row.base.stamp, row.base.gone)
-        );
+        let r = rows.into_iter().next().unwrap();
+        assert_eq!(r.total, row.total);
+        assert_eq!(restore_subs(r.subs, r.last, r.stamp, r.gone), row.subs);
     }
 }

@@ -12,26 +12,33 @@
 //!   Later additive members, loaded through serde defaults by this schema:
 //!   `absorbers.retained` (the MACs whose port series are kept after their
 //!   eviction, and since when; absent: none).
+//! - 4: `flows` is keyed by (flow key, CPU) (DESIGN §4.7): a row and a
+//!   waiting row hold one baseline per kernel sub-entry (`subs`, each with
+//!   its `cpu`), a tombstone names its `cpu`. An absent `cpu` is the folded
+//!   entry of a per-CPU map of the previous layout: a schema-3 row's
+//!   `last`/`stamp`/`gone` restore as that one sub-entry, which the retired
+//!   per-CPU map's last drain (§4.4, §12) reads against exactly.
 
 use std::sync::Arc;
 
-use lachesis_abi::FlowKey;
+use lachesis_abi::{EntryKey, FlowKey, FOLDED_CPU};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::fields::{counts, u64_string, DirectionField, L4Field, MacField, ZoneField};
+use super::fields::{counts, opt_counts, u64_string, DirectionField, L4Field, MacField, ZoneField};
 use crate::absorbers::{
     Absorbers, Label, PortBucket, PortProtoBucket, ServerBucket, TenantBucket, TotalBucket,
 };
 use crate::attribution::CommittedPlan;
 use crate::book::{Book, Row};
 use crate::counts::Counts;
-use crate::delta::{Baseline, DrainMark};
+use crate::delta::Baseline;
 use crate::interner::{InvalidInterner, TenantInterner};
+use crate::subs::{Sub, Subs};
 use crate::unresolved::{Pending, Tombstone};
 
 /// The schema this build writes, and the newest it reads.
-pub const SCHEMA: u32 = 3;
+pub const SCHEMA: u32 = 4;
 
 /// Only the version, read first so a newer file is refused before anything
 /// else about it can fail.
@@ -86,13 +93,80 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "the signature serde's `skip_serializing_if` requires"
+)]
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// A CPU in the file: absent for [`FOLDED_CPU`].
+fn cpu_field(cpu: u16) -> Option<u16> {
+    (cpu != FOLDED_CPU).then_some(cpu)
+}
+
+/// One sub-entry's baseline (schema 4).
 #[derive(Debug, Serialize, Deserialize)]
+pub(super) struct SubDto {
+    /// Absent: the folded entry of a per-CPU map of the previous layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) cpu: Option<u16>,
+    #[serde(with = "counts")]
+    pub(super) last: Counts,
+    #[serde(with = "u64_string", default)]
+    pub(super) stamp: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(super) gone: bool,
+}
+
+impl SubDto {
+    fn from_sub(s: &Sub) -> SubDto {
+        SubDto {
+            cpu: cpu_field(s.cpu),
+            last: s.base.last,
+            stamp: s.base.stamp,
+            gone: s.base.gone,
+        }
+    }
+}
+
+/// A row's or waiting row's sub-entries: schema 4's `subs`, or the one
+/// folded baseline a schema-3 (or older) file held at the top level.
+pub(super) fn restore_subs(
+    subs: Vec<SubDto>,
+    legacy: Option<Counts>,
+    stamp: u64,
+    gone: bool,
+) -> Subs {
+    let mut out = Subs::default();
+    if let Some(last) = legacy {
+        out.push_restored(FOLDED_CPU, Baseline { last, stamp, gone });
+    }
+    for s in subs {
+        out.push_restored(
+            s.cpu.unwrap_or(FOLDED_CPU),
+            Baseline {
+                last: s.last,
+                stamp: s.stamp,
+                gone: s.gone,
+            },
+        );
+    }
+    out
+}
+
+/// A row as read back (rows are written by [`super::rows::write_rows`]).
+#[derive(Debug, Deserialize)]
 pub(super) struct RowDto {
     pub(super) key: KeyDto,
     #[serde(with = "counts")]
     pub(super) total: Counts,
-    #[serde(with = "counts")]
-    pub(super) last: Counts,
+    #[serde(default)]
+    pub(super) subs: Vec<SubDto>,
+    /// Schema 3 and older: the one per-CPU entry's baseline.
+    #[serde(default, with = "opt_counts")]
+    pub(super) last: Option<Counts>,
     #[serde(with = "u64_string", default)]
     pub(super) stamp: u64,
     #[serde(default)]
@@ -104,9 +178,12 @@ struct PendingDto {
     key: KeyDto,
     #[serde(with = "counts")]
     acc: Counts,
-    #[serde(with = "counts")]
-    last: Counts,
-    #[serde(with = "u64_string")]
+    #[serde(default)]
+    subs: Vec<SubDto>,
+    /// Schema 3 and older: the one per-CPU entry's baseline.
+    #[serde(default, with = "opt_counts", skip_serializing_if = "Option::is_none")]
+    last: Option<Counts>,
+    #[serde(with = "u64_string", default, skip_serializing_if = "is_zero")]
     stamp: u64,
     #[serde(default, skip_serializing_if = "is_false")]
     gone: bool,
@@ -115,6 +192,9 @@ struct PendingDto {
 #[derive(Debug, Serialize, Deserialize)]
 struct TombstoneDto {
     key: KeyDto,
+    /// Absent: the folded entry of a per-CPU map (schema 3 and older).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cpu: Option<u16>,
     #[serde(with = "counts")]
     last: Counts,
     #[serde(with = "u64_string")]
@@ -476,15 +556,17 @@ impl FileDto {
                 .map(|(k, p)| PendingDto {
                     key: k.into(),
                     acc: p.acc,
-                    last: p.base.last,
-                    stamp: p.base.stamp,
-                    gone: p.base.gone,
+                    subs: p.subs.iter().map(SubDto::from_sub).collect(),
+                    last: None,
+                    stamp: 0,
+                    gone: false,
                 })
                 .collect(),
             tombstones: sorted(book.tombstones.iter().collect::<Vec<_>>(), |(k, _)| **k)
                 .into_iter()
                 .map(|(k, t)| TombstoneDto {
-                    key: k.into(),
+                    key: (&k.key).into(),
+                    cpu: cpu_field(k.cpu),
                     last: t.base.last,
                     stamp: t.base.stamp,
                     gone: t.base.gone,
@@ -519,12 +601,7 @@ impl FileDto {
                 (&r.key).into(),
                 Row {
                     total: r.total,
-                    base: Baseline {
-                        last: r.last,
-                        stamp: r.stamp,
-                        gone: r.gone,
-                    },
-                    seen: DrainMark::default(),
+                    subs: restore_subs(r.subs, r.last, r.stamp, r.gone),
                 },
             );
         }
@@ -533,20 +610,15 @@ impl FileDto {
                 (&p.key).into(),
                 Pending {
                     acc: p.acc,
-                    base: Baseline {
-                        last: p.last,
-                        stamp: p.stamp,
-                        gone: p.gone,
-                    },
+                    subs: restore_subs(p.subs, p.last, p.stamp, p.gone),
                     first_seen_ns: 0,
                     last_active_ns: 0,
-                    seen: DrainMark::default(),
                 },
             );
         }
         for t in self.tombstones {
             book.tombstones.insert(
-                (&t.key).into(),
+                EntryKey::new((&t.key).into(), t.cpu.unwrap_or(FOLDED_CPU)),
                 Tombstone {
                     base: Baseline {
                         last: t.last,

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests.
 
-use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
+use lachesis_abi::{Direction, EntryKey, FlowCounters, FlowKey, L4Class, Mac, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding};
 
 pub const ETH_IPV4: u16 = 0x0800;
@@ -61,12 +61,15 @@ use lachesis_ledger::memory::SwapSource;
 use lachesis_ledger::state::{Loaded, StateFile, StatePaths};
 use lachesis_ledger::{
     CommittedPlan, DrainReport, Exporter, Format, InternerConflict, Ledger, PruneError,
-    PruneReport, SettleMode, SettleReport, UnresolvedLimits,
+    PruneReport, Reading, SettleMode, SettleReport, UnresolvedLimits,
 };
 
 /// The kernel map as the last full drain read it: what a settle's drain
 /// reads again when nothing counted since.
-type Readings = Vec<(FlowKey, FlowCounters)>;
+type Readings = Vec<(EntryKey, FlowCounters)>;
+
+/// A drain that shows no entry at all.
+pub const NOTHING: &[(EntryKey, FlowCounters)] = &[];
 
 /// Label pairs of one sample, in exposition order.
 pub type Labels = Vec<(String, String)>;
@@ -102,7 +105,7 @@ pub struct Rig {
     pub state: Arc<StateFile>,
     /// Kept for as long as the rig: the state file lives in it.
     _dir: Arc<tempfile::TempDir>,
-    released: Arc<Mutex<Vec<FlowKey>>>,
+    released: Arc<Mutex<Vec<EntryKey>>>,
     last_drain: Arc<Mutex<(Readings, u64)>>,
 }
 
@@ -169,15 +172,27 @@ impl Rig {
         self.released.lock().unwrap().extend(report.delete);
     }
 
-    /// Kernel deletes released by flushes so far (and forgets them).
+    /// Kernel deletes released by flushes so far (and forgets them), for
+    /// tests whose readings are all folded per-key entries.
     pub fn take_released(&self) -> Vec<FlowKey> {
+        self.take_released_entries()
+            .into_iter()
+            .map(|e| {
+                assert!(e.is_folded(), "a CPU's sub-entry released: {e:?}");
+                e.key
+            })
+            .collect()
+    }
+
+    /// Kernel sub-entries released by flushes so far (and forgets them).
+    pub fn take_released_entries(&self) -> Vec<EntryKey> {
         std::mem::take(&mut *self.released.lock().unwrap())
     }
 
-    pub fn apply_drain(
+    pub fn apply_drain<R: Reading>(
         &self,
         attr: &MemoryAttribution,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         now_ns: u64,
     ) -> DrainReport {
         self.use_attr(attr);
@@ -185,15 +200,21 @@ impl Rig {
             .ledger
             .apply_drain(readings, now_ns)
             .expect("drain accepted");
-        *self.last_drain.lock().unwrap() = (readings.to_vec(), now_ns);
+        *self.last_drain.lock().unwrap() = (
+            readings
+                .iter()
+                .map(|r| (r.entry(), *r.counters()))
+                .collect(),
+            now_ns,
+        );
         report
     }
 
     /// Final readings (what a lookup-and-delete returned) under `attr`.
-    pub fn apply_final(
+    pub fn apply_final<R: Reading>(
         &self,
         attr: &MemoryAttribution,
-        readings: &[(FlowKey, FlowCounters)],
+        readings: &[R],
         now_ns: u64,
     ) -> DrainReport {
         self.use_attr(attr);

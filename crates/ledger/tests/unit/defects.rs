@@ -146,7 +146,7 @@ fn a_deleted_entry_s_final_reading_is_applied_and_a_crash_before_its_flush_is_co
     boot.use_attr(&a);
     boot.restore_loaded(state::load(&l.paths()).unwrap(), 8 * SEC)
         .unwrap();
-    boot.apply_drain(&a, &[], 8 * SEC); // the entry is gone
+    boot.apply_drain(&a, common::NOTHING, 8 * SEC); // the entry is gone
     let s = parse(&render(&boot, &a));
     assert_eq!(
         unknown(&s),

@@ -8,3 +8,4 @@ mod model_defects;
 mod monotonicity;
 mod paths;
 mod state_file;
+mod sub_entries;

@@ -168,7 +168,7 @@ fn a_final_reading_lost_before_a_restart_is_counted_even_if_its_row_is_evicted_f
     let loaded = state::load(&booted.paths()).unwrap();
     booted.restore_loaded(loaded, 10 * SEC).unwrap();
     assert_eq!(booted.evict_unresolved(12 * SEC), 1);
-    booted.apply_drain(&a, &[], 13 * SEC); // the entry is gone
+    booted.apply_drain(&a, common::NOTHING, 13 * SEC); // the entry is gone
     assert_eq!(booted.health().lost_final_readings, 1);
 }
 

@@ -4,7 +4,12 @@
 //!
 //! A fake kernel counts random traffic into entries that are created,
 //! drained, deleted with lookup-and-delete (returning their final reading),
-//! retired at an ABI change and kept through agent crashes. An independent
+//! retired at an ABI change and kept through agent crashes. An entry is one
+//! CPU's sub-entry of a flow key (DESIGN §4.7): a key's sub-entries appear,
+//! go stale and are deleted one by one. A run may start on the previous
+//! layout (one folded entry per key, a schema-3 state file) and upgrade at
+//! its first retiring restart, the old map drained once against the file's
+//! per-key baselines. An independent
 //! model tracks, per kernel entry, what the ledger has been given of it and
 //! what the last flush made durable. The agent follows the protocol: settle
 //! batches (drain → flush → settles → flush), ghost sweeps (final drain →
@@ -33,7 +38,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{family, mac, parse, scrape, Rig, Samples};
-use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Zone};
+use lachesis_abi::{Direction, EntryKey, FlowCounters, FlowKey, L4Class, Zone};
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding};
 use lachesis_ledger::state::{StateFile, StatePaths};
 use lachesis_ledger::{
@@ -52,6 +57,11 @@ const LIMITS: UnresolvedLimits = UnresolvedLimits {
 };
 /// Pool of flow keys traffic picks from.
 const KEYS: usize = 240;
+/// CPUs that count: an action's key index `i` names CPU `i / KEYS`'s
+/// sub-entry of flow key `i % KEYS` (DESIGN §4.7).
+const CPUS: usize = 3;
+/// Key indices: every flow key on every CPU.
+const ENTRIES: usize = KEYS * CPUS;
 
 #[derive(Debug, Clone)]
 enum Change {
@@ -141,14 +151,14 @@ fn crash(stages: u8) -> impl Strategy<Value = Option<u8>> {
 
 fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
-        8 => (0..KEYS, prop_oneof![1..5_000u64, Just(1u64 << 40)], 1..50u64)
+        8 => (0..ENTRIES, prop_oneof![1..5_000u64, Just(1u64 << 40)], 1..50u64)
             .prop_map(|(key, bytes, packets)| Action::Traffic { key, bytes, packets }),
         4 => (0..20u64).prop_map(|dt_s| Action::Drain { dt_s }),
         2 => (0..5u64).prop_map(|dt_s| Action::ScraperReads { dt_s }),
         2 => Just(Action::ScraperApplies),
-        2 => (0..KEYS, 1..3_000u64).prop_map(|(key, bytes)| Action::RetriedRead { key, bytes }),
+        2 => (0..ENTRIES, 1..3_000u64).prop_map(|(key, bytes)| Action::RetriedRead { key, bytes }),
         2 => any::<bool>().prop_map(|honour| Action::CarryOutDeletes { honour }),
-        1 => (0..KEYS, 0..3_000u64, crash(6))
+        1 => (0..ENTRIES, 0..3_000u64, crash(6))
             .prop_map(|(key, extra, crash_at)| Action::Relieve { key, extra, crash_at }),
         3 => (proptest::collection::vec(change(), 1..4), crash(6))
             .prop_map(|(changes, crash_at)| Action::Batch { changes, crash_at }),
@@ -276,9 +286,9 @@ fn initial_attr() -> MemoryAttribution {
 }
 
 /// A kernel entry: its key and `created_ns`.
-type Entry = (FlowKey, u64);
+type Entry = (EntryKey, u64);
 type Pair = (u64, u64);
-type Readings = Vec<(FlowKey, FlowCounters)>;
+type Readings = Vec<(EntryKey, FlowCounters)>;
 
 fn add(a: Pair, b: Pair) -> Pair {
     (a.0 + b.0, a.1 + b.1)
@@ -300,9 +310,14 @@ struct Model {
     attr: MemoryAttribution,
     /// What the cloud says now: boot reconciles to it.
     target: MemoryAttribution,
-    kernel: BTreeMap<FlowKey, FlowCounters>,
+    kernel: BTreeMap<EntryKey, FlowCounters>,
     /// The incompatible map an ABI change retired, until boot removes it.
-    retired: Option<BTreeMap<FlowKey, FlowCounters>>,
+    retired: Option<BTreeMap<EntryKey, FlowCounters>>,
+    /// The agent still runs the previous layout: a per-CPU hash whose
+    /// entries are read folded (every CPU's traffic lands in one entry per
+    /// key), and a state file of schema 3. The first retiring restart
+    /// upgrades it (§4.4, §4.7).
+    legacy: bool,
     next_stamp: u64,
     now: u64,
     /// Every byte and packet the kernel counted.
@@ -331,7 +346,7 @@ struct Model {
     /// The book as of the last flush or restore: what the export must show.
     durable_book: Book,
     /// Kernel deletes released by flushes, not yet carried out.
-    released: Vec<FlowKey>,
+    released: Vec<EntryKey>,
     /// The scraper's reading, read and not yet applied.
     kept: Option<(Readings, u64)>,
 }
@@ -397,7 +412,7 @@ fn at(crash_at: Option<u8>, stage: u8) -> Result<(), Crash> {
 }
 
 impl Model {
-    fn new() -> Model {
+    fn new(legacy: bool) -> Model {
         let dir = Arc::new(tempfile::tempdir().unwrap());
         let file = Arc::new(StateFile::new(StatePaths::new(
             dir.path().join("state.json"),
@@ -413,6 +428,7 @@ impl Model {
             attr,
             kernel: BTreeMap::new(),
             retired: None,
+            legacy,
             next_stamp: 1,
             now: 0,
             counted: (0, 0),
@@ -432,7 +448,17 @@ impl Model {
         }
     }
 
-    fn readings(map: &BTreeMap<FlowKey, FlowCounters>) -> Readings {
+    /// The kernel entry key index `i` names (see [`CPUS`]).
+    fn entry_of(&self, i: usize) -> EntryKey {
+        let key = pool_key(i % KEYS);
+        if self.legacy {
+            EntryKey::folded(key)
+        } else {
+            EntryKey::new(key, ((i / KEYS) % CPUS) as u16)
+        }
+    }
+
+    fn readings(map: &BTreeMap<EntryKey, FlowCounters>) -> Readings {
         map.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
@@ -462,7 +488,7 @@ impl Model {
         }
     }
 
-    fn traffic(map: &mut BTreeMap<FlowKey, FlowCounters>, stamp: &mut u64, k: FlowKey, c: Pair) {
+    fn traffic(map: &mut BTreeMap<EntryKey, FlowCounters>, stamp: &mut u64, k: EntryKey, c: Pair) {
         let e = map.entry(k).or_insert_with(|| {
             *stamp += 1;
             FlowCounters {
@@ -475,7 +501,7 @@ impl Model {
         e.last_seen_ns = e.created_ns + 1;
     }
 
-    fn count(&mut self, k: FlowKey, c: Pair) {
+    fn count(&mut self, k: EntryKey, c: Pair) {
         Self::traffic(&mut self.kernel, &mut self.next_stamp, k, c);
         self.counted = add(self.counted, c);
     }
@@ -530,7 +556,7 @@ impl Model {
 
     /// Lookup-and-delete of `keys` in the live map: the final readings,
     /// and when they were read.
-    fn lookup_and_delete(&mut self, keys: &[FlowKey]) -> (Readings, u64) {
+    fn lookup_and_delete(&mut self, keys: &[EntryKey]) -> (Readings, u64) {
         let read_at = self.tick(0);
         let mut out = Vec::new();
         for k in keys {
@@ -635,7 +661,7 @@ impl Model {
         self.flush();
         at(crash_at, 3)?;
         self.still_counting(
-            |k| lachesis_abi::Mac(k.src_mac) == m || lachesis_abi::Mac(k.dst_mac) == m,
+            |k| lachesis_abi::Mac(k.key.src_mac) == m || lachesis_abi::Mac(k.key.dst_mac) == m,
             extra,
         );
         let keys = std::mem::take(&mut self.released);
@@ -654,7 +680,7 @@ impl Model {
 
     /// An entry about to be deleted keeps counting: `extra` bytes on the
     /// first live entry `pick` selects.
-    fn still_counting(&mut self, pick: impl Fn(&FlowKey) -> bool, extra: u64) {
+    fn still_counting(&mut self, pick: impl Fn(&EntryKey) -> bool, extra: u64) {
         if extra == 0 {
             return;
         }
@@ -663,10 +689,10 @@ impl Model {
         }
     }
 
-    /// §9 pressure relief of one key: drain → relieve → flush →
+    /// §9 pressure relief of one sub-entry: drain → relieve → flush →
     /// lookup-and-delete (the entry counted `extra` meanwhile) → apply → flush.
     fn relieve(&mut self, key: usize, extra: u64, crash_at: Option<u8>) -> Result<(), Crash> {
-        let k = pool_key(key);
+        let k = self.entry_of(key);
         self.drain(0);
         at(crash_at, 0)?;
         self.rig.ledger.relieve(&[k]);
@@ -788,13 +814,20 @@ impl Model {
         }
         if let (Some(old), Some((k, bytes))) = (self.retired.as_mut(), old_traffic) {
             // The old programs count into it until the new ones replace them.
-            if let Some(c) = old.get_mut(&pool_key(k)) {
+            let key = pool_key(k % KEYS);
+            if let Some((_, c)) = old.iter_mut().find(|(e, _)| e.key == key) {
                 c.bytes += bytes;
                 c.packets += 1;
                 self.counted = add(self.counted, (bytes, 1));
             }
         }
         self.crash();
+        if retire && self.legacy {
+            // The upgrade: the previous build's state file, its per-CPU map
+            // retired; from now on the new layout counts.
+            downgrade_to_schema_3(&self.dir.path().join("state.json"));
+            self.legacy = false;
+        }
         let mut crash_at = crash_at;
         while self.boot(live_first, crash_at).is_err() {
             self.crash();
@@ -829,7 +862,7 @@ impl Model {
                 bytes,
                 packets,
             } => {
-                self.count(pool_key(*key), (*bytes, *packets));
+                self.count(self.entry_of(*key), (*bytes, *packets));
                 Ok(())
             }
             Action::Drain { dt_s } => {
@@ -850,7 +883,7 @@ impl Model {
                 self.kept = Some((Self::readings(&self.kernel), now));
                 // An entry the kept reading holds, when there is one.
                 let k = match self.kernel.len() {
-                    0 => pool_key(*key),
+                    0 => self.entry_of(*key),
                     n => *self.kernel.keys().nth(key % n).unwrap(),
                 };
                 self.count(k, (*bytes, 1));
@@ -1105,7 +1138,57 @@ fn total_fed(m: &Model) -> Pair {
 }
 
 fn run(actions: &[Action]) -> Model {
-    let mut m = Model::new();
+    run_from(false, actions)
+}
+
+/// Rewrites the state file as the previous build wrote it (schema 3): one
+/// folded baseline per row and waiting row, at the top level; tombstones
+/// without a CPU. Only folded sub-entries exist while the model runs the
+/// previous layout.
+fn downgrade_to_schema_3(path: &std::path::Path) {
+    use serde_json::Value;
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return; // never flushed: nothing to downgrade
+    };
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["schema"] = Value::from(3);
+    for section in ["rows", "unresolved"] {
+        for row in v[section].as_array_mut().unwrap() {
+            let subs = row.as_object_mut().unwrap().remove("subs").unwrap();
+            let subs = subs.as_array().unwrap();
+            assert!(subs.len() <= 1, "one folded entry per key: {subs:?}");
+            let (last, stamp, gone) = match subs.first() {
+                Some(s) => {
+                    assert!(s.get("cpu").is_none(), "a CPU's sub-entry in a legacy life");
+                    (
+                        s["last"].clone(),
+                        s["stamp"].clone(),
+                        s.get("gone").cloned(),
+                    )
+                }
+                // Dropped: the entry is gone; a zero baseline of unknown
+                // stamp counts any later entry whole.
+                None => (
+                    serde_json::json!({"bytes": "0", "packets": "0"}),
+                    Value::from("0"),
+                    None,
+                ),
+            };
+            row["last"] = last;
+            row["stamp"] = stamp;
+            if let Some(g) = gone {
+                row["gone"] = g;
+            }
+        }
+    }
+    for t in v["tombstones"].as_array().unwrap() {
+        assert!(t.get("cpu").is_none(), "a CPU's tombstone in a legacy life");
+    }
+    std::fs::write(path, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+fn run_from(legacy: bool, actions: &[Action]) -> Model {
+    let mut m = Model::new(legacy);
     let mut prev = parse(&scrape(&m.rig, &m.attr));
     for a in actions {
         m.step(a);
@@ -1174,9 +1257,10 @@ proptest! {
 
     #[test]
     fn billing_series_never_decrease_tiers_add_up_and_every_byte_is_accounted(
+        legacy in any::<bool>(),
         actions in proptest::collection::vec(action(), 1..60)
     ) {
-        run(&actions);
+        run_from(legacy, &actions);
     }
 }
 

@@ -6,7 +6,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{key, mac, parse, reading, render, value, world, Rig};
-use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
+use lachesis_abi::{Direction::*, FlowCounters, FlowKey, L4Class::*, Zone::*};
 use lachesis_ledger::memory::OwnedBinding;
 use lachesis_ledger::state::{StateFile, StatePaths};
 use lachesis_ledger::{PruneError, Selector, SettleMode, UnresolvedLimits};
@@ -136,7 +136,7 @@ fn unresolved_rows_evict_on_ttl_and_capacity_into_unknown() {
         .sum();
     assert_eq!(unknown(&l), Some(evicted_bytes));
     // TTL: at t=70s the rows that entered at t=10s have waited 60 s.
-    let r2 = l.apply_drain(&attr, &[], 70 * SEC);
+    let r2 = l.apply_drain(&attr, common::NOTHING, 70 * SEC);
     assert_eq!(r2.evicted, 3);
     assert_eq!(l.sizes().unresolved, 0);
     let all: u64 = rd.iter().map(|(_, r)| r.bytes).sum();
@@ -166,9 +166,9 @@ fn an_evicted_entry_the_caller_failed_to_delete_is_not_counted_twice() {
         Some(850)
     );
     // Deleted for real now and recreated: its fresh bytes are all new.
-    l.apply_drain(&attr, &[], 6 * SEC);
+    l.apply_drain(&attr, common::NOTHING, 6 * SEC);
     l.apply_drain(&attr, &[(k, reading(40, 1, 77))], 7 * SEC);
-    l.apply_drain(&attr, &[], 9 * SEC);
+    l.apply_drain(&attr, common::NOTHING, 9 * SEC);
     assert_eq!(
         tenant_bytes(&l, &attr, "unknown", "miss", "none", "tx"),
         Some(890)
@@ -516,7 +516,8 @@ fn a_drain_after_an_evict_and_swap_sees_the_new_attribution() {
     l.apply_drain(&[(k, reading(1100, 11, 5))], SEC).unwrap();
     assert_eq!(l.sizes().rows, 0, "evicted MAC got a row back");
     assert_eq!(l.sizes().unresolved, 1, "its new bytes wait as unresolved");
-    l.apply_drain(&[], 200 * SEC).unwrap();
+    l.apply_drain::<(FlowKey, FlowCounters)>(&[], 200 * SEC)
+        .unwrap();
     flush();
     // Whoever gets the MAC next starts from nothing.
     let mut a2 = a1.clone();

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{key, mac, parse, reading, render, scrape, value, world, Rig};
-use lachesis_abi::{Direction::*, L4Class::*, Zone::*};
+use lachesis_abi::{Direction::*, EntryKey, L4Class::*, Zone::*, FOLDED_CPU};
 use lachesis_ledger::memory::OwnedBinding;
 use lachesis_ledger::state::{
     self, FlushPhase, LoadFallback, LoadSource, StateError, StateFile, StatePaths, SCHEMA,
@@ -139,8 +139,8 @@ fn round_trip_is_exact_including_2_pow_63_counters() {
     assert_eq!(loaded.source, LoadSource::Current);
     assert_eq!(loaded.plan.decode::<serde_json::Value>().unwrap(), plan);
     assert_eq!(loaded.book, normalized(before.clone()));
-    let row = loaded.book.rows[&key(mac(1), mac(100), Tx, External, Tcp)];
-    assert_eq!(row.base.last.bytes, BIG);
+    let row = &loaded.book.rows[&key(mac(1), mac(100), Tx, External, Tcp)];
+    assert_eq!(row.subs.get(FOLDED_CPU).unwrap().base.last.bytes, BIG);
 
     // A second flush of the same state is byte-identical (sorted output).
     flush_to(&l, &p).unwrap();
@@ -345,7 +345,13 @@ fn schema_1_fixture_loads_and_its_rows_adopt_stamps_without_double_counting() {
     );
     let k = key(mac(1), mac(100), Tx, External, Tcp);
     assert_eq!(
-        loaded.book.rows[&k].base.stamp, 0,
+        loaded.book.rows[&k]
+            .subs
+            .get(FOLDED_CPU)
+            .unwrap()
+            .base
+            .stamp,
+        0,
         "older rows restore with an unknown stamp"
     );
     assert_eq!(loaded.book.interner.get("t-b"), Some(2));
@@ -400,7 +406,7 @@ fn schema_2_fixture_loads_and_its_tombstones_are_released_again() {
     let loaded = state::load(&file).unwrap();
     assert_eq!(loaded.schema, Some(2));
     let ghost = key(mac(9), mac(100), Tx, Miss, Udp);
-    assert!(!loaded.book.tombstones[&ghost].base.gone);
+    assert!(!loaded.book.tombstones[&EntryKey::folded(ghost)].base.gone);
     let attr = world();
     let l = Rig::default();
     l.use_attr(&attr);
