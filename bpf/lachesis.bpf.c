@@ -5,9 +5,18 @@
  * modifies a packet.
  *
  * Compile-time variants of `flows` (one source; `make bench-cores` builds
- * and measures each, docs/decisions/0006-flows-at-scale.md):
- *   default                per-CPU hash, plain adds into this CPU's slot;
- *   LACHESIS_FLOWS_SHARED  one shared hash, atomic adds on bytes/packets;
+ * and measures each, docs/decisions/0010-flows-keyed-by-cpu.md):
+ *   default                a preallocated hash keyed by (flow key, CPU):
+ *                          each CPU creates and writes only its own
+ *                          sub-entry, plain adds (DESIGN §4.7);
+ *   LACHESIS_FLOWS_ATOMIC  the same, adds atomic: the build a PREEMPT_RT
+ *                          kernel gets, where a TC program can be preempted
+ *                          by another task on the same CPU;
+ *   LACHESIS_FLOWS_PERCPU  the previous layout: a per-CPU hash keyed by the
+ *                          flow key, plain adds into this CPU's slot (what
+ *                          an upgrade retires; benchmarks and tests);
+ *   LACHESIS_FLOWS_SHARED  one shared hash keyed by the flow key, atomic
+ *                          adds on bytes/packets (benchmark only);
  *   LACHESIS_FLOWS_ITER    the per-CPU hash plus a map-element iterator that
  *                          folds the CPU slots in the kernel and emits only
  *                          entries seen since a threshold (benchmark only).
@@ -42,18 +51,40 @@
 #define IPPROTO_UDP_ 17
 #define IPPROTO_ICMPV6_ 58
 
+#if defined(LACHESIS_FLOWS_ITER) && !defined(LACHESIS_FLOWS_PERCPU)
+#define LACHESIS_FLOWS_PERCPU
+#endif
+#if defined(LACHESIS_FLOWS_SHARED) || defined(LACHESIS_FLOWS_PERCPU)
+#define FLOWS_BY_KEY 1 /* keyed by the flow key alone */
+#else
+#define FLOWS_BY_KEY 0 /* keyed by (flow key, CPU) */
+#endif
+#if defined(LACHESIS_FLOWS_SHARED) || defined(LACHESIS_FLOWS_ATOMIC)
+#define FLOWS_ATOMIC_ADDS 1
+#else
+#define FLOWS_ATOMIC_ADDS 0
+#endif
+
+#if FLOWS_BY_KEY
 #ifdef LACHESIS_FLOWS_SHARED
 #define FLOWS_MAP_TYPE BPF_MAP_TYPE_HASH
 #else
 #define FLOWS_MAP_TYPE BPF_MAP_TYPE_PERCPU_HASH
 #endif
-
 struct {
 	__uint(type, FLOWS_MAP_TYPE);
 	__type(key, struct flow_key);
 	__type(value, struct flow_counters);
 	__uint(max_entries, FLOWS_DEFAULT_ENTRIES);
 } flows SEC(".maps");
+#else
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct flow_entry_key);
+	__type(value, struct flow_value);
+	__uint(max_entries, FLOWS_DEFAULT_ENTRIES);
+} flows SEC(".maps");
+#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -173,14 +204,16 @@ static __always_inline int is_amphora_addr(__u32 tenant, const __u8 *addr)
 	return bpf_map_lookup_elem(&amphora_ips, &k) != 0;
 }
 
-/* Adds one packet to an existing entry. Per-CPU: this CPU's slot, which no
- * other CPU writes. Shared: every CPU writes the same value, so the counters
- * are atomic adds (exact under concurrency); last_seen_ns is a plain store,
- * where a racing older stamp may win by one coarse tick (it only orders
- * pressure relief). */
+/* Adds one packet to an existing entry. (key, CPU) and per-CPU: this
+ * CPU's own sub-entry or slot, which no other CPU writes; TC programs run
+ * with bottom halves disabled, so nothing on this CPU interleaves either
+ * (on a PREEMPT_RT kernel something can: the atomic build). Shared: every
+ * CPU writes the same value, so the counters are atomic adds (exact under
+ * concurrency); last_seen_ns is a plain store, where a racing older stamp
+ * may win by one coarse tick (it only orders pressure relief). */
 static __always_inline void bump(struct flow_counters *c, __u32 len, __u64 now)
 {
-#ifdef LACHESIS_FLOWS_SHARED
+#if FLOWS_ATOMIC_ADDS
 	__sync_fetch_and_add(&c->bytes, len);
 	__sync_fetch_and_add(&c->packets, 1);
 #else
@@ -190,6 +223,45 @@ static __always_inline void bump(struct flow_counters *c, __u32 len, __u64 now)
 	c->last_seen_ns = now;
 }
 
+#if !FLOWS_BY_KEY
+/* (key, CPU): only this CPU creates its sub-entry, so a refused insert
+ * means the map is full (counted, never silent); on a PREEMPT_RT kernel
+ * another task on this CPU may have created it meanwhile, hence the second
+ * lookup. */
+static __always_inline void add_bytes(struct flow_key *fk, __u32 len)
+{
+	struct flow_entry_key key;
+
+	__builtin_memset(&key, 0, sizeof(key));
+	__builtin_memcpy(&key.key, fk, sizeof(key.key));
+	key.cpu = (__u16)bpf_get_smp_processor_id();
+	struct flow_value *v = bpf_map_lookup_elem(&flows, &key);
+	__u64 now = bpf_ktime_get_coarse_ns();
+
+	if (v) {
+		bump(&v->counters, len, now);
+		return;
+	}
+	/* created_ns uses the precise clock: it is the sub-entry's identity
+	 * (DESIGN §4.3), and a delete + recreate within one coarse tick must
+	 * still read as a new entry. It is paid once per sub-entry. */
+	struct flow_value init;
+
+	__builtin_memset(&init, 0, sizeof(init));
+	init.counters.bytes = len;
+	init.counters.packets = 1;
+	init.counters.created_ns = bpf_ktime_get_ns();
+	init.counters.last_seen_ns = init.counters.created_ns;
+	if (bpf_map_update_elem(&flows, &key, &init, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(&flows, &key);
+	if (v) {
+		bump(&v->counters, len, now);
+		return;
+	}
+	stat_inc(STAT_UPDATE_FAILURE);
+}
+#else
 static __always_inline void add_bytes(struct flow_key *key, __u32 len)
 {
 	struct flow_counters *c = bpf_map_lookup_elem(&flows, key);
@@ -218,6 +290,7 @@ static __always_inline void add_bytes(struct flow_key *key, __u32 len)
 	}
 	stat_inc(STAT_UPDATE_FAILURE);
 }
+#endif
 
 static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 {

@@ -61,6 +61,21 @@ struct flow_counters {
 	__u64 created_ns;   /* stamped once, at creation (DESIGN §4.3) */
 };
 
+/* Key of `flows` (DESIGN §4.7): one sub-entry per CPU that counts a flow,
+ * created and written only by that CPU. */
+struct flow_entry_key {
+	struct flow_key key;
+	__u16 cpu; /* bpf_get_smp_processor_id() */
+};
+
+/* Value of `flows`: the counters and three reserved words (always 0), so a
+ * preallocated element (48-byte header + 24-byte key slot + this) is
+ * exactly 128 bytes and never shares a cache line with another CPU's. */
+struct flow_value {
+	struct flow_counters counters;
+	__u64 reserved[3];
+};
+
 /* Value of `tap_ports` (key: the tap's ifindex, u32). */
 struct tap_port {
 	__u8 mac[6]; /* the Neutron port's MAC, wire order */
@@ -113,6 +128,12 @@ LACHESIS_ASSERT_LAYOUT(flow_counters, bytes, 0);
 LACHESIS_ASSERT_LAYOUT(flow_counters, packets, 8);
 LACHESIS_ASSERT_LAYOUT(flow_counters, last_seen_ns, 16);
 LACHESIS_ASSERT_LAYOUT(flow_counters, created_ns, 24);
+_Static_assert(sizeof(struct flow_entry_key) == 20, "flow_entry_key size");
+LACHESIS_ASSERT_LAYOUT(flow_entry_key, key, 0);
+LACHESIS_ASSERT_LAYOUT(flow_entry_key, cpu, 18);
+_Static_assert(sizeof(struct flow_value) == 56, "flow_value size");
+LACHESIS_ASSERT_LAYOUT(flow_value, counters, 0);
+LACHESIS_ASSERT_LAYOUT(flow_value, reserved, 32);
 _Static_assert(sizeof(struct tap_port) == 8, "tap_port size");
 LACHESIS_ASSERT_LAYOUT(tap_port, mac, 0);
 LACHESIS_ASSERT_LAYOUT(tap_port, pad, 6);

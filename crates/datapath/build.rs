@@ -2,9 +2,11 @@
 //! generates their libbpf skeletons. The object is also copied to
 //! `<target>/bpf/lachesis.bpf.o` so operators can inspect it with bpftool.
 //!
-//! The same source is compiled once more per `flows` variant that
-//! `make bench-cores` measures (a compile-time switch, never a fork of the
-//! classifier); those objects are embedded only with the `testing` feature.
+//! The same source is compiled once more per `flows` variant (a
+//! compile-time switch, never a fork of the classifier): the atomic build a
+//! `PREEMPT_RT` kernel loads is always embedded; the others, which `make
+//! bench-cores` measures and the upgrade tests run as the previous agent,
+//! only with the `testing` feature.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,8 @@ fn main() {
     // (the iterator's record type exists only in its object).
     let src = bpf_dir.join("lachesis.bpf.c");
     for (name, define) in [
+        ("lachesis_atomic", "LACHESIS_FLOWS_ATOMIC"),
+        ("lachesis_percpu", "LACHESIS_FLOWS_PERCPU"),
         ("lachesis_shared", "LACHESIS_FLOWS_SHARED"),
         ("lachesis_iter", "LACHESIS_FLOWS_ITER"),
     ] {

@@ -1,18 +1,21 @@
-//! `make bench-cores`: the `flows` variants side by side (issue 13,
-//! decision record 0006), each built from the same classifier source with
-//! a compile-time switch — the per-CPU hash, the shared hash with atomic
-//! adds, and the per-CPU hash drained by a map-element iterator that folds
-//! the CPU slots in the kernel and emits only entries seen since the last
-//! drain. For each:
+//! `make bench-cores`: the `flows` variants side by side (issues 13 and
+//! 24, decision records 0006 and 0010), each built from the same classifier
+//! source with a compile-time switch — the previous layout's per-CPU hash
+//! (the reference every ratio is taken against), the hash keyed by (flow
+//! key, CPU) the agent runs (`by_cpu`) and its atomic build for `PREEMPT_RT`
+//! kernels, the shared hash with atomic adds, and the per-CPU hash drained
+//! by a map-element iterator that folds the CPU slots in the kernel and
+//! emits only entries seen since the last drain. For each:
 //!
 //! 1. ns per packet on `make bench-packet`'s paths (program test-run), as a
 //!    ratio to the one-lookup baseline measured in the same rounds, and to
 //!    the per-CPU variant;
 //! 2. the same program with two threads pinned to two CPUs hitting one
 //!    flow at once (contention), beside one thread alone;
-//! 3. drain time and bytes copied to userspace for 65 536 entries with 1 %
-//!    and 100 % of them active since the last drain;
-//! 4. entries that fit the 64 MiB budget at 2, 64 and 256 possible CPUs,
+//! 3. drain time and bytes copied to userspace for 65 536 entries (or
+//!    sub-entries) with 1 % and 100 % of them active since the last drain;
+//! 4. entries (sub-entries for `by_cpu`) that fit the 64 MiB budget at 2,
+//!    64 and 256 possible CPUs,
 //!    from the kernel's own accounting (fdinfo `memlock`) of maps of three
 //!    sizes and two value sizes, extrapolated per possible CPU.
 //!
@@ -41,7 +44,7 @@ use std::path::PathBuf;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use lachesis_abi::{FlowCounters, FlowKey};
+use lachesis_abi::{ENTRY_KEY_SIZE, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE, FLOW_VALUE_SIZE};
 use lachesis_datapath::{
     baseline_object, flows_max_entries, memlock, probe_iterator_targets, AttachMode, Baseline,
     Datapath, DatapathConfig, DrainBuffer, FlowsVariant, DEFAULT_FLOWS_MEMORY_BUDGET,
@@ -61,8 +64,16 @@ const DRAIN_ROUNDS: usize = 9;
 /// The 1 % case: every 100th entry active.
 const ACTIVE_EVERY: u32 = 100;
 const CPU_COUNTS: [u64; 3] = [2, 64, 256];
-/// The ratio to today's per-CPU classifier the issue allows on any path.
+/// The ratio to the per-CPU classifier the issues allow on any path.
 const MAX_COST_RATIO: f64 = 1.3;
+/// The variants in the bench's order: the reference first.
+const ORDER: [FlowsVariant; 5] = [
+    FlowsVariant::PerCpu,
+    FlowsVariant::ByCpu,
+    FlowsVariant::ByCpuAtomic,
+    FlowsVariant::Shared,
+    FlowsVariant::PerCpuIter,
+];
 
 fn ns(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e9
@@ -276,10 +287,12 @@ const ACTIVE_STAMP: u64 = 2_000;
 const SINCE: u64 = 1_000;
 const IDLE_STAMP: u64 = 1;
 
-/// Bytes the batch lookup copies out per entry: the key and one value
-/// per slot (possible CPUs for a per-CPU map), as the kernel lays them out.
-fn batch_bytes_per_entry(slots: u64) -> u64 {
-    size_of::<FlowKey>() as u64 + slots * size_of::<FlowCounters>() as u64
+/// Bytes the batch lookup copies out per entry of `variant` at `cpus`
+/// possible CPUs: the key and its value(s), as the kernel lays them out.
+fn batch_bytes_per_entry(variant: FlowsVariant, cpus: u64) -> u64 {
+    variant
+        .layout(usize::try_from(cpus).expect("a CPU count"))
+        .bytes_per_entry() as u64
 }
 
 fn drain(l: &Loaded, active_every: u32) -> DrainResult {
@@ -320,14 +333,14 @@ fn drain(l: &Loaded, active_every: u32) -> DrainResult {
                 DRAIN_ENTRIES as usize,
                 "a batched drain reads every entry"
             );
-            out.bytes = buf.entries.len() as u64 * batch_bytes_per_entry(l.dp.flows_slots() as u64);
+            out.bytes = buf.entries.len() as u64 * l.dp.flows_layout().bytes_per_entry() as u64;
         }
         out.calls = buf.calls;
         out.entries = buf.entries.len();
     }
     // What the drain returned is exact: per entry the value written.
     for (k, v) in &buf.entries {
-        let want = fill::counters(fill::index(k), v.last_seen_ns);
+        let want = fill::counters(fill::index(&k.key), v.last_seen_ns);
         assert_eq!((v.bytes, v.packets), (want.bytes, want.packets), "{k:?}");
     }
     out.ms = median(ms);
@@ -355,11 +368,11 @@ const SIZE_A: u32 = 65_536;
 const SIZE_B: u32 = 98_304; // same bucket count as SIZE_C
 const SIZE_C: u32 = 131_072;
 
-fn probe(map_type: MapType, value_size: u32, entries: u32) -> f64 {
+fn probe(map_type: MapType, key_size: u32, value_size: u32, entries: u32) -> f64 {
     let map = MapHandle::create(
         map_type,
         Some("lachesis_probe"),
-        18,
+        key_size,
         value_size,
         entries,
         &libbpf_rs::libbpf_sys::bpf_map_create_opts {
@@ -371,10 +384,12 @@ fn probe(map_type: MapType, value_size: u32, entries: u32) -> f64 {
     memlock(map.as_fd()).expect("read memlock") as f64
 }
 
-fn accounting(map_type: MapType) -> Accounting {
-    let at = |v: u32| [SIZE_A, SIZE_B, SIZE_C].map(|n| probe(map_type, v, n));
-    let [a, b, c] = at(32);
-    let [_, _, c64] = at(64);
+/// `value_size` is the variant's own; the value part is measured by adding
+/// 32 bytes to it.
+fn accounting(map_type: MapType, key_size: u32, value_size: u32) -> Accounting {
+    let at = |v: u32| [SIZE_A, SIZE_B, SIZE_C].map(|n| probe(map_type, key_size, v, n));
+    let [a, b, c] = at(value_size);
+    let [_, _, c64] = at(value_size + 32);
     // SIZE_B → SIZE_C adds elements only (same buckets); SIZE_A → SIZE_B
     // adds elements and doubles the buckets.
     let elem = (c - b) / f64::from(SIZE_C - SIZE_B);
@@ -460,7 +475,7 @@ fn main() {
     // Which variants this kernel loads at all.
     let mut refused: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut loaded: Vec<Loaded> = Vec::new();
-    for v in FlowsVariant::ALL {
+    for v in ORDER {
         match try_load(v, 65_536, "pkt") {
             Ok(l) => loaded.push(l),
             Err(e) => {
@@ -512,7 +527,7 @@ fn verdict(
     );
     let percpu = at_256[FlowsVariant::PerCpu.name()];
     let mut json = Vec::new();
-    for v in FlowsVariant::ALL.into_iter().skip(1) {
+    for v in ORDER.into_iter().skip(1) {
         let name = v.name();
         let mut fails = Vec::new();
         if refused.contains_key(name) {
@@ -741,14 +756,14 @@ fn packets(dp: &Datapath) -> u64 {
 fn report_drain(refused: &BTreeMap<&'static str, String>, cpus: u64) -> String {
     println!();
     println!(
-        "3. drain of {DRAIN_ENTRIES} entries, medians of {DRAIN_ROUNDS}; bytes = copied to userspace ({cpus} CPUs measured; at 64/256 CPUs computed: batch = entries × (18 + slots × 32), iterator = active × 56, whose kernel side still copies entries × CPUs × 32 bytes)"
+        "3. drain of {DRAIN_ENTRIES} entries, medians of {DRAIN_ROUNDS}; bytes = copied to userspace ({cpus} CPUs measured; at 64/256 CPUs computed: batch = entries × (20 + 56) for by_cpu, × (18 + slots × 32) for percpu, × (18 + 32) for shared; iterator = active × 56, whose kernel side still copies entries × CPUs × 32 bytes)"
     );
     println!(
         "{:<12} {:>7} {:>9} {:>8} {:>12} {:>9} {:>14} {:>14}",
         "variant", "active", "ms", "entries", "bytes", "syscalls", "bytes@64cpu", "bytes@256cpu"
     );
     let mut json = Vec::new();
-    for v in FlowsVariant::ALL {
+    for v in ORDER {
         if let Some(why) = refused.get(v.name()) {
             println!("{:<12} refused by this kernel (above)", v.name());
             json.push(format!(
@@ -766,8 +781,7 @@ fn report_drain(refused: &BTreeMap<&'static str, String>, cpus: u64) -> String {
                 FlowsVariant::PerCpuIter => {
                     d.entries as u64 * size_of::<lachesis_abi::DrainRecord>() as u64
                 }
-                FlowsVariant::PerCpu => u64::from(DRAIN_ENTRIES) * batch_bytes_per_entry(n),
-                FlowsVariant::Shared => u64::from(DRAIN_ENTRIES) * batch_bytes_per_entry(1),
+                _ => u64::from(DRAIN_ENTRIES) * batch_bytes_per_entry(v, n),
             };
             println!(
                 "{:<12} {:>7} {:>9.2} {:>8} {:>12} {:>9} {:>14} {:>14}",
@@ -814,13 +828,21 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
     );
     let mut json = Vec::new();
     let mut at_256 = BTreeMap::new();
-    for v in FlowsVariant::ALL {
-        let map_type = if v == FlowsVariant::Shared {
-            MapType::Hash
-        } else {
-            MapType::PercpuHash
+    for v in ORDER {
+        let (map_type, key, value) = match v {
+            FlowsVariant::ByCpu | FlowsVariant::ByCpuAtomic => {
+                (MapType::Hash, ENTRY_KEY_SIZE, FLOW_VALUE_SIZE)
+            }
+            FlowsVariant::Shared => (MapType::Hash, FLOW_KEY_SIZE, FLOW_COUNTERS_SIZE),
+            FlowsVariant::PerCpu | FlowsVariant::PerCpuIter => {
+                (MapType::PercpuHash, FLOW_KEY_SIZE, FLOW_COUNTERS_SIZE)
+            }
         };
-        let acc = accounting(map_type);
+        let acc = accounting(
+            map_type,
+            u32::try_from(key).expect("a key size"),
+            u32::try_from(value).expect("a value size"),
+        );
         let raw = CPU_COUNTS.map(|n| acc.fit(cpus, n, DEFAULT_FLOWS_MEMORY_BUDGET));
         let clamped =
             raw.map(|r| r.clamp(u64::from(FLOWS_MIN_ENTRIES), u64::from(FLOWS_MAX_ENTRIES)));
@@ -844,8 +866,9 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
             v.name(), acc.elem_fixed, acc.value_part, acc.bucket, raw[0], raw[1], raw[2], clamped[0], clamped[1], clamped[2]
         ));
     }
-    // What the agent configures: the per-CPU hash, by `flows_max_entries`
-    // (this accounting plus fixed headroom for the map itself).
+    // What the agent configures: the (flow key, CPU) hash's sub-entries, by
+    // `flows_max_entries` (this accounting plus fixed headroom for the map
+    // itself).
     let sized = CPU_COUNTS.map(|n| {
         flows_max_entries(
             DEFAULT_FLOWS_MEMORY_BUDGET,
@@ -853,7 +876,7 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
         )
     });
     println!(
-        "the agent's sizing (per-CPU hash, flows_max_entries): {} at 2 CPUs, {} at 64, {} at 256",
+        "the agent's sizing ((flow key, CPU) hash, flows_max_entries, sub-entries): {} at 2 CPUs, {} at 64, {} at 256",
         sized[0], sized[1], sized[2]
     );
     json.push(format!(

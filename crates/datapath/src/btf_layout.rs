@@ -55,6 +55,8 @@ fn abi_types_match_the_object_btf() {
         btf::flow_counters,
         [bytes, packets, last_seen_ns, created_ns]
     );
+    same_layout!(abi::EntryKey, btf::flow_entry_key, [key, cpu]);
+    same_layout!(abi::FlowValue, btf::flow_value, [counters, reserved]);
     same_layout!(abi::EndpointValue, btf::endpoint_value, [tenant_id, flags]);
     same_layout!(
         abi::ZoneKeyV4,

@@ -5,11 +5,14 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
-use lachesis_abi::{FlowCounters, FlowKey, StatReason, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE};
+use bytemuck::Pod;
+use lachesis_abi::{
+    EntryKey, FlowCounters, FlowKey, FlowValue, StatReason, ENTRY_KEY_SIZE, FLOW_COUNTERS_SIZE,
+    FLOW_KEY_SIZE, FLOW_VALUE_SIZE,
+};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use crate::error::{Error, Result};
-use crate::sizing::slots_per_entry;
 
 /// Entries asked for per batch call; grown when a hash bucket holds more.
 const DEFAULT_BATCH: u32 = 4096;
@@ -17,18 +20,101 @@ const DEFAULT_BATCH: u32 = 4096;
 // buffer below relies on FlowCounters needing no padding to get there.
 const _: () = assert!(FLOW_COUNTERS_SIZE.is_multiple_of(8));
 
+/// How a `flows` map is keyed and valued: the loaded variant's, or a
+/// pinned map's, told from what the kernel fixed at its creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowsLayout {
+    /// A hash keyed by (flow key, CPU) (DESIGN §4.7): one [`FlowValue`]
+    /// per sub-entry. Readings name their sub-entry.
+    ByCpu,
+    /// The previous layout: a per-CPU hash keyed by the flow key, one
+    /// [`FlowCounters`] per possible CPU per entry. Readings fold the slots
+    /// (bytes and packets summed, stamps maxed) and name the folded entry
+    /// ([`EntryKey::folded`]).
+    PerCpu {
+        /// Possible CPUs: the values each entry carries.
+        slots: usize,
+    },
+    /// A shared hash keyed by the flow key, one [`FlowCounters`] per entry
+    /// (benchmark variant); readings name the folded entry.
+    Shared,
+}
+
+impl FlowsLayout {
+    /// The layout of a map of this type and key and value sizes; `None`
+    /// when it is none of ours (its keys could not be attributed, and
+    /// misreading them would bill garbage).
+    pub(crate) fn of(
+        map_type: MapType,
+        key_size: u32,
+        value_size: u32,
+        possible_cpus: usize,
+    ) -> Option<FlowsLayout> {
+        let (key, value) = (key_size as usize, value_size as usize);
+        match map_type {
+            MapType::Hash if key == ENTRY_KEY_SIZE && value == FLOW_VALUE_SIZE => {
+                Some(FlowsLayout::ByCpu)
+            }
+            MapType::Hash if key == FLOW_KEY_SIZE && value == FLOW_COUNTERS_SIZE => {
+                Some(FlowsLayout::Shared)
+            }
+            MapType::PercpuHash if key == FLOW_KEY_SIZE && value == FLOW_COUNTERS_SIZE => {
+                Some(FlowsLayout::PerCpu {
+                    slots: possible_cpus,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The layout of an open map handle.
+    pub(crate) fn of_handle(handle: &MapHandle, possible_cpus: usize) -> Option<FlowsLayout> {
+        FlowsLayout::of(
+            handle.map_type(),
+            handle.key_size(),
+            handle.value_size(),
+            possible_cpus,
+        )
+    }
+
+    /// Values the kernel copies per entry.
+    #[must_use]
+    pub fn slots(self) -> usize {
+        match self {
+            FlowsLayout::PerCpu { slots } => slots,
+            FlowsLayout::ByCpu | FlowsLayout::Shared => 1,
+        }
+    }
+
+    /// Bytes a batch lookup copies to userspace per entry.
+    #[must_use]
+    pub fn bytes_per_entry(self) -> usize {
+        match self {
+            FlowsLayout::ByCpu => ENTRY_KEY_SIZE + FLOW_VALUE_SIZE,
+            FlowsLayout::PerCpu { slots } => FLOW_KEY_SIZE + slots * FLOW_COUNTERS_SIZE,
+            FlowsLayout::Shared => FLOW_KEY_SIZE + FLOW_COUNTERS_SIZE,
+        }
+    }
+}
+
 /// Reusable buffers for draining `flows`: allocation happens once, later
 /// drains reuse the capacity.
 #[derive(Debug, Default)]
 pub struct DrainBuffer {
-    keys: Vec<FlowKey>,
-    /// `count × slots` values (slots: possible CPUs for a per-CPU map, 1 for
-    /// a shared one); `FlowCounters` is 32 bytes, already the kernel's
-    /// 8-byte per-CPU stride, so the buffer is typed and aligned.
+    /// Keys of a map keyed by the flow key alone.
+    flow_keys: Vec<FlowKey>,
+    /// `count × slots` values of such a map (slots: possible CPUs for a
+    /// per-CPU map, 1 for a shared one); `FlowCounters` is 32 bytes, already
+    /// the kernel's 8-byte per-CPU stride, so the buffer is typed and
+    /// aligned.
     pub(crate) values: Vec<FlowCounters>,
-    /// The last drain's entries (or a lookup-and-delete's final readings),
-    /// per-CPU slots folded (sum counters, max stamps).
-    pub entries: Vec<(FlowKey, FlowCounters)>,
+    /// Keys and values of the (flow key, CPU) map.
+    entry_keys: Vec<EntryKey>,
+    pub(crate) entry_values: Vec<FlowValue>,
+    /// The last drain's readings (or a lookup-and-delete's final
+    /// readings), one per kernel entry: a CPU's sub-entry of the (flow
+    /// key, CPU) map, or a per-CPU map's entry with its slots folded.
+    pub entries: Vec<(EntryKey, FlowCounters)>,
     /// Syscalls made by the last drain or lookup-and-delete.
     pub calls: u32,
     /// Raw records of the iterator drain (benchmark variant).
@@ -42,6 +128,21 @@ impl DrainBuffer {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// Distinct flow keys among [`DrainBuffer::entries`] and the mean
+    /// sub-entries per key (the fan-out, DESIGN §4.7), `0.0` when empty.
+    #[must_use]
+    pub fn fan_out(&self) -> (usize, f64) {
+        let mut keys: Vec<&FlowKey> = self.entries.iter().map(|(e, _)| &e.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.is_empty() {
+            return (0, 0.0);
+        }
+        #[expect(clippy::cast_precision_loss, reason = "map sizes are far below 2^52")]
+        let mean = self.entries.len() as f64 / keys.len() as f64;
+        (keys.len(), mean)
+    }
 }
 
 /// Folds one entry's per-CPU slots: bytes and packets summed, stamps maxed.
@@ -53,20 +154,22 @@ pub(crate) fn fold_cpus(slots: &[FlowCounters]) -> FlowCounters {
     total
 }
 
-/// Reads every entry of a `flows` map with the kernel's batch lookup;
-/// `slots` values per entry (possible CPUs for a per-CPU map, 1 otherwise).
+/// Reads every entry of a map with the kernel's batch lookup into `keys`
+/// and `values` (`per_key` values per key), handing each key and its
+/// values to `emit`; returns the syscalls made.
 ///
 /// libbpf-rs refuses batch lookups on per-CPU maps, so this calls
 /// `bpf_map_lookup_batch` directly. Contract of the call (kernel htab):
 /// `count` in/out; the last call returns ENOENT with a valid `count`; ENOSPC
 /// with nothing copied means one bucket holds more entries than `count`.
-pub(crate) fn drain_batched(
+fn batched<K: Pod + Default, V: Pod + Default>(
     map: BorrowedFd<'_>,
-    slots: usize,
-    buf: &mut DrainBuffer,
-) -> Result<()> {
-    buf.entries.clear();
-    buf.calls = 0;
+    keys: &mut Vec<K>,
+    values: &mut Vec<V>,
+    per_key: usize,
+    mut emit: impl FnMut(&K, &[V]),
+) -> Result<u32> {
+    let mut calls = 0;
     let mut batch = DEFAULT_BATCH;
     // The hash map's batch token is a u32 bucket index; give it room anyway.
     let mut in_token = [0u8; 8];
@@ -74,17 +177,17 @@ pub(crate) fn drain_batched(
     let mut first = true;
     loop {
         let want = batch as usize;
-        buf.keys.resize(want, FlowKey::default());
-        buf.values.resize(want * slots, FlowCounters::default());
+        keys.resize(want, K::default());
+        values.resize(want * per_key, V::default());
         let mut count = batch;
         // SAFETY: `opts` is zeroed then sized as libbpf requires.
         let mut opts: libbpf_sys::bpf_map_batch_opts = unsafe { std::mem::zeroed() };
         opts.sz = size_of::<libbpf_sys::bpf_map_batch_opts>() as _;
-        // SAFETY: keys holds `count` FlowKeys (18 bytes each, the map's key
-        // size) and values holds `count × slots` 32-byte values, exactly
-        // what the kernel writes (one per possible CPU for a per-CPU map,
-        // one otherwise); tokens are 8 bytes, more than the 4 the hash map
-        // uses.
+        // SAFETY: keys holds `count` keys of the map's key size and values
+        // `count × per_key` values of its value size (8-byte aligned
+        // strides: one per possible CPU for a per-CPU map, one otherwise),
+        // exactly what the kernel writes; tokens are 8 bytes, more than the
+        // 4 the hash map uses.
         let ret = unsafe {
             libbpf_sys::bpf_map_lookup_batch(
                 map.as_raw_fd(),
@@ -94,13 +197,13 @@ pub(crate) fn drain_batched(
                     in_token.as_mut_ptr().cast()
                 },
                 out_token.as_mut_ptr().cast(),
-                buf.keys.as_mut_ptr().cast(),
-                buf.values.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
                 &raw mut count,
                 &raw const opts,
             )
         };
-        buf.calls += 1;
+        calls += 1;
         let errno = if ret < 0 { -ret } else { 0 };
         if errno == libc::ENOSPC && count == 0 {
             batch = batch.saturating_mul(2);
@@ -110,29 +213,59 @@ pub(crate) fn drain_batched(
             return Err(Error::errno("batch lookup of flows", ret));
         }
         let got = (count as usize).min(want);
-        buf.entries.extend(
-            buf.keys[..got]
-                .iter()
-                .zip(buf.values.chunks_exact(slots))
-                .map(|(k, slots)| (*k, fold_cpus(slots))),
-        );
+        for (k, v) in keys[..got].iter().zip(values.chunks_exact(per_key)) {
+            emit(k, v);
+        }
         if errno == libc::ENOENT {
-            return Ok(());
+            return Ok(calls);
         }
         in_token = out_token;
         first = false;
     }
 }
 
+/// Reads every entry of a `flows` map of `layout` into `buf.entries`.
+pub(crate) fn drain_batched(
+    map: BorrowedFd<'_>,
+    layout: FlowsLayout,
+    buf: &mut DrainBuffer,
+) -> Result<()> {
+    buf.entries.clear();
+    buf.calls = 0;
+    let entries = &mut buf.entries;
+    buf.calls = match layout {
+        FlowsLayout::ByCpu => batched(
+            map,
+            &mut buf.entry_keys,
+            &mut buf.entry_values,
+            1,
+            |k, v| entries.push((*k, v[0].counters)),
+        )?,
+        FlowsLayout::PerCpu { slots } => {
+            batched(map, &mut buf.flow_keys, &mut buf.values, slots, |k, v| {
+                entries.push((EntryKey::folded(*k), fold_cpus(v)));
+            })?
+        }
+        FlowsLayout::Shared => batched(map, &mut buf.flow_keys, &mut buf.values, 1, |k, v| {
+            entries.push((EntryKey::folded(*k), v[0]));
+        })?,
+    };
+    Ok(())
+}
+
 /// The same read one key at a time (`get_next_key` + lookup per entry); kept
 /// for the drain benchmark's contrast and as a cross-check in tests.
 #[cfg(feature = "testing")]
-pub(crate) fn drain_iterated(map: &MapHandle, slots: usize, buf: &mut DrainBuffer) -> Result<()> {
+pub(crate) fn drain_iterated(
+    map: &MapHandle,
+    layout: FlowsLayout,
+    buf: &mut DrainBuffer,
+) -> Result<()> {
     buf.entries.clear();
     buf.calls = 0;
     for key in map.keys() {
         buf.calls += 2;
-        let found = if slots == 1 {
+        let found = if layout.slots() == 1 {
             map.lookup(&key, MapFlags::ANY).map(|v| v.map(|v| vec![v]))
         } else {
             map.lookup_percpu(&key, MapFlags::ANY)
@@ -140,12 +273,19 @@ pub(crate) fn drain_iterated(map: &MapHandle, slots: usize, buf: &mut DrainBuffe
         let Some(slots) = found.map_err(Error::bpf("lookup flows entry"))? else {
             continue; // deleted between the two calls
         };
-        let mut total = FlowCounters::default();
-        for slot in &slots {
-            total.fold(&bytemuck::pod_read_unaligned(&slot[..FLOW_COUNTERS_SIZE]));
-        }
-        let key: FlowKey = bytemuck::pod_read_unaligned(&key[..FLOW_KEY_SIZE]);
-        buf.entries.push((key, total));
+        let reading = if layout == FlowsLayout::ByCpu {
+            let key: EntryKey = bytemuck::pod_read_unaligned(&key[..ENTRY_KEY_SIZE]);
+            let value: FlowValue = bytemuck::pod_read_unaligned(&slots[0][..FLOW_VALUE_SIZE]);
+            (key, value.counters)
+        } else {
+            let mut total = FlowCounters::default();
+            for slot in &slots {
+                total.fold(&bytemuck::pod_read_unaligned(&slot[..FLOW_COUNTERS_SIZE]));
+            }
+            let key: FlowKey = bytemuck::pod_read_unaligned(&key[..FLOW_KEY_SIZE]);
+            (EntryKey::folded(key), total)
+        };
+        buf.entries.push(reading);
     }
     Ok(())
 }
@@ -172,23 +312,24 @@ pub(crate) fn read_stats(map: &MapHandle) -> Result<[u64; StatReason::COUNT as u
 /// (DESIGN §4.4). Its programs keep counting into it until ours replace
 /// them; drain it once more after that, then [`RetiredFlows::remove`] it.
 ///
-/// It may be of another `flows` type than the live map (a per-CPU map
-/// retired by a shared one, or the reverse): it is read by its own type.
+/// It may be of another layout than the live map (the per-CPU hash of the
+/// previous layout, retired by the (flow key, CPU) one): it is read by its
+/// own, a per-CPU map's entries folded.
 #[derive(Debug)]
 pub struct RetiredFlows {
     handle: MapHandle,
     path: PathBuf,
-    slots: usize,
+    layout: Option<FlowsLayout>,
 }
 
 impl RetiredFlows {
     pub(crate) fn new(handle: MapHandle, path: PathBuf) -> Result<Self> {
         let cpus = libbpf_rs::num_possible_cpus().map_err(Error::bpf("count possible CPUs"))?;
-        let slots = slots_per_entry(handle.map_type(), cpus);
+        let layout = FlowsLayout::of_handle(&handle, cpus);
         Ok(RetiredFlows {
             handle,
             path,
-            slots,
+            layout,
         })
     }
 
@@ -202,6 +343,12 @@ impl RetiredFlows {
     #[must_use]
     pub fn max_entries(&self) -> u32 {
         self.handle.max_entries()
+    }
+
+    /// Its layout; `None` when it is none of ours.
+    #[must_use]
+    pub fn layout(&self) -> Option<FlowsLayout> {
+        self.layout
     }
 
     /// Its kernel id (programs of a predecessor still count into it).
@@ -218,15 +365,11 @@ impl RetiredFlows {
     /// keys could not be attributed anyway, and misreading them would bill
     /// garbage.
     pub fn drain(&self, buf: &mut DrainBuffer) -> Result<()> {
-        let ours = matches!(self.handle.map_type(), MapType::PercpuHash | MapType::Hash);
-        if !ours
-            || self.handle.key_size() as usize != FLOW_KEY_SIZE
-            || self.handle.value_size() as usize != FLOW_COUNTERS_SIZE
-        {
+        let Some(layout) = self.layout else {
             buf.entries.clear();
             return Ok(());
-        }
-        drain_batched(self.handle.as_fd(), self.slots, buf)
+        };
+        drain_batched(self.handle.as_fd(), layout, buf)
     }
 
     /// Unpins it; the kernel frees it once no program references it.

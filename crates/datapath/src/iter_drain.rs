@@ -88,7 +88,7 @@ pub(crate) fn drain(
     buf.calls = out.reads;
     buf.entries.extend(raw.chunks_exact(RECORD).map(|r| {
         let rec: DrainRecord = bytemuck::pod_read_unaligned(r);
-        (rec.key, rec.counters)
+        (lachesis_abi::EntryKey::folded(rec.key), rec.counters)
     }));
     Ok(out)
 }

@@ -29,14 +29,14 @@ use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use lachesis_abi::{Direction, EndpointValue, FlowKey, Mac, Prefix, StatReason, Zone};
+use lachesis_abi::{Direction, EndpointValue, EntryKey, Mac, Prefix, StatReason, Zone};
 use libbpf_rs::{MapCore, MapHandle, Object, Program};
 
 pub use attach::{
     ifindex, ifname, interfaces, tc_handle_for, AttachMode, AttachOutcome, Attachment, TC_HANDLE,
     TC_PRIORITY,
 };
-pub use drain::{DrainBuffer, RetiredFlows};
+pub use drain::{DrainBuffer, FlowsLayout, RetiredFlows};
 pub use error::{Error, Result};
 #[cfg(feature = "testing")]
 pub use iter_drain::{memlock, probe_iterator_targets, IterDrain};
@@ -45,6 +45,7 @@ pub use object::{DatapathConfig, FlowsPin, FlowsVariant};
 pub use sizing::{
     flows_kernel_bytes, flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET, FLOWS_BUCKET_BYTES,
     FLOWS_ELEMENT_BYTES, FLOWS_MAP_OVERHEAD, FLOWS_MAX_ENTRIES, FLOWS_MIN_ENTRIES,
+    FLOWS_PER_CPU_BYTES,
 };
 #[cfg(feature = "testing")]
 pub use testrun::{baseline_object, Baseline, TestRun};
@@ -67,8 +68,9 @@ fn prog_name(dir: Direction) -> &'static str {
 pub struct Datapath {
     obj: Object,
     flows: MapHandle,
-    /// Values per `flows` entry (possible CPUs, or 1 for a shared map).
-    flows_slots: usize,
+    /// How `flows` is keyed and valued.
+    flows_layout: FlowsLayout,
+    variant: FlowsVariant,
     stats: MapHandle,
     meta: MetadataMaps,
     bpffs_dir: PathBuf,
@@ -117,7 +119,7 @@ impl Datapath {
     /// are returned: drain each once more after [`Datapath::attach`] has
     /// replaced the old programs on every tap, then remove it.
     pub fn load(config: &DatapathConfig) -> Result<(Datapath, FlowsPin, Vec<RetiredFlows>)> {
-        Self::load_object(config, FlowsVariant::PRODUCTION)
+        Self::load_object(config, FlowsVariant::production())
     }
 
     /// [`Datapath::load`] with another `flows` variant (`make bench-cores`).
@@ -163,7 +165,8 @@ impl Datapath {
         let dp = Datapath {
             obj: loaded.obj,
             flows: loaded.flows,
-            flows_slots: loaded.flows_slots,
+            flows_layout: loaded.flows_layout,
+            variant,
             stats,
             meta,
             bpffs_dir: config.bpffs_dir.clone(),
@@ -187,11 +190,16 @@ impl Datapath {
         self.possible_cpus
     }
 
-    /// Values the kernel copies per `flows` entry: the possible CPUs for a
-    /// per-CPU map, 1 for a shared one.
+    /// How `flows` is keyed and valued.
     #[must_use]
-    pub fn flows_slots(&self) -> usize {
-        self.flows_slots
+    pub fn flows_layout(&self) -> FlowsLayout {
+        self.flows_layout
+    }
+
+    /// The `flows` variant loaded (the atomic build on `PREEMPT_RT`).
+    #[must_use]
+    pub fn variant(&self) -> FlowsVariant {
+        self.variant
     }
 
     /// The attach mode chosen for this kernel.
@@ -299,7 +307,7 @@ impl Datapath {
     /// Reads every `flows` entry with batched lookups into `buf` (reused).
     /// Never clears the map: read-don't-clear makes crashes lossless.
     pub fn drain(&self, buf: &mut DrainBuffer) -> Result<()> {
-        drain::drain_batched(self.flows.as_fd(), self.flows_slots, buf)
+        drain::drain_batched(self.flows.as_fd(), self.flows_layout, buf)
     }
 
     /// The map-element iterator drain of [`FlowsVariant::PerCpuIter`]:
@@ -321,7 +329,7 @@ impl Datapath {
     /// The same read, one key at a time (benchmark contrast).
     #[cfg(feature = "testing")]
     pub fn drain_iterated(&self, buf: &mut DrainBuffer) -> Result<()> {
-        drain::drain_iterated(&self.flows, self.flows_slots, buf)
+        drain::drain_iterated(&self.flows, self.flows_layout, buf)
     }
 
     /// Kernel stats counters.
@@ -338,43 +346,58 @@ impl Datapath {
     /// pressure relief, the ghost sweep, unresolved eviction.
     pub fn lookup_and_delete_flows(
         &self,
-        keys: &[FlowKey],
+        keys: &[EntryKey],
         buf: &mut DrainBuffer,
     ) -> Vec<FailedDelete> {
-        lookup_delete::lookup_and_delete(self.flows.as_fd(), self.flows_slots, keys, buf)
+        lookup_delete::lookup_and_delete(self.flows.as_fd(), self.flows_layout, keys, buf)
     }
 
     /// Deletes one `flows` entry without reading it: whatever it counted
     /// since the last drain is lost. Tests only; the agent deletes with
     /// [`Datapath::lookup_and_delete_flows`]. `false` if absent.
     #[cfg(feature = "testing")]
-    pub fn delete_flow(&self, key: &FlowKey) -> Result<bool> {
-        maps::delete_flow(&self.flows, key)
+    pub fn delete_flow(&self, key: &EntryKey) -> Result<bool> {
+        if self.flows_layout == FlowsLayout::ByCpu {
+            maps::delete_flow(&self.flows, bytemuck::bytes_of(key))
+        } else {
+            maps::delete_flow(&self.flows, bytemuck::bytes_of(&key.key))
+        }
     }
 
-    /// Writes a `flows` entry: `value` in CPU 0's slot and zeros in the
-    /// others for a per-CPU map, `value` itself for a shared one
-    /// (benchmarks and tests that need a full map).
+    /// Writes a `flows` entry: the sub-entry `key` of the (flow key, CPU)
+    /// map; `value` in CPU 0's slot and zeros in the others for a per-CPU
+    /// map, `value` itself for a shared one, under `key.key` (benchmarks
+    /// and tests that need a full map).
     #[cfg(feature = "testing")]
     pub fn write_flow_for_test(
         &self,
-        key: &FlowKey,
+        key: &EntryKey,
         value: &lachesis_abi::FlowCounters,
     ) -> Result<()> {
-        let slot = bytemuck::bytes_of(value).to_vec();
-        let key = bytemuck::bytes_of(key);
         let flags = libbpf_rs::MapFlags::ANY;
-        if self.flows_slots == 1 {
-            return self
-                .flows
-                .update(key, &slot, flags)
-                .map_err(Error::bpf("write flows entry"));
-        }
-        let mut values = vec![vec![0u8; slot.len()]; self.flows_slots];
-        values[0] = slot;
-        self.flows
-            .update_percpu(key, &values, flags)
-            .map_err(Error::bpf("write flows entry"))
+        let written = match self.flows_layout {
+            FlowsLayout::ByCpu => {
+                let v = lachesis_abi::FlowValue {
+                    counters: *value,
+                    reserved: [0; 3],
+                };
+                self.flows
+                    .update(bytemuck::bytes_of(key), bytemuck::bytes_of(&v), flags)
+            }
+            FlowsLayout::Shared => self.flows.update(
+                bytemuck::bytes_of(&key.key),
+                bytemuck::bytes_of(value),
+                flags,
+            ),
+            FlowsLayout::PerCpu { slots } => {
+                let slot = bytemuck::bytes_of(value).to_vec();
+                let mut values = vec![vec![0u8; slot.len()]; slots];
+                values[0] = slot;
+                self.flows
+                    .update_percpu(bytemuck::bytes_of(&key.key), &values, flags)
+            }
+        };
+        written.map_err(Error::bpf("write flows entry"))
     }
 
     // ---- attach -----------------------------------------------------------

@@ -202,8 +202,8 @@ impl MetadataMaps {
 }
 
 #[cfg(feature = "testing")]
-pub(crate) fn delete_flow(flows: &MapHandle, key: &lachesis_abi::FlowKey) -> Result<bool> {
-    delete_existing(flows, bytemuck::bytes_of(key), "flow entry")
+pub(crate) fn delete_flow(flows: &MapHandle, key: &[u8]) -> Result<bool> {
+    delete_existing(flows, key, "flow entry")
 }
 
 #[cfg(test)]

@@ -5,31 +5,49 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use lachesis_config::form;
-use libbpf_rs::{MapCore, MapHandle, MapInfo, MapType, Object, ObjectBuilder, ProgramAttachType};
+use libbpf_rs::{MapCore, MapHandle, MapInfo, Object, ObjectBuilder, ProgramAttachType};
 use serde::{Deserialize, Serialize};
 use serde_inline_default::serde_inline_default;
 use serde_with::serde_as;
 
 use crate::attach::AttachMode;
+use crate::bpffs;
+use crate::drain::{FlowsLayout, RetiredFlows};
 use crate::error::{Error, Result};
-use crate::sizing::{flows_max_entries, slots_per_entry, DEFAULT_FLOWS_MEMORY_BUDGET};
-use crate::{bpffs, drain::RetiredFlows};
+use crate::sizing::{flows_max_entries, DEFAULT_FLOWS_MEMORY_BUDGET};
 
 /// The compiled classifier, built from `bpf/lachesis.bpf.c` by build.rs.
 pub(crate) static CLASSIFIER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lachesis.bpf.o"));
 
+/// The atomic build of the production layout, for `PREEMPT_RT` kernels.
+static CLASSIFIER_ATOMIC: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_atomic.bpf.o"));
+
+/// Where the kernel says whether it is a `PREEMPT_RT` one (absent otherwise).
+const REALTIME_FLAG: &str = "/sys/kernel/realtime";
+
 /// How `flows` is built: the same source compiled with a different switch
-/// (`bpf/lachesis.bpf.c`; decision record 0006). [`Datapath::load`] always
-/// loads [`FlowsVariant::PRODUCTION`]; the others are for `make bench-cores`.
+/// (`bpf/lachesis.bpf.c`; decision record 0010). [`Datapath::load`] loads
+/// [`FlowsVariant::production`]; the others are for `make bench-cores` and
+/// for tests that run the previous layout's agent.
 ///
 /// [`Datapath::load`]: crate::Datapath::load
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlowsVariant {
-    /// A per-CPU hash: each CPU adds into its own slot, drains fold the
-    /// slots (one 32-byte value per possible CPU per entry).
+    /// A preallocated hash keyed by (flow key, CPU) (DESIGN §4.7): each CPU
+    /// creates and writes only its own sub-entry, plain adds.
+    ByCpu,
+    /// [`FlowsVariant::ByCpu`] with atomic adds: what a `PREEMPT_RT` kernel
+    /// loads, where a TC program can be preempted on its CPU by another
+    /// task counting the same sub-entry. Same map: a pin of either is
+    /// adopted by the other.
+    ByCpuAtomic,
+    /// The previous layout: a per-CPU hash keyed by the flow key, each CPU
+    /// adding into its own slot, drains folding the slots (one 32-byte
+    /// value per possible CPU per entry).
     PerCpu,
-    /// One shared hash, bytes and packets added atomically (one value per
-    /// entry whatever the CPU count).
+    /// One shared hash keyed by the flow key, bytes and packets added
+    /// atomically (one value per entry whatever the CPU count).
     Shared,
     /// [`FlowsVariant::PerCpu`] plus a map-element iterator program that
     /// folds the slots in the kernel and emits only entries seen since a
@@ -38,23 +56,49 @@ pub enum FlowsVariant {
 }
 
 impl FlowsVariant {
-    /// The variant the agent runs.
-    pub const PRODUCTION: FlowsVariant = FlowsVariant::PerCpu;
-
-    /// Every variant, production first.
-    pub const ALL: [FlowsVariant; 3] = [
+    /// Every variant, the production ones first.
+    pub const ALL: [FlowsVariant; 5] = [
+        FlowsVariant::ByCpu,
+        FlowsVariant::ByCpuAtomic,
         FlowsVariant::PerCpu,
         FlowsVariant::Shared,
         FlowsVariant::PerCpuIter,
     ];
 
+    /// The variant the agent runs on this kernel: the atomic build on a
+    /// `PREEMPT_RT` kernel (`/sys/kernel/realtime` reads 1), the plain one
+    /// otherwise.
+    #[must_use]
+    pub fn production() -> FlowsVariant {
+        let realtime = std::fs::read_to_string(REALTIME_FLAG).is_ok_and(|s| s.trim() == "1");
+        if realtime {
+            FlowsVariant::ByCpuAtomic
+        } else {
+            FlowsVariant::ByCpu
+        }
+    }
+
     /// A short name for tables and JSON.
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
+            FlowsVariant::ByCpu => "by_cpu",
+            FlowsVariant::ByCpuAtomic => "by_cpu_atomic",
             FlowsVariant::PerCpu => "percpu",
             FlowsVariant::Shared => "shared",
             FlowsVariant::PerCpuIter => "percpu_iter",
+        }
+    }
+
+    /// The layout of its `flows` map on `possible_cpus` CPUs.
+    #[must_use]
+    pub fn layout(self, possible_cpus: usize) -> FlowsLayout {
+        match self {
+            FlowsVariant::ByCpu | FlowsVariant::ByCpuAtomic => FlowsLayout::ByCpu,
+            FlowsVariant::PerCpu | FlowsVariant::PerCpuIter => FlowsLayout::PerCpu {
+                slots: possible_cpus,
+            },
+            FlowsVariant::Shared => FlowsLayout::Shared,
         }
     }
 
@@ -66,19 +110,21 @@ impl FlowsVariant {
         )
     )]
     fn object(self) -> Result<&'static [u8]> {
-        if self == FlowsVariant::PRODUCTION {
-            return Ok(CLASSIFIER);
+        match self {
+            FlowsVariant::ByCpu => return Ok(CLASSIFIER),
+            FlowsVariant::ByCpuAtomic => return Ok(CLASSIFIER_ATOMIC),
+            FlowsVariant::PerCpu | FlowsVariant::Shared | FlowsVariant::PerCpuIter => {}
         }
         #[cfg(feature = "testing")]
         {
             Ok(match self {
+                FlowsVariant::PerCpu => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_percpu.bpf.o"))
+                }
                 FlowsVariant::Shared => {
                     include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_shared.bpf.o"))
                 }
-                FlowsVariant::PerCpuIter => {
-                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_iter.bpf.o"))
-                }
-                FlowsVariant::PerCpu => CLASSIFIER,
+                _ => include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_iter.bpf.o")),
             })
         }
         #[cfg(not(feature = "testing"))]
@@ -153,9 +199,8 @@ pub enum FlowsPin {
 pub(crate) struct Loaded {
     pub obj: Object,
     pub flows: MapHandle,
-    /// Values per `flows` entry the kernel copies out: one per possible
-    /// CPU for a per-CPU hash, one for a shared hash.
-    pub flows_slots: usize,
+    /// How `flows` is keyed and valued.
+    pub flows_layout: FlowsLayout,
     pub flows_pin: FlowsPin,
     pub retired: Vec<RetiredFlows>,
     pub max_entries: u32,
@@ -168,11 +213,15 @@ fn possible_cpus() -> Result<usize> {
 }
 
 /// A pinned map can be adopted only if everything the kernel fixed at its
-/// creation matches; anything else would misread keys or values.
-fn compatible(info: &MapInfo, map_type: MapType, max_entries: u32) -> bool {
-    info.map_type() == map_type
-        && info.info.key_size as usize == lachesis_abi::FLOW_KEY_SIZE
-        && info.info.value_size as usize == lachesis_abi::FLOW_COUNTERS_SIZE
+/// creation matches; anything else would misread keys or values. A per-CPU
+/// map of the previous layout never is: it is retired and drained once.
+fn compatible(info: &MapInfo, layout: FlowsLayout, max_entries: u32, cpus: usize) -> bool {
+    FlowsLayout::of(
+        info.map_type(),
+        info.info.key_size,
+        info.info.value_size,
+        cpus,
+    ) == Some(layout)
         && info.info.max_entries == max_entries
         && info.info.map_flags == 0
 }
@@ -219,19 +268,41 @@ fn set_possible_cpus(map: &mut libbpf_rs::OpenMapMut<'_>, cpus: usize) -> Result
     }
 }
 
+/// The loaded `flows` is what `variant` declares (a build that drifted
+/// from the layout the drain reads would misread every entry).
+fn check_layout(
+    flows: &MapHandle,
+    layout: FlowsLayout,
+    possible_cpus: usize,
+    variant: FlowsVariant,
+) -> Result<()> {
+    if FlowsLayout::of_handle(flows, possible_cpus) == Some(layout) {
+        return Ok(());
+    }
+    Err(Error::Invalid {
+        what: "classifier object",
+        detail: format!(
+            "its flows map (type {:?}, key {} B, value {} B) is not the {} layout",
+            flows.map_type(),
+            flows.key_size(),
+            flows.value_size(),
+            variant.name()
+        ),
+    })
+}
+
 pub(crate) fn load(config: &DatapathConfig, variant: FlowsVariant) -> Result<Loaded> {
     let possible_cpus = possible_cpus()?;
     let mut open = ObjectBuilder::default()
         .open_memory(variant.object()?)
         .map_err(Error::bpf("open the classifier object"))?;
-    let flows_type = open
-        .maps()
-        .find(|m| m.name() == FLOWS_PIN)
-        .map(|m| m.map_type())
-        .ok_or_else(|| Error::Invalid {
+    if !open.maps().any(|m| m.name() == FLOWS_PIN) {
+        return Err(Error::Invalid {
             what: "classifier object",
             detail: "has no map named flows".into(),
-        })?;
+        });
+    }
+    let flows_layout = variant.layout(possible_cpus);
     let max_entries = config.flows_max_entries.unwrap_or_else(|| {
         flows_max_entries(
             config.flows_memory_budget,
@@ -250,7 +321,7 @@ pub(crate) fn load(config: &DatapathConfig, variant: FlowsVariant) -> Result<Loa
         let old = MapHandle::from_pinned_path(&pin)
             .map_err(Error::bpf(format!("open pinned flows {}", pin.display())))?;
         let info = old.info().map_err(Error::bpf("read pinned flows info"))?;
-        if compatible(&info, flows_type, max_entries) {
+        if compatible(&info, flows_layout, max_entries, possible_cpus) {
             reuse = Some(old);
             flows_pin = FlowsPin::Reused;
         } else {
@@ -314,13 +385,14 @@ pub(crate) fn load(config: &DatapathConfig, variant: FlowsVariant) -> Result<Loa
         what: "classifier object",
         detail: "has no map named flows".into(),
     })?;
+    check_layout(&flows, flows_layout, possible_cpus, variant)?;
     if flows_pin == FlowsPin::Created && !retired.is_empty() {
         flows_pin = FlowsPin::Replaced;
     }
     Ok(Loaded {
         obj,
         flows,
-        flows_slots: slots_per_entry(flows_type, possible_cpus),
+        flows_layout,
         flows_pin,
         retired,
         max_entries,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use lachesis_abi::{FlowCounters, FlowKey};
+use lachesis_abi::{EntryKey, FlowCounters, FlowKey};
 use lachesis_datapath::{AttachMode, Datapath, DrainBuffer};
 use lachesis_ledger::{Ledger, PortTotals};
 use lachesis_planner::{Plan, Topology};
@@ -116,15 +116,21 @@ pub fn bindings(s: &AttributionSnapshot) -> Vec<LiveBinding> {
     live.chain(ghosts).collect()
 }
 
-/// The `limit` largest entries by bytes (ties by key), attributed with
-/// `s`; entries whose codes are unknown are skipped.
+/// The `limit` largest flows by bytes (ties by key), attributed with `s`:
+/// each flow key's sub-entries (one per CPU that counts it, DESIGN §4.7)
+/// summed; flows whose codes are unknown are skipped.
 #[must_use]
 pub fn listing(
-    entries: &[(FlowKey, FlowCounters)],
+    entries: &[(EntryKey, FlowCounters)],
     s: &AttributionSnapshot,
     limit: usize,
 ) -> FlowListing {
-    let mut sorted: Vec<&(FlowKey, FlowCounters)> = entries.iter().collect();
+    let mut flows: BTreeMap<FlowKey, FlowCounters> = BTreeMap::new();
+    for (e, v) in entries {
+        flows.entry(e.key).and_modify(|f| f.fold(v)).or_insert(*v);
+    }
+    let total = flows.len();
+    let mut sorted: Vec<(FlowKey, FlowCounters)> = flows.into_iter().collect();
     sorted.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
     let flows = sorted
         .into_iter()
@@ -148,8 +154,5 @@ pub fn listing(
         })
         .take(limit)
         .collect();
-    FlowListing {
-        total: entries.len(),
-        flows,
-    }
+    FlowListing { total, flows }
 }

@@ -133,16 +133,20 @@ fn debug_flows_list_the_largest_entries_first_attributed_by_their_vm_mac() {
         packets: 1,
         ..FlowCounters::default()
     };
+    // One sub-entry per CPU that counted a flow (DESIGN §4.7): a flow's
+    // are summed into one line.
+    let at = |k, cpu| lachesis_abi::EntryKey::new(k, cpu);
     let entries = vec![
-        (key(a, peer, Direction::Tx), counters(10)),
-        (key(peer, a, Direction::Rx), counters(500)),
-        (key(peer, a, Direction::Tx), counters(70)),
+        (at(key(a, peer, Direction::Tx), 0), counters(10)),
+        (at(key(peer, a, Direction::Rx), 0), counters(200)),
+        (at(key(peer, a, Direction::Rx), 3), counters(300)),
+        (at(key(peer, a, Direction::Tx), 1), counters(70)),
     ];
     let mut snap = AttributionSnapshot::default();
     snap.live.insert(a, binding(1, "t-a", false));
 
     let page = listing(&entries, &snap, 2);
-    assert_eq!(page.total, 3);
+    assert_eq!(page.total, 3, "flows, not sub-entries");
     let shown: Vec<(u64, Option<&str>)> = page
         .flows
         .iter()

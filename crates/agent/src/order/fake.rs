@@ -1,10 +1,12 @@
 //! A `flows` map in memory that counts between reads, with a shared log of
-//! its calls and of the owner's ledger steps (tests only).
+//! its calls and of the owner's ledger steps (tests only). The live map is
+//! the (flow key, CPU) layout on one CPU (every entry is CPU 0's sub-entry);
+//! retired maps are of the previous per-CPU layout (read folded).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use lachesis_abi::{FlowCounters, FlowKey, Mac, StatReason};
+use lachesis_abi::{EntryKey, FlowCounters, FlowKey, Mac, StatReason};
 use lachesis_datapath::{DrainBuffer, Stats};
 
 use super::kernel::{FlowKernel, KernelError, RetiredMap, Step};
@@ -100,16 +102,22 @@ impl FakeKernel {
     }
 }
 
-fn read(map: &BTreeMap<FlowKey, FlowCounters>, buf: &mut DrainBuffer) {
+/// The one CPU of the fake kernel.
+const CPU: u16 = 0;
+
+/// Reads `map` as sub-entries of CPU `cpu` (`FOLDED_CPU`: a per-CPU map's
+/// folded entries).
+fn read(map: &BTreeMap<FlowKey, FlowCounters>, cpu: u16, buf: &mut DrainBuffer) {
     buf.entries.clear();
-    buf.entries.extend(map.iter().map(|(k, v)| (*k, *v)));
+    buf.entries
+        .extend(map.iter().map(|(k, v)| (EntryKey::new(*k, cpu), *v)));
 }
 
 impl FlowKernel for FakeKernel {
     fn drain(&mut self, buf: &mut DrainBuffer) -> Result<(), KernelError> {
         let mut s = self.state();
         s.log.push(Call::Drain);
-        read(&s.flows, buf);
+        read(&s.flows, CPU, buf);
         Ok(())
     }
 
@@ -117,13 +125,17 @@ impl FlowKernel for FakeKernel {
         Ok(self.state().stats)
     }
 
-    fn lookup_and_delete(&mut self, keys: &[FlowKey], buf: &mut DrainBuffer) -> usize {
+    fn lookup_and_delete(&mut self, keys: &[EntryKey], buf: &mut DrainBuffer) -> usize {
         let mut s = self.state();
-        s.log.push(Call::LookupDelete(keys.to_vec()));
+        s.log
+            .push(Call::LookupDelete(keys.iter().map(|e| e.key).collect()));
         buf.entries.clear();
-        for k in keys {
-            if let Some(v) = s.flows.remove(k) {
-                buf.entries.push((*k, v));
+        for e in keys {
+            if e.cpu != CPU {
+                continue; // no such sub-entry
+            }
+            if let Some(v) = s.flows.remove(&e.key) {
+                buf.entries.push((*e, v));
             }
         }
         0
@@ -168,7 +180,7 @@ impl RetiredMap for FakeRetired {
         let mut s = self.kernel.state();
         s.log.push(Call::RetiredDrain(self.id));
         let map = s.retired.get(&self.id).cloned().unwrap_or_default();
-        read(&map, buf);
+        read(&map, lachesis_abi::FOLDED_CPU, buf);
         Ok(())
     }
 

@@ -5,14 +5,14 @@
 use std::error::Error as StdError;
 use std::sync::Arc;
 
-use lachesis_abi::{FlowCounters, FlowKey, Mac};
+use lachesis_abi::{EntryKey, FlowCounters, Mac};
 use lachesis_datapath::{Datapath, DrainBuffer, RetiredFlows, Stats};
 
 /// A kernel call failed.
 pub type KernelError = Box<dyn StdError + Send + Sync>;
 
 /// One reading per entry, per-CPU slots folded.
-pub type Readings = Vec<(FlowKey, FlowCounters)>;
+pub type Readings = Vec<(EntryKey, FlowCounters)>;
 
 /// Where the owner's ledger steps stand, reported to
 /// [`FlowKernel::observe`] (tests record them beside the kernel calls).
@@ -51,10 +51,10 @@ pub trait FlowKernel: Send + 'static {
     fn drain(&mut self, buf: &mut DrainBuffer) -> Result<(), KernelError>;
     /// The kernel `stats` slots (cumulative).
     fn stats(&mut self) -> Result<Stats, KernelError>;
-    /// Deletes the entries of `keys` with lookup-and-delete, leaving their
-    /// final readings in `buf.entries`; returns how many keys the kernel
-    /// refused (those entries are untouched and keep counting).
-    fn lookup_and_delete(&mut self, keys: &[FlowKey], buf: &mut DrainBuffer) -> usize;
+    /// Deletes the sub-entries `keys` with lookup-and-delete, leaving their
+    /// final readings in `buf.entries`; returns how many the kernel refused
+    /// (those entries are untouched and keep counting).
+    fn lookup_and_delete(&mut self, keys: &[EntryKey], buf: &mut DrainBuffer) -> usize;
     /// Deletes the `endpoints` entry of `mac` (the ghost sweep's first step).
     fn delete_binding(&mut self, mac: Mac) -> Result<(), KernelError>;
     /// `max_entries` of `flows`.
@@ -95,7 +95,7 @@ impl FlowKernel for Arc<Datapath> {
         Datapath::stats(self.as_ref()).map_err(Into::into)
     }
 
-    fn lookup_and_delete(&mut self, keys: &[FlowKey], buf: &mut DrainBuffer) -> usize {
+    fn lookup_and_delete(&mut self, keys: &[EntryKey], buf: &mut DrainBuffer) -> usize {
         let failed = self.lookup_and_delete_flows(keys, buf);
         for f in &failed {
             tracing::warn!(key = ?f.key, error = %f.error, "flows lookup-and-delete refused; the entry keeps counting");

@@ -48,6 +48,8 @@ pub struct OrderMetrics {
     kernel_events: Family<Labels, Counter>,
     map_capacity: Family<Labels, Gauge>,
     map_entries: Family<Labels, Gauge>,
+    flows_keys: Gauge,
+    flows_fanout: Gauge<f64, AtomicU64>,
     gc_evictions: Family<Labels, Counter>,
     relief_runs: Counter,
     /// The last `stats` read, to count its increase.
@@ -83,6 +85,8 @@ impl OrderMetrics {
             kernel_events: Family::default(),
             map_capacity: Family::default(),
             map_entries: Family::default(),
+            flows_keys: Gauge::default(),
+            flows_fanout: Gauge::default(),
             gc_evictions: Family::default(),
             relief_runs: Counter::default(),
             last_stats: std::sync::Arc::default(),
@@ -129,6 +133,16 @@ impl OrderMetrics {
             m.map_entries.clone(),
         );
         registry.register(
+            "lachesis_bpf_flows_keys",
+            "Distinct flow keys among the flows sub-entries at the last drain",
+            m.flows_keys.clone(),
+        );
+        registry.register(
+            "lachesis_bpf_flows_fanout",
+            "Mean flows sub-entries per flow key at the last drain: the CPUs counting each flow (DESIGN 4.7)",
+            m.flows_fanout.clone(),
+        );
+        registry.register(
             "lachesis_gc_evictions",
             "Kernel flow entries deleted with lookup-and-delete, by reason",
             m.gc_evictions.clone(),
@@ -162,6 +176,13 @@ impl OrderMetrics {
         self.drain_failures
             .get_or_create(&vec![("reason", why.label())])
             .inc();
+    }
+
+    /// The fan-out of the last drain: distinct flow keys and the mean
+    /// sub-entries per key (DESIGN §4.7).
+    pub(crate) fn flows_fanout(&self, keys: usize, mean: f64) {
+        self.flows_keys.set(i64::try_from(keys).unwrap_or(i64::MAX));
+        self.flows_fanout.set(mean);
     }
 
     pub(crate) fn flows_fill(&self, entries: usize, capacity: u32) {

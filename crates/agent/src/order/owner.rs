@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lachesis_abi::{FlowCounters, FlowKey, Mac};
+use lachesis_abi::{EntryKey, FlowCounters, Mac};
 use lachesis_datapath::DrainBuffer;
 use lachesis_ledger::state::{Loaded, StateError, StateFile, StatePaths};
 use lachesis_ledger::{
@@ -80,16 +80,17 @@ pub struct ScrapeReport {
     pub relieved: usize,
 }
 
-/// The least recently seen entries to delete so that fill drops strictly
+/// The least recently seen sub-entries to delete (DESIGN §4.7: idle CPUs
+/// of live flows fall out first) so that fill drops strictly
 /// below `relief.low`, at most `relief.max_evictions` of them, oldest
 /// first; nothing while fill is at or below `relief.high`. A bounded
 /// max-heap keeps the `k` oldest in `O(n log k)`.
 #[must_use]
 pub fn least_recent(
-    entries: &[(FlowKey, FlowCounters)],
+    entries: &[(EntryKey, FlowCounters)],
     capacity: u32,
     relief: Relief,
-) -> Vec<FlowKey> {
+) -> Vec<EntryKey> {
     let cap = f64::from(capacity.max(1));
     #[expect(clippy::cast_precision_loss, reason = "map sizes are far below 2^52")]
     let fill = entries.len() as f64 / cap;
@@ -107,7 +108,7 @@ pub fn least_recent(
         .len()
         .saturating_sub(keep)
         .min(relief.max_evictions as usize);
-    let mut heap: BinaryHeap<(u64, FlowKey)> = BinaryHeap::with_capacity(want + 1);
+    let mut heap: BinaryHeap<(u64, EntryKey)> = BinaryHeap::with_capacity(want + 1);
     for (k, v) in entries {
         heap.push((v.last_seen_ns, *k));
         if heap.len() > want {
@@ -444,6 +445,8 @@ impl<K: FlowKernel> Guard<'_, K> {
         let m = &self.shared.metrics;
         m.drained(started.elapsed().as_secs_f64(), unix_now());
         m.flows_fill(entries, self.core.kernel.flows_capacity());
+        let (keys, mean) = self.core.buf.fan_out();
+        m.flows_fanout(keys, mean);
         Ok(entries)
     }
 
@@ -469,15 +472,13 @@ impl<K: FlowKernel> Guard<'_, K> {
         Ok(ScrapeReport { entries, relieved })
     }
 
-    /// One state flush; returns the kernel entries it released. The live
-    /// map of this build is keyed by flow key alone: every entry the ledger
-    /// tracks is a folded one (`EntryKey::folded`), named by its key.
-    fn flush_once(&mut self) -> Result<Vec<FlowKey>, OrderError> {
+    /// One state flush; returns the kernel sub-entries it released.
+    fn flush_once(&mut self) -> Result<Vec<EntryKey>, OrderError> {
         let report = self.shared.file.flush(&self.shared.ledger)?;
         self.core.kernel.observe(Step::Flushed {
             released: report.delete.len(),
         });
-        Ok(report.delete.into_iter().map(|e| e.key).collect())
+        Ok(report.delete)
     }
 
     /// Flush → lookup-and-delete what it released → apply the final
@@ -493,7 +494,7 @@ impl<K: FlowKernel> Guard<'_, K> {
     }
 
     /// Lookup-and-delete of `keys`; their final readings applied.
-    fn delete_flows(&mut self, keys: &[FlowKey], reason: Gc) -> Result<(), OrderError> {
+    fn delete_flows(&mut self, keys: &[EntryKey], reason: Gc) -> Result<(), OrderError> {
         let Core { kernel, buf, .. } = &mut *self.core;
         let refused = kernel.lookup_and_delete(keys, buf);
         if refused > 0 {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, Zone};
+use lachesis_abi::{Direction, EntryKey, FlowCounters, FlowKey, L4Class, Mac, Zone};
 use lachesis_ledger::state::{self, StatePaths};
 use lachesis_ledger::{CommittedPlan, Exporter, Format, UnresolvedLimits};
 use lachesis_planner::{Binding, Plan};
@@ -366,18 +366,21 @@ fn reading(last_seen_ns: u64) -> FlowCounters {
 fn least_recent_picks_the_oldest_down_to_below_the_low_watermark() {
     // Ten entries in a ten-entry map, last seen in a shuffled order.
     let seen = [7u64, 3, 9, 0, 5, 1, 8, 2, 6, 4];
-    let entries: Vec<(FlowKey, FlowCounters)> = seen
+    let entries: Vec<(EntryKey, FlowCounters)> = seen
         .iter()
-        .map(|s| (key(mac(u8::try_from(*s).unwrap() + 1), 1), reading(*s)))
+        .map(|s| {
+            let k = key(mac(u8::try_from(*s).unwrap() + 1), 1);
+            (EntryKey::new(k, 0), reading(*s))
+        })
         .collect();
     let relief = Relief {
         high: 0.8,
         low: 0.75,
         max_evictions: 1000,
     };
-    let oldest = |n: u64| -> Vec<FlowKey> {
+    let oldest = |n: u64| -> Vec<EntryKey> {
         (0..n)
-            .map(|s| key(mac(u8::try_from(s).unwrap() + 1), 1))
+            .map(|s| EntryKey::new(key(mac(u8::try_from(s).unwrap() + 1), 1), 0))
             .collect()
     };
     // Fill 1.0: 7 may stay (7/10 < 0.75, 8/10 is not): the 3 oldest go.
@@ -392,6 +395,29 @@ fn least_recent_picks_the_oldest_down_to_below_the_low_watermark() {
     assert!(least_recent(&entries[..8], 10, relief).is_empty());
     // Just above it: down to strictly below the low watermark.
     assert_eq!(least_recent(&entries, 12, relief).len(), 10 - 8);
+}
+
+/// Relief picks sub-entries, not flows (DESIGN §4.7): the idle CPU of a
+/// live flow falls out before any flow's active sub-entry.
+#[test]
+fn least_recent_evicts_the_idle_cpus_of_live_flows_first() {
+    // Fill 1.0 in a 4-entry map: down to 2 (strictly below 0.75).
+    let relief = Relief {
+        high: 0.8,
+        low: 0.75,
+        max_evictions: 1000,
+    };
+    let (busy, quiet) = (key(mac(1), 1), key(mac(2), 1));
+    let entries = vec![
+        (EntryKey::new(busy, 0), reading(100)),
+        (EntryKey::new(busy, 5), reading(3)),
+        (EntryKey::new(quiet, 2), reading(50)),
+        (EntryKey::new(busy, 7), reading(90)),
+    ];
+    assert_eq!(
+        least_recent(&entries, 4, relief),
+        vec![EntryKey::new(busy, 5), EntryKey::new(quiet, 2)]
+    );
 }
 
 #[test]
@@ -744,7 +770,7 @@ fn the_owner_families_match_the_catalogue() {
         assert_eq!(owner, expected, "{name}");
         seen += 1;
     }
-    assert_eq!(seen, 8);
+    assert_eq!(seen, 10);
 }
 
 /// The plan of `bindings` (nothing else in it).

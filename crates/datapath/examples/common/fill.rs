@@ -1,8 +1,9 @@
 //! A `flows` map filled for the drain benchmarks: entry `i` has a key of
 //! its own, `i × 1500 + 1` bytes and `i + 1` packets, so a drain's result
-//! can be checked entry by entry.
+//! can be checked entry by entry. In the (flow key, CPU) layout each entry
+//! is CPU 0's sub-entry of its key.
 
-use lachesis_abi::{FlowCounters, FlowKey};
+use lachesis_abi::{EntryKey, FlowCounters, FlowKey};
 use lachesis_datapath::Datapath;
 
 /// Entry `i`'s key (the source MAC carries `i`).
@@ -38,7 +39,7 @@ pub fn counters(i: u32, last_seen_ns: u64) -> FlowCounters {
 /// Writes entries `0..entries`, entry `i` last seen at `stamp(i)`.
 pub fn fill(dp: &Datapath, entries: u32, stamp: impl Fn(u32) -> u64) {
     for i in 0..entries {
-        dp.write_flow_for_test(&key(i), &counters(i, stamp(i)))
+        dp.write_flow_for_test(&EntryKey::new(key(i), 0), &counters(i, stamp(i)))
             .expect("fill");
     }
 }

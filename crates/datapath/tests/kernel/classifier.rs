@@ -6,8 +6,8 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use lachesis_abi::{Direction, FlowCounters, FlowKey, L4Class, Mac, StatReason, Zone};
-use lachesis_datapath::{Datapath, Stats};
+use lachesis_abi::{Direction, EntryKey, FlowCounters, FlowKey, L4Class, Mac, StatReason, Zone};
+use lachesis_datapath::{Datapath, FlowsVariant, Stats};
 use lachesis_lab::frame::{non_ip, proto, Frame};
 
 use common::topology::{ip, mac, populate, Net};
@@ -46,21 +46,22 @@ fn key_of(frame: &[u8], dir: Direction, zone: Zone, l4: L4Class, eth_proto: u16)
     }
 }
 
-fn run_case(dp: &Datapath, case: &Case) {
-    let before = common::snapshot(dp);
+/// Runs `case` once on CPU `cpu`: the one sub-entry that grows must be
+/// that CPU's of the expected flow key (DESIGN §4.7).
+fn run_case(dp: &Datapath, case: &Case, cpu: usize) {
+    let before = common::snapshot_entries(dp);
     let stats_before = dp.stats().unwrap();
-    let out = dp
-        .test_run(case.dir, &case.frame, 1)
+    let out = common::on_cpu(cpu, || dp.test_run(case.dir, &case.frame, 1))
         .unwrap_or_else(|e| panic!("{}: {e}", case.name));
     assert_eq!(
         out.retval, CONTINUE,
         "{}: the program must pass the packet on",
         case.name
     );
-    let after = common::snapshot(dp);
+    let after = common::snapshot_entries(dp);
     let stats_after = dp.stats().unwrap();
 
-    let changed: BTreeMap<FlowKey, (u64, u64)> = after
+    let changed: BTreeMap<EntryKey, (u64, u64)> = after
         .iter()
         .filter_map(|(k, v)| {
             let old = before.get(k).copied().unwrap_or_default();
@@ -75,12 +76,15 @@ fn run_case(dp: &Datapath, case: &Case) {
             l4,
             eth_proto,
         } => {
-            let want = key_of(&case.frame, case.dir, zone, l4, eth_proto);
+            let want = EntryKey::new(
+                key_of(&case.frame, case.dir, zone, l4, eth_proto),
+                u16::try_from(cpu).unwrap(),
+            );
             let got: Vec<_> = changed.iter().collect();
             assert_eq!(
                 got,
                 vec![(&want, &(len, 1))],
-                "{}: exactly one key must grow by the frame",
+                "{}: exactly one sub-entry must grow by the frame: CPU {cpu}'s of the key",
                 case.name
             );
         }
@@ -512,15 +516,25 @@ fn cases(n: &Net) -> Vec<Case> {
     ]
 }
 
+/// Every frame of the table on every CPU of the machine, in both builds
+/// the agent loads (plain adds, and the atomic adds of `PREEMPT_RT`): each
+/// CPU counts into its own sub-entry of the same flow key.
 #[test]
 fn every_branch_of_the_classifier() {
-    let pins = common::PinDir::new("cls");
-    let (dp, _, _) = pins.load();
-    let net = populate(&dp);
-    let cases = cases(&net);
-    assert!(cases.len() >= 30, "the table must cover at least 30 frames");
-    for case in &cases {
-        run_case(&dp, case);
+    let cpus = common::cpus();
+    assert!(cpus.len() >= 2, "the test needs two CPUs, has {cpus:?}");
+    for variant in [FlowsVariant::ByCpu, FlowsVariant::ByCpuAtomic] {
+        let pins = common::PinDir::new("cls");
+        let (dp, _, _) = Datapath::load_variant(&pins.config(), variant).unwrap();
+        assert_eq!(dp.variant(), variant);
+        let net = populate(&dp);
+        let cases = cases(&net);
+        assert!(cases.len() >= 30, "the table must cover at least 30 frames");
+        for cpu in &cpus {
+            for case in &cases {
+                run_case(&dp, case, *cpu);
+            }
+        }
     }
 }
 
@@ -528,17 +542,25 @@ fn every_branch_of_the_classifier() {
 /// loopback device, as no other is given).
 const TEST_RUN_IFINDEX: u32 = 1;
 
-/// Runs `frame` once on `dir` and returns the one key that grew by it.
+/// Runs `frame` once on `dir` on every CPU and returns the one flow key
+/// that grew by it, each time in the sub-entry of the CPU it ran on.
 fn grown_key(dp: &Datapath, dir: Direction, frame: &[u8]) -> FlowKey {
-    let before = common::snapshot(dp);
-    dp.test_run(dir, frame, 1).unwrap();
-    let grown: Vec<FlowKey> = common::snapshot(dp)
-        .into_iter()
-        .filter(|(k, v)| before.get(k).map_or(0, |o| o.packets) + 1 == v.packets)
-        .map(|(k, _)| k)
-        .collect();
-    assert_eq!(grown.len(), 1, "exactly one key grows: {grown:?}");
-    grown[0]
+    let mut keys = Vec::new();
+    for cpu in common::cpus() {
+        let before = common::snapshot_entries(dp);
+        common::on_cpu(cpu, || dp.test_run(dir, frame, 1)).unwrap();
+        let grown: Vec<EntryKey> = common::snapshot_entries(dp)
+            .into_iter()
+            .filter(|(k, v)| before.get(k).map_or(0, |o| o.packets) + 1 == v.packets)
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(grown.len(), 1, "exactly one sub-entry grows: {grown:?}");
+        assert_eq!(usize::from(grown[0].cpu), cpu, "the CPU it ran on");
+        keys.push(grown[0].key);
+    }
+    keys.dedup();
+    assert_eq!(keys.len(), 1, "one flow key on every CPU: {keys:?}");
+    keys[0]
 }
 
 #[test]
@@ -672,6 +694,7 @@ fn missing_catch_all_is_miss() {
                 },
                 stats: &[],
             },
+            0,
         );
     }
     // IPv6 still has its catch-all.
@@ -688,6 +711,7 @@ fn missing_catch_all_is_miss() {
             },
             stats: &[],
         },
+        0,
     );
 }
 
@@ -698,14 +722,17 @@ fn created_stamp_is_set_once_and_renewed_after_delete() {
     let net = populate(&dp);
     let frame = udp(net.a, net.router, "10.1.0.10", "8.8.8.8").bytes();
     let key = key_of(&frame, Direction::Tx, Zone::External, L4Class::Udp, 0x0800);
-    let read = |dp: &Datapath| -> FlowCounters { common::snapshot(dp)[&key] };
+    // One CPU: the identity is its sub-entry's.
+    let entry = EntryKey::new(key, 0);
+    let read = |dp: &Datapath| -> FlowCounters { common::snapshot_entries(dp)[&entry] };
+    let run = |n| common::on_cpu(0, || dp.test_run(Direction::Tx, &frame, n)).unwrap();
 
-    dp.test_run(Direction::Tx, &frame, 1).unwrap();
+    run(1);
     let first = read(&dp);
     assert_eq!((first.bytes, first.packets), (frame.len() as u64, 1));
     assert!(first.created_ns > 0);
     std::thread::sleep(std::time::Duration::from_millis(20));
-    dp.test_run(Direction::Tx, &frame, 3).unwrap();
+    run(3);
     let second = read(&dp);
     assert_eq!((second.bytes, second.packets), (4 * frame.len() as u64, 4));
     assert_eq!(
@@ -714,8 +741,8 @@ fn created_stamp_is_set_once_and_renewed_after_delete() {
     );
     assert!(second.last_seen_ns >= first.last_seen_ns);
 
-    assert!(dp.delete_flow(&key).unwrap());
-    dp.test_run(Direction::Tx, &frame, 1).unwrap();
+    assert!(dp.delete_flow(&entry).unwrap());
+    run(1);
     let third = read(&dp);
     assert_eq!((third.bytes, third.packets), (frame.len() as u64, 1));
     assert!(
@@ -738,21 +765,29 @@ fn full_map_counts_update_failure() {
         .zip(dsts)
         .map(|(p, d)| with_proto(udp(net.a, net.router, "10.1.0.10", d), *p).bytes())
         .collect();
+    // One CPU: four sub-entries of its own fill the map.
+    let run = |dir, f: &[u8]| common::on_cpu(0, || dp.test_run(dir, f, 1)).unwrap();
     for f in &frames {
-        dp.test_run(Direction::Tx, f, 1).unwrap();
+        run(Direction::Tx, f);
     }
-    assert_eq!(common::snapshot(&dp).len(), 4);
+    assert_eq!(common::snapshot_entries(&dp).len(), 4);
     let before = dp.stats().unwrap();
     // A fifth key cannot be inserted: the loss must be counted, not silent.
-    dp.test_run(Direction::Rx, &frames[0], 1).unwrap();
+    run(Direction::Rx, &frames[0]);
+    // Nor can another CPU's sub-entry of a counted key.
+    let other = common::cpus()
+        .into_iter()
+        .find(|c| *c != 0)
+        .expect("a second CPU");
+    common::on_cpu(other, || dp.test_run(Direction::Tx, &frames[1], 1)).unwrap();
     let after = dp.stats().unwrap();
     assert_eq!(
         after[StatReason::UpdateFailure.code() as usize]
             - before[StatReason::UpdateFailure.code() as usize],
-        1
+        2
     );
-    // Existing keys still count.
-    dp.test_run(Direction::Tx, &frames[0], 1).unwrap();
+    // Existing sub-entries still count.
+    run(Direction::Tx, &frames[0]);
     assert_eq!(
         common::snapshot(&dp)
             .values()

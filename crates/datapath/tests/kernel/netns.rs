@@ -8,15 +8,17 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use lachesis_abi::{Direction, EndpointValue, FlowCounters, FlowKey, Zone};
-use lachesis_datapath::{AttachMode, AttachOutcome, Datapath, DrainBuffer, FlowsPin};
+use lachesis_abi::{Direction, EndpointValue, EntryKey, FlowCounters, Zone};
+use lachesis_datapath::{
+    AttachMode, AttachOutcome, Datapath, DrainBuffer, FlowsLayout, FlowsPin, FlowsVariant,
+};
 use lachesis_lab::netns::{IfCounters, Lab, Vm, VmTraffic};
 use lachesis_lab::traffic::Exchange;
 
 /// Per-direction totals of one VM (from the drain, or from its tap).
 type Totals = VmTraffic;
 
-fn drain(dp: &Datapath) -> Vec<(FlowKey, FlowCounters)> {
+fn drain(dp: &Datapath) -> Vec<(EntryKey, FlowCounters)> {
     let mut buf = DrainBuffer::new();
     dp.drain(&mut buf).unwrap();
     buf.entries
@@ -65,17 +67,25 @@ fn program_metadata(dp: &Datapath, a: &Vm, b: &Vm) {
 }
 
 /// Ping, a UDP burst, a TCP exchange of known sizes, and broadcast and
-/// multicast datagrams, both directions; returns once the taps are quiet.
+/// multicast datagrams, both directions, sent once from each of two CPUs
+/// (the senders pinned: a flow is then counted in two sub-entries, DESIGN
+/// §4.7); returns once the taps are quiet.
 fn traffic(a: &Vm, b: &Vm, round: u16) {
-    let port = 40000 + round;
-    Exchange::between(a, b)
-        .ping(5, 1000)
-        .ping_back(3, 56)
-        .udp(port, 20, 1200)
-        .tcp(port, 1 << 20, 256 * 1024)
-        .groups(Ipv4Addr::new(239, 77, 0, 1), 7, 300 + usize::from(round))
-        .groups_back(Ipv4Addr::new(239, 77, 0, 2), 5, 700)
-        .run();
+    let cpus = common::cpus();
+    assert!(cpus.len() >= 2, "the test needs two CPUs, has {cpus:?}");
+    for (i, cpu) in cpus[..2].iter().enumerate() {
+        let port = 40000 + round + 100 * u16::try_from(i).unwrap();
+        common::on_cpu(*cpu, || {
+            Exchange::between(a, b)
+                .ping(5, 1000)
+                .ping_back(3, 56)
+                .udp(port, 20, 1200)
+                .tcp(port, 1 << 20, 256 * 1024)
+                .groups(Ipv4Addr::new(239, 77, 0, 1), 7, 300 + usize::from(round))
+                .groups_back(Ipv4Addr::new(239, 77, 0, 2), 5, 700)
+                .run();
+        });
+    }
 }
 
 fn attach_both(dp: &Datapath, a: &Vm, b: &Vm) -> Vec<[AttachOutcome; 2]> {
@@ -124,10 +134,21 @@ fn check_against_counters(
     vms: &[&Vm],
     before_if: &[IfCounters],
     before: &[Totals],
-    read: impl FnMut() -> Vec<(FlowKey, FlowCounters)>,
+    read: impl FnMut() -> Vec<(EntryKey, FlowCounters)>,
 ) {
     let (now, entries) = quiet_reading(vms, read);
     let entries = &entries;
+    let mut cpus: Vec<u16> = entries
+        .iter()
+        .filter(|(e, _)| !e.is_folded())
+        .map(|(e, _)| e.cpu)
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    assert!(
+        cpus.len() >= 2 || entries.iter().all(|(e, _)| e.is_folded()),
+        "{label}: traffic from two pinned senders was counted on CPUs {cpus:?} only"
+    );
     for (i, vm) in vms.iter().enumerate() {
         let want = Totals::from_tap(now[i].since(&before_if[i]));
         let got = common::totals_for(entries, vm.mac).since(before[i]);
@@ -176,21 +197,22 @@ fn continuity(mode: AttachMode) {
     // group frames are multicast, each received one keyed by its port.
     assert!(
         e1.iter()
-            .all(|(k, _)| [Zone::OtherTenant, Zone::Multicast].contains(&k.zone().unwrap())),
+            .all(|(k, _)| [Zone::OtherTenant, Zone::Multicast].contains(&k.key.zone().unwrap())),
         "{e1:?}"
     );
     for vm in [&a, &b] {
         let received: u64 = e1
             .iter()
             .filter(|(k, _)| {
-                k.zone().unwrap() == Zone::Multicast
-                    && k.direction().unwrap() == Direction::Rx
-                    && k.vm_mac().unwrap() == vm.mac
+                k.key.zone().unwrap() == Zone::Multicast
+                    && k.key.direction().unwrap() == Direction::Rx
+                    && k.key.vm_mac().unwrap() == vm.mac
             })
             .map(|(_, v)| v.packets)
             .sum();
-        // The other VM's broadcasts and multicasts (7 + 7 or 5 + 5).
-        let want = if vm.mac == a.mac { 10 } else { 14 };
+        // The other VM's broadcasts and multicasts (7 + 7 or 5 + 5), sent
+        // once from each of two CPUs.
+        let want = 2 * if vm.mac == a.mac { 10 } else { 14 };
         assert_eq!(received, want, "group frames received by {}", vm.tap);
     }
 
@@ -287,27 +309,89 @@ fn incompatible_pin_is_replaced_after_its_last_drain() {
     traffic(&a, &b, 5);
 
     // Old map's last reading + new map = everything, nothing twice.
-    let r = retired.pop().unwrap();
-    check_against_counters(
+    retired_then_live(
         "across the swap",
+        retired.pop().unwrap(),
+        &new,
         &[&a, &b],
         &if0,
-        &[Totals::default(); 2],
-        || {
-            let mut buf = DrainBuffer::new();
-            r.drain(&mut buf).unwrap();
-            let mut all = buf.entries.clone();
-            all.extend(drain(&new));
-            all
-        },
+        &cfg,
     );
+}
+
+/// The retired map's last drain beside the live map's equals every byte
+/// the taps' counters saw since `if0`, none twice; then the retired pin
+/// is removed and a later load finds nothing retired.
+fn retired_then_live(
+    label: &str,
+    r: lachesis_datapath::RetiredFlows,
+    live: &Datapath,
+    vms: &[&Vm],
+    if0: &[IfCounters],
+    cfg: &lachesis_datapath::DatapathConfig,
+) {
+    check_against_counters(label, vms, if0, &[Totals::default(); 2], || {
+        let mut buf = DrainBuffer::new();
+        r.drain(&mut buf).unwrap();
+        let mut all = buf.entries.clone();
+        all.extend(drain(live));
+        all
+    });
     let path = r.path().to_path_buf();
     r.remove().unwrap();
-    assert!(!path.exists());
-    // A later load finds nothing retired.
-    let (_again, pin, retired) = Datapath::load(&cfg).unwrap();
+    assert!(!path.exists(), "{label}: the old pin is gone");
+    let (_again, pin, retired) = Datapath::load(cfg).unwrap();
     assert_eq!(pin, FlowsPin::Reused);
     assert!(retired.is_empty());
+}
+
+/// The upgrade (DESIGN §4.4, §4.7): the previous layout's per-CPU hash,
+/// counting under traffic from two CPUs, is never adopted by the (flow key,
+/// CPU) build. It is retired, its programs replaced on every tap while
+/// traffic flows, and drained once (folded); with the new map's sub-entries
+/// that is every byte the taps' interface counters saw, none twice, and
+/// the old pin is gone.
+#[test]
+fn the_previous_per_cpu_layout_is_retired_and_drained_once_under_traffic() {
+    let (_lab, a, b) = two_vms();
+    let pins = common::PinDir::new("upgrade");
+    let cfg = pins.config();
+    let (old, first, _) = Datapath::load_variant(&cfg, FlowsVariant::PerCpu).unwrap();
+    assert_eq!(first, FlowsPin::Created);
+    assert!(matches!(old.flows_layout(), FlowsLayout::PerCpu { .. }));
+    program_metadata(&old, &a, &b);
+    let if0 = [a.tap_counters(), b.tap_counters()];
+    attach_both(&old, &a, &b);
+    traffic(&a, &b, 6);
+
+    // The new build loads and swaps while both VMs keep sending.
+    let (new, pin, mut retired) = std::thread::scope(|s| {
+        let busy = s.spawn(|| traffic(&a, &b, 7));
+        let (new, pin, retired) = Datapath::load(&cfg).unwrap();
+        program_metadata(&new, &a, &b);
+        attach_both(&new, &a, &b);
+        busy.join().unwrap();
+        (new, pin, retired)
+    });
+    assert_eq!(pin, FlowsPin::Replaced, "a per-CPU pin is never adopted");
+    assert_eq!(new.flows_layout(), FlowsLayout::ByCpu);
+    assert_eq!(retired.len(), 1);
+    assert!(matches!(
+        retired[0].layout(),
+        Some(FlowsLayout::PerCpu { .. })
+    ));
+    assert_single_attachment(&new, &[&a, &b], new.attach_mode());
+    drop(old);
+    traffic(&a, &b, 8);
+
+    let r = retired.pop().unwrap();
+    let mut buf = DrainBuffer::new();
+    r.drain(&mut buf).unwrap();
+    assert!(
+        !buf.entries.is_empty() && buf.entries.iter().all(|(e, _)| e.is_folded()),
+        "the old map is read folded"
+    );
+    retired_then_live("across the upgrade", r, &new, &[&a, &b], &if0, &cfg);
 }
 
 #[test]

@@ -466,10 +466,10 @@ pub(super) const CASES: &[Case] = &[
     },
     Case {
         path: "tunables.pressure_max_evictions",
-        valid: &[("1", "1"), ("262144", "262144")],
+        valid: &[("1", "1"), ("1048576", "1048576")],
         invalid: &[
-            ("0", &["tunables.pressure_max_evictions: 0 is out of range; expected 1 to 262144"]),
-            ("262145", &["tunables.pressure_max_evictions: 262145 is out of range; expected 1 to 262144"]),
+            ("0", &["tunables.pressure_max_evictions: 0 is out of range; expected 1 to 1048576"]),
+            ("1048577", &["tunables.pressure_max_evictions: 1048577 is out of range; expected 1 to 1048576"]),
             ("1.5", &["tunables.pressure_max_evictions: 1.5 is not a whole number"]),
         ],
     },
