@@ -64,6 +64,12 @@ bench-cores: setup
 
 # Plan build for 20 000 ports / 5 000 subnets / 2 000 routers, and the diff of
 # two plans one router apart (DESIGN §16); last line is one JSON object.
+# The verdict cache (DESIGN §4.2) measured, not shipped: 1 and 256 slots
+# vs none on every path, repeated / alternating / 64 interleaved. Root.
+.PHONY: bench-verdict
+bench-verdict: setup
+	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_verdict
+
 .PHONY: bench-plan
 bench-plan: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-sim --example bench_plan

@@ -19,7 +19,9 @@
  *                          adds on bytes/packets (benchmark only);
  *   LACHESIS_FLOWS_ITER    the per-CPU hash plus a map-element iterator that
  *                          folds the CPU slots in the kernel and emits only
- *                          entries seen since a threshold (benchmark only).
+ *                          entries seen since a threshold (benchmark only);
+ *   LACHESIS_VERDICT_SLOTS=N  the default layout with an N-slot per-CPU
+ *                          verdict cache (measurement only, below).
  *
  * Return value: -1 is TC_ACT_UNSPEC for cls_bpf (continue with the next
  * filter) and TCX_NEXT for TCX (continue with the next program). Returning
@@ -132,6 +134,70 @@ struct {
 	__type(value, struct tap_port);
 	__uint(max_entries, TAP_PORTS_ENTRIES);
 } tap_ports SEC(".maps");
+
+#ifdef LACHESIS_VERDICT_SLOTS
+/* Verdict cache (DESIGN §4.2), a measurement build (`make bench-verdict`):
+ * nothing bumps `verdict_gen` yet, so a metadata write would not
+ * invalidate it, and the agent never loads this build. Per CPU,
+ * direct-mapped, LACHESIS_VERDICT_SLOTS slots (a power of two) of 64
+ * bytes: the zone of a (MAC pair, inner ethertype, direction, local and
+ * remote address), filled under generation + 1 (0: empty). Multicast and
+ * unknown-VM frames are not cached. */
+struct verdict_key {
+	__u8 src_mac[6];
+	__u8 dst_mac[6];
+	__u16 eth_proto;
+	__u8 direction;
+	__u8 pad;
+	__u8 local[16];
+	__u8 remote[16];
+} __attribute__((aligned(8)));
+
+struct verdict_slot {
+	__u64 gen; /* generation + 1 it was filled under; 0: empty */
+	struct verdict_key k;
+	__u8 zone;
+	__u8 pad[7];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct verdict_slot);
+	__uint(max_entries, LACHESIS_VERDICT_SLOTS);
+} verdicts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} verdict_gen SEC(".maps");
+
+/* Multiply-shift: the top bits of a 64-bit product depend on every bit of
+ * the folded key (the low bits would not see the address's last byte). */
+static __always_inline __u32 verdict_index(const struct verdict_key *k)
+{
+	const __u64 *w = (const __u64 *)k;
+	__u64 h = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5];
+
+	h ^= h >> 29;
+	h *= 0x9e3779b97f4a7c15ULL;
+#if LACHESIS_VERDICT_SLOTS > 1
+	return (__u32)(h >> (64 - __builtin_ctz(LACHESIS_VERDICT_SLOTS)));
+#else
+	return 0;
+#endif
+}
+
+static __always_inline int verdict_eq(const struct verdict_key *a, const struct verdict_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) |
+		(x[4] ^ y[4]) | (x[5] ^ y[5])) == 0;
+}
+#endif
 
 static __always_inline void stat_inc(__u32 reason)
 {
@@ -294,6 +360,11 @@ static __always_inline void add_bytes(struct flow_key *key, __u32 len)
 
 static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 {
+#ifdef LACHESIS_VERDICT_SLOTS
+	struct verdict_slot *vs = 0;
+	__u64 gen = 0;
+	struct verdict_key vk;
+#endif
 	__u32 len = skb->len;
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
@@ -380,6 +451,26 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 		goto count;
 	}
 
+#ifdef LACHESIS_VERDICT_SLOTS
+	__u32 zero = 0;
+
+	__builtin_memset(&vk, 0, sizeof(vk));
+	__builtin_memcpy(vk.src_mac, eth->h_source, 6);
+	__builtin_memcpy(vk.dst_mac, eth->h_dest, 6);
+	vk.eth_proto = proto;
+	vk.direction = direction;
+	__builtin_memcpy(vk.local, a.local, 16);
+	__builtin_memcpy(vk.remote, a.remote, 16);
+	__u64 *genp = bpf_map_lookup_elem(&verdict_gen, &zero);
+	gen = (genp ? *genp : 0) + 1;
+	__u32 idx = verdict_index(&vk);
+	vs = bpf_map_lookup_elem(&verdicts, &idx);
+	if (vs && vs->gen == gen && verdict_eq(&vs->k, &vk)) {
+		key.zone = vs->zone;
+		goto count;
+	}
+#endif
+
 	/* Directional swap: the VM is the sender on tx, the receiver on rx. */
 	__u64 vm_mac = mac_key(direction == DIR_TX ? eth->h_source : eth->h_dest);
 	__u64 peer_mac = mac_key(direction == DIR_TX ? eth->h_dest : eth->h_source);
@@ -408,6 +499,13 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 		key.zone = ZONE_INFRA;
 	else if ((peer_flags & ENDPOINT_FLAG_AMPHORA) && is_amphora_addr(peer_tenant, a.remote))
 		key.zone = ZONE_INFRA;
+#ifdef LACHESIS_VERDICT_SLOTS
+	if (vs) {
+		vs->gen = gen;
+		vs->k = vk;
+		vs->zone = key.zone;
+	}
+#endif
 
 count:
 	add_bytes(&key, len);

@@ -58,6 +58,8 @@ fn main() {
         ("lachesis_percpu", "LACHESIS_FLOWS_PERCPU"),
         ("lachesis_shared", "LACHESIS_FLOWS_SHARED"),
         ("lachesis_iter", "LACHESIS_FLOWS_ITER"),
+        ("lachesis_verdict1", "LACHESIS_VERDICT_SLOTS=1"),
+        ("lachesis_verdict256", "LACHESIS_VERDICT_SLOTS=256"),
     ] {
         SkeletonBuilder::new()
             .source(&src)

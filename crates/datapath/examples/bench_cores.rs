@@ -830,9 +830,10 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
     let mut at_256 = BTreeMap::new();
     for v in ORDER {
         let (map_type, key, value) = match v {
-            FlowsVariant::ByCpu | FlowsVariant::ByCpuAtomic => {
-                (MapType::Hash, ENTRY_KEY_SIZE, FLOW_VALUE_SIZE)
-            }
+            FlowsVariant::ByCpu
+            | FlowsVariant::ByCpuAtomic
+            | FlowsVariant::ByCpuVerdict1
+            | FlowsVariant::ByCpuVerdict256 => (MapType::Hash, ENTRY_KEY_SIZE, FLOW_VALUE_SIZE),
             FlowsVariant::Shared => (MapType::Hash, FLOW_KEY_SIZE, FLOW_COUNTERS_SIZE),
             FlowsVariant::PerCpu | FlowsVariant::PerCpuIter => {
                 (MapType::PercpuHash, FLOW_KEY_SIZE, FLOW_COUNTERS_SIZE)

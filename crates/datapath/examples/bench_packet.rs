@@ -5,6 +5,10 @@
 //! flows of the path alternating (one frame per call), so a per-flow cache
 //! would show its real effect. Root required.
 
+#[expect(
+    dead_code,
+    reason = "shared with bench_verdict, which alone varies each path's first frame"
+)]
 #[path = "common/paths.rs"]
 mod paths;
 #[path = "../tests/common/topology.rs"]

@@ -53,16 +53,25 @@ pub enum FlowsVariant {
     /// folds the slots in the kernel and emits only entries seen since a
     /// threshold.
     PerCpuIter,
+    /// [`FlowsVariant::ByCpu`] with a one-slot per-CPU verdict cache
+    /// (DESIGN §4.2; `make bench-verdict` only: nothing invalidates it, so
+    /// the agent never loads it).
+    ByCpuVerdict1,
+    /// [`FlowsVariant::ByCpu`] with a 256-slot direct-mapped per-CPU
+    /// verdict cache (`make bench-verdict` only, like the one-slot one).
+    ByCpuVerdict256,
 }
 
 impl FlowsVariant {
     /// Every variant, the production ones first.
-    pub const ALL: [FlowsVariant; 5] = [
+    pub const ALL: [FlowsVariant; 7] = [
         FlowsVariant::ByCpu,
         FlowsVariant::ByCpuAtomic,
         FlowsVariant::PerCpu,
         FlowsVariant::Shared,
         FlowsVariant::PerCpuIter,
+        FlowsVariant::ByCpuVerdict1,
+        FlowsVariant::ByCpuVerdict256,
     ];
 
     /// The variant the agent runs on this kernel: the atomic build on a
@@ -87,6 +96,8 @@ impl FlowsVariant {
             FlowsVariant::PerCpu => "percpu",
             FlowsVariant::Shared => "shared",
             FlowsVariant::PerCpuIter => "percpu_iter",
+            FlowsVariant::ByCpuVerdict1 => "by_cpu_verdict1",
+            FlowsVariant::ByCpuVerdict256 => "by_cpu_verdict256",
         }
     }
 
@@ -94,7 +105,10 @@ impl FlowsVariant {
     #[must_use]
     pub fn layout(self, possible_cpus: usize) -> FlowsLayout {
         match self {
-            FlowsVariant::ByCpu | FlowsVariant::ByCpuAtomic => FlowsLayout::ByCpu,
+            FlowsVariant::ByCpu
+            | FlowsVariant::ByCpuAtomic
+            | FlowsVariant::ByCpuVerdict1
+            | FlowsVariant::ByCpuVerdict256 => FlowsLayout::ByCpu,
             FlowsVariant::PerCpu | FlowsVariant::PerCpuIter => FlowsLayout::PerCpu {
                 slots: possible_cpus,
             },
@@ -113,7 +127,11 @@ impl FlowsVariant {
         match self {
             FlowsVariant::ByCpu => return Ok(CLASSIFIER),
             FlowsVariant::ByCpuAtomic => return Ok(CLASSIFIER_ATOMIC),
-            FlowsVariant::PerCpu | FlowsVariant::Shared | FlowsVariant::PerCpuIter => {}
+            FlowsVariant::PerCpu
+            | FlowsVariant::Shared
+            | FlowsVariant::PerCpuIter
+            | FlowsVariant::ByCpuVerdict1
+            | FlowsVariant::ByCpuVerdict256 => {}
         }
         #[cfg(feature = "testing")]
         {
@@ -123,6 +141,12 @@ impl FlowsVariant {
                 }
                 FlowsVariant::Shared => {
                     include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_shared.bpf.o"))
+                }
+                FlowsVariant::ByCpuVerdict1 => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_verdict1.bpf.o"))
+                }
+                FlowsVariant::ByCpuVerdict256 => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_verdict256.bpf.o"))
                 }
                 _ => include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_iter.bpf.o")),
             })

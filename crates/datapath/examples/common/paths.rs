@@ -18,6 +18,8 @@ pub struct Path {
     pub frames: [Vec<u8>; 2],
     /// Needs both trie lookups (tenant row miss, then the global row).
     pub two_lookups: bool,
+    /// The first frame, as built.
+    pub frame0: Frame,
 }
 
 impl Path {
@@ -48,6 +50,7 @@ pub fn paths(n: &Net) -> Vec<Path> {
         dir,
         frames: [a.bytes(), b.bytes()],
         two_lookups,
+        frame0: a,
     };
     let tcp = |mut f: Frame| {
         f.proto = proto::TCP;
