@@ -141,8 +141,8 @@ struct {
  * invalidate it, and the agent never loads this build. Per CPU,
  * direct-mapped, LACHESIS_VERDICT_SLOTS slots (a power of two) of 64
  * bytes: the zone of a (MAC pair, inner ethertype, direction, local and
- * remote address), filled under generation + 1 (0: empty). Multicast and
- * unknown-VM frames are not cached. */
+ * remote address), filled under generation + 1 (0: empty). Multicast
+ * frames bypass it; an unknown VM's `miss` is cached like any verdict. */
 struct verdict_key {
 	__u8 src_mac[6];
 	__u8 dst_mac[6];
@@ -478,7 +478,7 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 	struct endpoint_value *vmv = bpf_map_lookup_elem(&endpoints, &vm_mac);
 	if (!vmv) {
 		key.zone = ZONE_MISS;
-		goto count;
+		goto store;
 	}
 	__u32 vm_tenant = vmv->tenant_id;
 	__u32 vm_flags = vmv->flags;
@@ -499,6 +499,7 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 		key.zone = ZONE_INFRA;
 	else if ((peer_flags & ENDPOINT_FLAG_AMPHORA) && is_amphora_addr(peer_tenant, a.remote))
 		key.zone = ZONE_INFRA;
+store:
 #ifdef LACHESIS_VERDICT_SLOTS
 	if (vs) {
 		vs->gen = gen;
