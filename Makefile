@@ -56,20 +56,21 @@ bench-packet: setup
 bench-drain: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_drain
 
-# The `flows` variants side by side (decision record 0006): per packet,
+# The `flows` variants side by side (decision record 0010): per packet,
 # contention on one flow, drain at 1 % / 100 % active, capacity at 2/64/256
 # CPUs from the kernel's accounting; last line is one JSON object. Root.
 bench-cores: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_cores
 
-# Plan build for 20 000 ports / 5 000 subnets / 2 000 routers, and the diff of
-# two plans one router apart (DESIGN §16); last line is one JSON object.
-# The verdict cache (DESIGN §4.2) measured, not shipped: 1 and 256 slots
-# vs none on every path, repeated / alternating / 64 interleaved. Root.
+# The verdict cache (DESIGN §4.2, decision record 0011): none, 1 slot and
+# the agent's 256 on every path, repeated / alternating / 64 interleaved.
+# Root.
 .PHONY: bench-verdict
 bench-verdict: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_verdict
 
+# Plan build for 20 000 ports / 5 000 subnets / 2 000 routers, and the diff of
+# two plans one router apart (DESIGN §16); last line is one JSON object.
 .PHONY: bench-plan
 bench-plan: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-sim --example bench_plan

@@ -20,8 +20,12 @@
  *   LACHESIS_FLOWS_ITER    the per-CPU hash plus a map-element iterator that
  *                          folds the CPU slots in the kernel and emits only
  *                          entries seen since a threshold (benchmark only);
- *   LACHESIS_VERDICT_SLOTS=N  the default layout with an N-slot per-CPU
- *                          verdict cache (measurement only, below).
+ *
+ * Independently, LACHESIS_VERDICT_SLOTS=N sizes the per-CPU verdict cache
+ * (lachesis.h: 256 by default; 0 builds without it, 1 is the one-slot
+ * cache `make bench-verdict` measures), and LACHESIS_VERDICT_GEN_FETCH
+ * (build.rs defines it for every target but x86-64) reads the cache's
+ * generation with an ordered atomic.
  *
  * Return value: -1 is TC_ACT_UNSPEC for cls_bpf (continue with the next
  * filter) and TCX_NEXT for TCX (continue with the next program). Returning
@@ -135,31 +139,27 @@ struct {
 	__uint(max_entries, TAP_PORTS_ENTRIES);
 } tap_ports SEC(".maps");
 
-#ifdef LACHESIS_VERDICT_SLOTS
-/* Verdict cache (DESIGN §4.2), a measurement build (`make bench-verdict`):
- * nothing bumps `verdict_gen` yet, so a metadata write would not
- * invalidate it, and the agent never loads this build. Per CPU,
- * direct-mapped, LACHESIS_VERDICT_SLOTS slots (a power of two) of 64
- * bytes: the zone of a (MAC pair, inner ethertype, direction, local and
- * remote address), filled under generation + 1 (0: empty). Multicast
+#if LACHESIS_VERDICT_SLOTS > 0
+#if LACHESIS_VERDICT_SLOTS & (LACHESIS_VERDICT_SLOTS - 1)
+#error "LACHESIS_VERDICT_SLOTS must be a power of two"
+#endif
+#define VERDICT_CACHE 1
+#else
+#define VERDICT_CACHE 0
+#endif
+/* Torn slots are possible only where a TC program can be preempted on its
+ * CPU by another task running it: the PREEMPT_RT (atomic) build. */
+#if VERDICT_CACHE && defined(LACHESIS_FLOWS_ATOMIC)
+#define VERDICT_SEQ 1
+#else
+#define VERDICT_SEQ 0
+#endif
+
+#if VERDICT_CACHE
+/* Verdict cache (DESIGN §4.2; docs/decisions/0011-verdict-cache.md): per
+ * CPU, direct-mapped, LACHESIS_VERDICT_SLOTS slots of 64 bytes holding the
+ * zone of a verdict_key, filled under this CPU's generation + 1. Multicast
  * frames bypass it; an unknown VM's `miss` is cached like any verdict. */
-struct verdict_key {
-	__u8 src_mac[6];
-	__u8 dst_mac[6];
-	__u16 eth_proto;
-	__u8 direction;
-	__u8 pad;
-	__u8 local[16];
-	__u8 remote[16];
-} __attribute__((aligned(8)));
-
-struct verdict_slot {
-	__u64 gen; /* generation + 1 it was filled under; 0: empty */
-	struct verdict_key k;
-	__u8 zone;
-	__u8 pad[7];
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -167,12 +167,36 @@ struct {
 	__uint(max_entries, LACHESIS_VERDICT_SLOTS);
 } verdicts SEC(".maps");
 
+/* One generation per CPU, each on its own cache line. Userspace sizes it
+ * to the possible CPUs, maps it, and stores generation + 1 into every
+ * line (a release store) after each write to `endpoints`, `zones_v4`,
+ * `zones_v6` or `amphora_ips`: every slot filled before that write stops
+ * matching at once (crates/datapath/src/verdict.rs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct verdict_gen_line);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
 } verdict_gen SEC(".maps");
+
+#define compiler_barrier() asm volatile("" ::: "memory")
+
+/* The generation must be read before the metadata maps the classification
+ * then reads (acquire), or a CPU that reorders loads could cache a verdict
+ * of the old metadata under the new generation. x86 never reorders two
+ * loads: a plain load. Elsewhere (arm64) the build defines
+ * LACHESIS_VERDICT_GEN_FETCH: an atomic fetch, which the BPF JITs emit
+ * fully ordered (clang 14 has no BPF load-acquire); the line is this CPU's
+ * own, so the atomic costs no contention. */
+static __always_inline __u64 load_gen(__u64 *p)
+{
+#ifdef LACHESIS_VERDICT_GEN_FETCH
+	return __sync_fetch_and_add(p, 0);
+#else
+	return *(volatile __u64 *)p;
+#endif
+}
 
 /* Multiply-shift: the top bits of a 64-bit product depend on every bit of
  * the folded key (the low bits would not see the address's last byte). */
@@ -196,6 +220,55 @@ static __always_inline int verdict_eq(const struct verdict_key *a, const struct 
 
 	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) |
 		(x[4] ^ y[4]) | (x[5] ^ y[5])) == 0;
+}
+
+/* The cached zone of `k` under generation `gen` (+ 1), if this slot holds
+ * it. PREEMPT_RT: a slot is read only between two equal, even `seq`
+ * readings, so a fill that preempted this read (or that this read
+ * preempted) makes it a miss, never a torn verdict. */
+static __always_inline int verdict_lookup(struct verdict_slot *vs, __u64 gen,
+					  const struct verdict_key *k, __u8 *zone)
+{
+#if VERDICT_SEQ
+	__u32 seq = *(volatile __u32 *)&vs->seq;
+
+	if (seq & 1)
+		return 0;
+	compiler_barrier();
+#endif
+	if (vs->gen != gen || !verdict_eq(&vs->key, k))
+		return 0;
+	__u8 z = vs->zone;
+#if VERDICT_SEQ
+	compiler_barrier();
+	if (*(volatile __u32 *)&vs->seq != seq)
+		return 0;
+#endif
+	*zone = z;
+	return 1;
+}
+
+/* Fills the slot. PREEMPT_RT: only the task whose compare-and-swap makes
+ * `seq` odd writes; another finding it odd (or losing the swap) leaves the
+ * slot alone. `seq` only grows, so a reader cannot see the same even value
+ * around a fill. */
+static __always_inline void verdict_fill(struct verdict_slot *vs, __u64 gen,
+					 const struct verdict_key *k, __u8 zone)
+{
+#if VERDICT_SEQ
+	__u32 seq = *(volatile __u32 *)&vs->seq;
+
+	if ((seq & 1) || __sync_val_compare_and_swap(&vs->seq, seq, seq + 1) != seq)
+		return;
+	compiler_barrier();
+#endif
+	vs->gen = gen;
+	vs->key = *k;
+	vs->zone = zone;
+#if VERDICT_SEQ
+	compiler_barrier();
+	*(volatile __u32 *)&vs->seq = seq + 2;
+#endif
 }
 #endif
 
@@ -360,7 +433,7 @@ static __always_inline void add_bytes(struct flow_key *key, __u32 len)
 
 static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 {
-#ifdef LACHESIS_VERDICT_SLOTS
+#if VERDICT_CACHE
 	struct verdict_slot *vs = 0;
 	__u64 gen = 0;
 	struct verdict_key vk;
@@ -451,9 +524,7 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 		goto count;
 	}
 
-#ifdef LACHESIS_VERDICT_SLOTS
-	__u32 zero = 0;
-
+#if VERDICT_CACHE
 	__builtin_memset(&vk, 0, sizeof(vk));
 	__builtin_memcpy(vk.src_mac, eth->h_source, 6);
 	__builtin_memcpy(vk.dst_mac, eth->h_dest, 6);
@@ -461,14 +532,20 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 	vk.direction = direction;
 	__builtin_memcpy(vk.local, a.local, 16);
 	__builtin_memcpy(vk.remote, a.remote, 16);
-	__u64 *genp = bpf_map_lookup_elem(&verdict_gen, &zero);
-	gen = (genp ? *genp : 0) + 1;
-	__u32 idx = verdict_index(&vk);
-	vs = bpf_map_lookup_elem(&verdicts, &idx);
-	if (vs && vs->gen == gen && verdict_eq(&vs->k, &vk)) {
-		key.zone = vs->zone;
-		goto count;
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct verdict_gen_line *line = bpf_map_lookup_elem(&verdict_gen, &cpu);
+
+	if (line) {
+		gen = load_gen(&line->gen) + 1;
+		__u32 idx = verdict_index(&vk);
+
+		vs = bpf_map_lookup_elem(&verdicts, &idx);
+		if (vs && verdict_lookup(vs, gen, &vk, &key.zone)) {
+			stat_inc(STAT_VERDICT_HIT);
+			goto count;
+		}
 	}
+	stat_inc(STAT_VERDICT_MISS);
 #endif
 
 	/* Directional swap: the VM is the sender on tx, the receiver on rx. */
@@ -500,12 +577,9 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 	else if ((peer_flags & ENDPOINT_FLAG_AMPHORA) && is_amphora_addr(peer_tenant, a.remote))
 		key.zone = ZONE_INFRA;
 store:
-#ifdef LACHESIS_VERDICT_SLOTS
-	if (vs) {
-		vs->gen = gen;
-		vs->k = vk;
-		vs->zone = key.zone;
-	}
+#if VERDICT_CACHE
+	if (vs)
+		verdict_fill(vs, gen, &vk, key.zone);
 #endif
 
 count:

@@ -35,10 +35,17 @@
 #define STAT_SKIPPED_ETHERTYPE 1
 #define STAT_VLAN 2
 #define STAT_TRUNCATED 3
-#define STAT_COUNT 4
+#define STAT_VERDICT_HIT 4  /* the zone came from the verdict cache */
+#define STAT_VERDICT_MISS 5 /* the cache was asked and the zone computed */
+#define STAT_COUNT 6
 
 /* endpoint_value.flags */
 #define ENDPOINT_FLAG_AMPHORA 1u
+
+/* Verdict cache slots per CPU (DESIGN §4.2; a power of two, 0: no cache). */
+#ifndef LACHESIS_VERDICT_SLOTS
+#define LACHESIS_VERDICT_SLOTS 256
+#endif
 
 /* Compile-time default; userspace sizes the map from a memory budget. */
 #define FLOWS_DEFAULT_ENTRIES 65536
@@ -74,6 +81,37 @@ struct flow_entry_key {
 struct flow_value {
 	struct flow_counters counters;
 	__u64 reserved[3];
+};
+
+/* What a zone verdict depends on (DESIGN §4.2): the frame's MACs, inner
+ * ethertype and direction, and both addresses in 16-byte form (IPv4 as
+ * ::ffff:a.b.c.d); the local one because the amphora rule reads it. */
+struct verdict_key {
+	__u8 src_mac[6];
+	__u8 dst_mac[6];
+	__u16 eth_proto;
+	__u8 direction;
+	__u8 pad; /* always 0 */
+	__u8 local[16];
+	__u8 remote[16];
+} __attribute__((aligned(8)));
+
+/* One slot of `verdicts` (per CPU, 64 bytes). Valid only while `gen` is
+ * this CPU's generation + 1 (0: never filled). `seq` is used by the
+ * PREEMPT_RT build only: odd while a writer is filling the slot. */
+struct verdict_slot {
+	__u64 gen;
+	struct verdict_key key;
+	__u8 zone;
+	__u8 pad[3];
+	__u32 seq;
+};
+
+/* One element of `verdict_gen` (index: CPU id), a cache line each: the
+ * generation userspace bumps after every write to a map a verdict reads. */
+struct verdict_gen_line {
+	__u64 gen;
+	__u64 pad[7];
 };
 
 /* Value of `tap_ports` (key: the tap's ifindex, u32). */
@@ -134,6 +172,23 @@ LACHESIS_ASSERT_LAYOUT(flow_entry_key, cpu, 18);
 _Static_assert(sizeof(struct flow_value) == 56, "flow_value size");
 LACHESIS_ASSERT_LAYOUT(flow_value, counters, 0);
 LACHESIS_ASSERT_LAYOUT(flow_value, reserved, 32);
+_Static_assert(sizeof(struct verdict_key) == 48, "verdict_key size");
+LACHESIS_ASSERT_LAYOUT(verdict_key, src_mac, 0);
+LACHESIS_ASSERT_LAYOUT(verdict_key, dst_mac, 6);
+LACHESIS_ASSERT_LAYOUT(verdict_key, eth_proto, 12);
+LACHESIS_ASSERT_LAYOUT(verdict_key, direction, 14);
+LACHESIS_ASSERT_LAYOUT(verdict_key, pad, 15);
+LACHESIS_ASSERT_LAYOUT(verdict_key, local, 16);
+LACHESIS_ASSERT_LAYOUT(verdict_key, remote, 32);
+_Static_assert(sizeof(struct verdict_slot) == 64, "verdict_slot size");
+LACHESIS_ASSERT_LAYOUT(verdict_slot, gen, 0);
+LACHESIS_ASSERT_LAYOUT(verdict_slot, key, 8);
+LACHESIS_ASSERT_LAYOUT(verdict_slot, zone, 56);
+LACHESIS_ASSERT_LAYOUT(verdict_slot, pad, 57);
+LACHESIS_ASSERT_LAYOUT(verdict_slot, seq, 60);
+_Static_assert(sizeof(struct verdict_gen_line) == 64, "verdict_gen_line size");
+LACHESIS_ASSERT_LAYOUT(verdict_gen_line, gen, 0);
+LACHESIS_ASSERT_LAYOUT(verdict_gen_line, pad, 8);
 _Static_assert(sizeof(struct tap_port) == 8, "tap_port size");
 LACHESIS_ASSERT_LAYOUT(tap_port, mac, 0);
 LACHESIS_ASSERT_LAYOUT(tap_port, pad, 6);

@@ -2,16 +2,22 @@
 //! generates their libbpf skeletons. The object is also copied to
 //! `<target>/bpf/lachesis.bpf.o` so operators can inspect it with bpftool.
 //!
-//! The same source is compiled once more per `flows` variant (a
-//! compile-time switch, never a fork of the classifier): the atomic build a
-//! `PREEMPT_RT` kernel loads is always embedded; the others, which `make
-//! bench-cores` measures and the upgrade tests run as the previous agent,
-//! only with the `testing` feature.
+//! The same source is compiled once more per variant (a compile-time
+//! switch, never a fork of the classifier): the atomic build a `PREEMPT_RT`
+//! kernel loads is always embedded; the others (other `flows` layouts,
+//! which `make bench-cores` measures and the upgrade tests run as the
+//! previous agent; the classifier without its verdict cache or with one
+//! slot, which `make bench-packet` and `make bench-verdict` compare; the
+//! generation load of other architectures) only with the `testing`
+//! feature.
 
 use std::env;
 use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
+
+/// The verdict cache's generation read with an ordered atomic fetch.
+const GEN_FETCH: &[&str] = &["-DLACHESIS_VERDICT_GEN_FETCH", "-mcpu=v3"];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -26,7 +32,11 @@ fn main() {
         env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into())
     );
     let include = format!("-I{}", bpf_dir.display());
-    let args = |define: Option<&str>| {
+    // The verdict cache's generation needs an ordered load wherever the CPU
+    // may reorder two loads (bpf/lachesis.bpf.c, `load_gen`): everywhere
+    // but x86-64, an atomic fetch, which needs the v3 instruction set.
+    let ordered_gen = env::var("CARGO_CFG_TARGET_ARCH").map_or(true, |a| a != "x86_64");
+    let args = |extra: &[&str]| {
         let mut a = vec![
             multiarch.clone(),
             include.clone(),
@@ -35,7 +45,15 @@ fn main() {
             "-Wall".into(),
             "-Werror".into(),
         ];
-        a.extend(define.map(|d| format!("-D{d}")));
+        let mut extra: Vec<&str> = extra.to_vec();
+        if ordered_gen {
+            extra.extend(GEN_FETCH);
+        }
+        for e in extra {
+            if !a.iter().any(|x| x == e) {
+                a.push(e.to_owned());
+            }
+        }
         a
     };
 
@@ -45,7 +63,7 @@ fn main() {
         SkeletonBuilder::new()
             .source(&src)
             .obj(&obj)
-            .clang_args(args(None))
+            .clang_args(args(&[]))
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
         println!("cargo:rerun-if-changed={}", src.display());
@@ -53,26 +71,32 @@ fn main() {
     // The variants' skeletons are generated only for the BTF layout test
     // (the iterator's record type exists only in its object).
     let src = bpf_dir.join("lachesis.bpf.c");
-    for (name, define) in [
-        ("lachesis_atomic", "LACHESIS_FLOWS_ATOMIC"),
-        ("lachesis_percpu", "LACHESIS_FLOWS_PERCPU"),
-        ("lachesis_shared", "LACHESIS_FLOWS_SHARED"),
-        ("lachesis_iter", "LACHESIS_FLOWS_ITER"),
-        ("lachesis_verdict1", "LACHESIS_VERDICT_SLOTS=1"),
-        ("lachesis_verdict256", "LACHESIS_VERDICT_SLOTS=256"),
+    for (name, extra) in [
+        // PREEMPT_RT: atomic adds and the verdict slots' compare-and-swap.
+        (
+            "lachesis_atomic",
+            &["-DLACHESIS_FLOWS_ATOMIC", "-mcpu=v3"][..],
+        ),
+        ("lachesis_percpu", &["-DLACHESIS_FLOWS_PERCPU"][..]),
+        ("lachesis_shared", &["-DLACHESIS_FLOWS_SHARED"][..]),
+        ("lachesis_iter", &["-DLACHESIS_FLOWS_ITER"][..]),
+        ("lachesis_nocache", &["-DLACHESIS_VERDICT_SLOTS=0"][..]),
+        ("lachesis_verdict1", &["-DLACHESIS_VERDICT_SLOTS=1"][..]),
+        // What other architectures load, built here so tests run it.
+        ("lachesis_genfetch", GEN_FETCH),
     ] {
         SkeletonBuilder::new()
             .source(&src)
             .obj(out.join(format!("{name}.bpf.o")))
-            .clang_args(args(Some(define)))
+            .clang_args(args(extra))
             .build_and_generate(out.join(format!("{name}.skel.rs")))
-            .unwrap_or_else(|e| panic!("building {} with -D{define}: {e:#}", src.display()));
+            .unwrap_or_else(|e| panic!("building {} with {extra:?}: {e:#}", src.display()));
     }
     let probe = bpf_dir.join("iter_probe.bpf.c");
     SkeletonBuilder::new()
         .source(&probe)
         .obj(out.join("iter_probe.bpf.o"))
-        .clang_args(args(None))
+        .clang_args(args(&[]))
         .build()
         .unwrap_or_else(|e| panic!("building {}: {e:#}", probe.display()));
     println!("cargo:rerun-if-changed={}", probe.display());

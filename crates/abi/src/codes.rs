@@ -135,12 +135,16 @@ stable_codes! {
         Vlan = 2 => "vlan",
         /// The IP header was not readable; counted as zone miss, l4 other.
         Truncated = 3 => "truncated",
+        /// A frame's zone came from this CPU's verdict cache.
+        VerdictHit = 4 => "verdict_hit",
+        /// The verdict cache was asked and the zone was computed (and cached).
+        VerdictMiss = 5 => "verdict_miss",
     }
 }
 
 impl StatReason {
     /// Number of slots in the kernel `stats` array.
-    pub const COUNT: u32 = 4;
+    pub const COUNT: u32 = 6;
 }
 
 #[cfg(test)]

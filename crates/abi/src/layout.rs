@@ -164,6 +164,54 @@ pub struct FlowValue {
 /// Size of [`FlowValue`] in bytes.
 pub const FLOW_VALUE_SIZE: usize = 56;
 
+/// What a zone verdict depends on (DESIGN §4.2): the key of one slot of
+/// the classifier's per-CPU verdict cache. Both addresses are 16 bytes,
+/// IPv4 as `::ffff:a.b.c.d`; `local` is the VM's, `remote` the other end's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C, align(8))]
+pub struct VerdictKey {
+    /// Source MAC as on the wire.
+    pub src_mac: [u8; 6],
+    /// Destination MAC as on the wire.
+    pub dst_mac: [u8; 6],
+    /// Inner ethertype, host byte order.
+    pub eth_proto: u16,
+    /// [`Direction`] code.
+    pub direction: u8,
+    /// Always zero.
+    pub pad: u8,
+    /// The VM's own address.
+    pub local: [u8; 16],
+    /// The remote address.
+    pub remote: [u8; 16],
+}
+
+/// One slot of the `verdicts` per-CPU array (64 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct VerdictSlot {
+    /// The CPU's generation + 1 when the slot was filled (0: never).
+    pub gen: u64,
+    /// What the verdict was computed for.
+    pub key: VerdictKey,
+    /// [`Zone`] code.
+    pub zone: u8,
+    /// Always zero.
+    pub pad: [u8; 3],
+    /// `PREEMPT_RT` build only: odd while a fill is in progress.
+    pub seq: u32,
+}
+
+/// One element of `verdict_gen` (index: CPU id), one cache line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable, Default)]
+#[repr(C)]
+pub struct VerdictGenLine {
+    /// This CPU's generation.
+    pub gen: u64,
+    /// Always zero.
+    pub pad: [u64; 7],
+}
+
 /// Value of the `tap_ports` map (key: the tap's ifindex, a u32): the MAC of
 /// the Neutron port behind the tap. The classifier keys a group frame the
 /// tap delivers (rx) by this MAC instead of the group destination.
@@ -273,6 +321,26 @@ const _: () = {
     assert!(size_of::<FlowValue>() == FLOW_VALUE_SIZE);
     assert!(offset_of!(FlowValue, counters) == 0);
     assert!(offset_of!(FlowValue, reserved) == 32);
+
+    assert!(size_of::<VerdictKey>() == 48);
+    assert!(offset_of!(VerdictKey, src_mac) == 0);
+    assert!(offset_of!(VerdictKey, dst_mac) == 6);
+    assert!(offset_of!(VerdictKey, eth_proto) == 12);
+    assert!(offset_of!(VerdictKey, direction) == 14);
+    assert!(offset_of!(VerdictKey, pad) == 15);
+    assert!(offset_of!(VerdictKey, local) == 16);
+    assert!(offset_of!(VerdictKey, remote) == 32);
+
+    assert!(size_of::<VerdictSlot>() == 64);
+    assert!(offset_of!(VerdictSlot, gen) == 0);
+    assert!(offset_of!(VerdictSlot, key) == 8);
+    assert!(offset_of!(VerdictSlot, zone) == 56);
+    assert!(offset_of!(VerdictSlot, pad) == 57);
+    assert!(offset_of!(VerdictSlot, seq) == 60);
+
+    assert!(size_of::<VerdictGenLine>() == 64);
+    assert!(offset_of!(VerdictGenLine, gen) == 0);
+    assert!(offset_of!(VerdictGenLine, pad) == 8);
 
     assert!(size_of::<TapPort>() == 8);
     assert!(offset_of!(TapPort, mac) == 0);

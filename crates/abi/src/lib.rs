@@ -23,8 +23,8 @@ mod prefix;
 pub use codes::{Direction, L4Class, StatReason, UnknownCode, Zone};
 pub use layout::{
     AmphoraKey, DrainRecord, EndpointValue, EntryKey, FlowCounters, FlowKey, FlowValue, TapPort,
-    ZoneKeyV4, ZoneKeyV6, ENDPOINT_FLAG_AMPHORA, ENTRY_KEY_SIZE, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE,
-    FLOW_VALUE_SIZE, FOLDED_CPU,
+    VerdictGenLine, VerdictKey, VerdictSlot, ZoneKeyV4, ZoneKeyV6, ENDPOINT_FLAG_AMPHORA,
+    ENTRY_KEY_SIZE, FLOW_COUNTERS_SIZE, FLOW_KEY_SIZE, FLOW_VALUE_SIZE, FOLDED_CPU,
 };
 pub use mac::{Mac, MacParseError};
 pub use prefix::{Prefix, PrefixParseError};

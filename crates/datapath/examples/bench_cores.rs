@@ -5,7 +5,9 @@
 //! key, CPU) the agent runs (`by_cpu`) and its atomic build for `PREEMPT_RT`
 //! kernels, the shared hash with atomic adds, and the per-CPU hash drained
 //! by a map-element iterator that folds the CPU slots in the kernel and
-//! emits only entries seen since the last drain. For each:
+//! emits only entries seen since the last drain. Every one carries the
+//! same verdict cache (decision record 0011), so they differ only in
+//! `flows`. For each:
 //!
 //! 1. ns per packet on `make bench-packet`'s paths (program test-run), as a
 //!    ratio to the one-lookup baseline measured in the same rounds, and to
@@ -832,8 +834,9 @@ fn report_capacity(cpus: u64) -> (String, BTreeMap<&'static str, u64>) {
         let (map_type, key, value) = match v {
             FlowsVariant::ByCpu
             | FlowsVariant::ByCpuAtomic
+            | FlowsVariant::ByCpuNoCache
             | FlowsVariant::ByCpuVerdict1
-            | FlowsVariant::ByCpuVerdict256 => (MapType::Hash, ENTRY_KEY_SIZE, FLOW_VALUE_SIZE),
+            | FlowsVariant::ByCpuGenFetch => (MapType::Hash, ENTRY_KEY_SIZE, FLOW_VALUE_SIZE),
             FlowsVariant::Shared => (MapType::Hash, FLOW_KEY_SIZE, FLOW_COUNTERS_SIZE),
             FlowsVariant::PerCpu | FlowsVariant::PerCpuIter => {
                 (MapType::PercpuHash, FLOW_KEY_SIZE, FLOW_COUNTERS_SIZE)

@@ -1,29 +1,25 @@
-//! `make bench-verdict` (issue 24 part 4, a measurement): the per-CPU
-//! verdict cache of DESIGN §4.2 with one slot and with 256 direct-mapped
-//! slots, beside the classifier without it, as ratios to the one-lookup
-//! baseline in the same rounds, on every `make bench-packet` path: one flow
-//! repeated (medians of 7 × 200 000), two flows alternating and 64 flows
-//! interleaved (the path's first frame with 64 remote addresses; medians
-//! of 12 800 single runs). The cache builds are measurement builds: nothing
-//! invalidates them, and the agent never loads them. Last line: one JSON
-//! object. Root required.
+//! `make bench-verdict` (issue 24 part 4; decision record 0011): the
+//! per-CPU verdict cache of DESIGN §4.2 with one slot and with the 256
+//! direct-mapped slots the agent runs, beside the classifier without it,
+//! as ratios to the one-lookup baseline in the same rounds, on every `make
+//! bench-packet` path: one flow repeated (medians of 7 × 200 000), two
+//! flows alternating and 64 flows interleaved (the path's first frame with
+//! 64 remote addresses; medians of 12 800 single runs). Last line: one
+//! JSON object. Root required.
 
 #[expect(
     dead_code,
-    reason = "shared with bench_packet, which alone holds each path to its ratio target"
+    reason = "shared with bench_packet and bench_cores; not every item is used by each"
 )]
 #[path = "common/paths.rs"]
 mod paths;
 #[path = "../tests/common/topology.rs"]
 mod topology;
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 
-use lachesis_abi::Direction;
 use lachesis_datapath::{baseline_object, AttachMode, Datapath, DatapathConfig, FlowsVariant};
-use lachesis_lab::frame::Frame;
-use paths::{map_test_run_tap, median, paths};
+use paths::{interleaved, map_test_run_tap, median, paths};
 use topology::populate;
 
 const REPEAT: u32 = 200_000;
@@ -31,34 +27,12 @@ const ROUNDS: usize = 7;
 const CALLS: usize = 12_800;
 const FLOWS: usize = 64;
 
-/// Frame `f` with its remote address's last byte set to `n`.
-fn with_remote(f: &Frame, dir: Direction, n: u8) -> Vec<u8> {
-    let mut f = f.clone();
-    let remote = match dir {
-        Direction::Tx => &mut f.dst_ip,
-        Direction::Rx => &mut f.src_ip,
-    };
-    *remote = match *remote {
-        IpAddr::V4(a) => {
-            let mut o = a.octets();
-            o[3] = n;
-            IpAddr::from(o)
-        }
-        IpAddr::V6(a) => {
-            let mut o = a.octets();
-            o[15] = n;
-            IpAddr::from(o)
-        }
-    };
-    f.bytes()
-}
-
 fn main() {
     lachesis_lab::require_root();
     let variants = [
-        FlowsVariant::ByCpu,
+        FlowsVariant::ByCpuNoCache,
         FlowsVariant::ByCpuVerdict1,
-        FlowsVariant::ByCpuVerdict256,
+        FlowsVariant::ByCpu,
     ];
     let mut loaded = Vec::new();
     for v in variants {
@@ -87,9 +61,7 @@ fn main() {
     );
     let mut json = Vec::new();
     for path in paths(net) {
-        let frames64: Vec<Vec<u8>> = (0..FLOWS)
-            .map(|i| with_remote(&path.frame0, path.dir, 100 + i as u8))
-            .collect();
+        let frames64 = interleaved(&path, FLOWS);
         // base
         let run_base = |f: &[u8], r: u32| ns(base.test_run(f, r).expect("run").duration);
         let measure = |run: &dyn Fn(&[u8], u32) -> f64| {

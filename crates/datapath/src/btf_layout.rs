@@ -70,6 +70,17 @@ fn abi_types_match_the_object_btf() {
     );
     same_layout!(abi::AmphoraKey, btf::amphora_key, [tenant_id, addr]);
     same_layout!(abi::TapPort, btf::tap_port, [mac, pad]);
+    same_layout!(
+        abi::VerdictKey,
+        btf::verdict_key,
+        [src_mac, dst_mac, eth_proto, direction, pad, local, remote]
+    );
+    same_layout!(
+        abi::VerdictSlot,
+        btf::verdict_slot,
+        [gen, key, zone, pad, seq]
+    );
+    same_layout!(abi::VerdictGenLine, btf::verdict_gen_line, [gen, pad]);
     // Only the iterator variant's object carries its record type.
     same_layout!(
         abi::DrainRecord,

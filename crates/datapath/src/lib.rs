@@ -24,11 +24,14 @@ mod qdisc;
 mod sizing;
 #[cfg(feature = "testing")]
 mod testrun;
+mod verdict;
 
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "testing")]
+use lachesis_abi::VerdictSlot;
 use lachesis_abi::{Direction, EndpointValue, EntryKey, Mac, Prefix, StatReason, Zone};
 use libbpf_rs::{MapCore, MapHandle, Object, Program};
 
@@ -144,6 +147,14 @@ impl Datapath {
             zones_v6: handle(&loaded.obj, "zones_v6")?,
             amphora_ips: handle(&loaded.obj, "amphora_ips")?,
             tap_ports: handle(&loaded.obj, "tap_ports")?,
+            verdict: if loaded.obj.maps().any(|m| m.name() == verdict::GEN_MAP) {
+                Some(verdict::VerdictGen::map(
+                    &handle(&loaded.obj, verdict::GEN_MAP)?,
+                    loaded.possible_cpus,
+                )?)
+            } else {
+                None
+            },
         };
         let stats = handle(&loaded.obj, "stats")?;
         // Ours is what counts into this directory's `flows`: the pinned map
@@ -300,6 +311,57 @@ impl Datapath {
     #[must_use]
     pub fn metadata_fill(&self) -> [MapFill; 5] {
         self.meta.fill()
+    }
+
+    /// The verdict cache's current generation (`None`: built without the
+    /// cache). Tests.
+    #[cfg(feature = "testing")]
+    #[must_use]
+    pub fn verdict_generation(&self) -> Option<u64> {
+        self.meta.verdict.as_ref().map(verdict::VerdictGen::current)
+    }
+
+    /// Every slot of the verdict cache, per CPU (`None`: built without the
+    /// cache). Tests.
+    #[cfg(feature = "testing")]
+    pub fn verdict_slots(&self) -> Result<Option<Vec<Vec<VerdictSlot>>>> {
+        if self.meta.verdict.is_none() {
+            return Ok(None);
+        }
+        let map = handle(&self.obj, verdict::SLOTS_MAP)?;
+        let mut per_cpu = vec![Vec::new(); self.possible_cpus];
+        for i in 0..map.max_entries() {
+            let values = map
+                .lookup_percpu(&i.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+                .map_err(Error::bpf(format!("read verdict slot {i}")))?
+                .unwrap_or_default();
+            for (cpu, v) in values.iter().enumerate().take(self.possible_cpus) {
+                per_cpu[cpu].push(bytemuck::pod_read_unaligned(v));
+            }
+        }
+        Ok(Some(per_cpu))
+    }
+
+    /// Overwrites slot `index` of CPU `cpu`'s verdict cache (tests: a fill
+    /// preempted half-way, a torn slot).
+    #[cfg(feature = "testing")]
+    pub fn write_verdict_slot(&self, cpu: usize, index: u32, slot: VerdictSlot) -> Result<()> {
+        let map = handle(&self.obj, verdict::SLOTS_MAP)?;
+        let key = index.to_ne_bytes();
+        let mut values = map
+            .lookup_percpu(&key, libbpf_rs::MapFlags::ANY)
+            .map_err(Error::bpf(format!("read verdict slot {index}")))?
+            .ok_or_else(|| Error::Invalid {
+                what: "verdict slot",
+                detail: format!("{index} is past the cache"),
+            })?;
+        let value = values.get_mut(cpu).ok_or_else(|| Error::Invalid {
+            what: "verdict slot CPU",
+            detail: format!("{cpu} of {}", self.possible_cpus),
+        })?;
+        *value = bytemuck::bytes_of(&slot).to_vec();
+        map.update_percpu(&key, &values, libbpf_rs::MapFlags::ANY)
+            .map_err(Error::bpf(format!("write verdict slot {index}")))
     }
 
     // ---- draining ---------------------------------------------------------

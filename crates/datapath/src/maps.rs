@@ -7,6 +7,7 @@ use lachesis_abi::{AmphoraKey, EndpointValue, Mac, Prefix, TapPort, Zone, ZoneKe
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::error::{Error, Result};
+use crate::verdict::VerdictGen;
 
 /// IPv4 as `::ffff:a.b.c.d`, the `amphora_ips` convention.
 fn addr16(addr: IpAddr) -> [u8; 16] {
@@ -47,6 +48,8 @@ pub(crate) struct MetadataMaps {
     pub zones_v6: MapHandle,
     pub amphora_ips: MapHandle,
     pub tap_ports: MapHandle,
+    /// The verdict cache's generations (`None`: a build without the cache).
+    pub verdict: Option<VerdictGen>,
 }
 
 fn delete_existing(map: &MapHandle, key: &[u8], what: &str) -> Result<bool> {
@@ -69,6 +72,17 @@ pub struct MapFill {
 }
 
 impl MetadataMaps {
+    /// After every write to a map a zone verdict reads (whatever its
+    /// outcome): no CPU may answer from a verdict cached before it. The
+    /// only caller of [`VerdictGen::bump`]. `tap_ports` is not such a map
+    /// (group frames bypass the cache).
+    fn written<T>(&self, outcome: Result<T>) -> Result<T> {
+        if let Some(v) = &self.verdict {
+            v.bump();
+        }
+        outcome
+    }
+
     /// Every metadata map's entries and capacity. The kernel keeps no
     /// count for these map types, so each is walked key by key: call it
     /// after writes (only the agent writes these maps), not per packet.
@@ -129,13 +143,15 @@ impl MetadataMaps {
                 detail: format!("{mac}: tenant id 0 is the global scope, a binding needs a tenant"),
             });
         }
-        self.endpoints
-            .update(
-                &mac.to_u64().to_ne_bytes(),
-                bytemuck::bytes_of(&value),
-                MapFlags::ANY,
-            )
-            .map_err(Error::bpf(format!("write endpoint {mac}")))
+        self.written(
+            self.endpoints
+                .update(
+                    &mac.to_u64().to_ne_bytes(),
+                    bytemuck::bytes_of(&value),
+                    MapFlags::ANY,
+                )
+                .map_err(Error::bpf(format!("write endpoint {mac}"))),
+        )
     }
 
     pub fn endpoint(&self, mac: Mac) -> Result<Option<EndpointValue>> {
@@ -154,26 +170,32 @@ impl MetadataMaps {
     }
 
     pub fn delete_endpoint(&self, mac: Mac) -> Result<bool> {
-        delete_existing(
+        self.written(delete_existing(
             &self.endpoints,
             &mac.to_u64().to_ne_bytes(),
             &format!("endpoint {mac}"),
-        )
+        ))
     }
 
     pub fn upsert_zone(&self, tenant_id: u32, prefix: Prefix, zone: Zone) -> Result<()> {
         let (v6, key) = zone_key(tenant_id, prefix);
         let map = if v6 { &self.zones_v6 } else { &self.zones_v4 };
-        map.update(&key, &[zone.code()], MapFlags::ANY)
-            .map_err(Error::bpf(format!(
-                "write trie row ({tenant_id}, {prefix})"
-            )))
+        self.written(
+            map.update(&key, &[zone.code()], MapFlags::ANY)
+                .map_err(Error::bpf(format!(
+                    "write trie row ({tenant_id}, {prefix})"
+                ))),
+        )
     }
 
     pub fn delete_zone(&self, tenant_id: u32, prefix: Prefix) -> Result<bool> {
         let (v6, key) = zone_key(tenant_id, prefix);
         let map = if v6 { &self.zones_v6 } else { &self.zones_v4 };
-        delete_existing(map, &key, &format!("trie row ({tenant_id}, {prefix})"))
+        self.written(delete_existing(
+            map,
+            &key,
+            &format!("trie row ({tenant_id}, {prefix})"),
+        ))
     }
 
     pub fn upsert_amphora(&self, tenant_id: u32, addr: IpAddr) -> Result<()> {
@@ -181,11 +203,13 @@ impl MetadataMaps {
             tenant_id,
             addr: addr16(addr),
         };
-        self.amphora_ips
-            .update(bytemuck::bytes_of(&key), &[1], MapFlags::ANY)
-            .map_err(Error::bpf(format!(
-                "write amphora address ({tenant_id}, {addr})"
-            )))
+        self.written(
+            self.amphora_ips
+                .update(bytemuck::bytes_of(&key), &[1], MapFlags::ANY)
+                .map_err(Error::bpf(format!(
+                    "write amphora address ({tenant_id}, {addr})"
+                ))),
+        )
     }
 
     pub fn delete_amphora(&self, tenant_id: u32, addr: IpAddr) -> Result<bool> {
@@ -193,11 +217,11 @@ impl MetadataMaps {
             tenant_id,
             addr: addr16(addr),
         };
-        delete_existing(
+        self.written(delete_existing(
             &self.amphora_ips,
             bytemuck::bytes_of(&key),
             &format!("amphora address ({tenant_id}, {addr})"),
-        )
+        ))
     }
 }
 

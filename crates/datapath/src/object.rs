@@ -26,20 +26,23 @@ static CLASSIFIER_ATOMIC: &[u8] =
 /// Where the kernel says whether it is a `PREEMPT_RT` one (absent otherwise).
 const REALTIME_FLAG: &str = "/sys/kernel/realtime";
 
-/// How `flows` is built: the same source compiled with a different switch
-/// (`bpf/lachesis.bpf.c`; decision record 0010). [`Datapath::load`] loads
-/// [`FlowsVariant::production`]; the others are for `make bench-cores` and
-/// for tests that run the previous layout's agent.
+/// How the classifier is built: the same source compiled with a different
+/// switch (`bpf/lachesis.bpf.c`; decision records 0010 and 0011).
+/// [`Datapath::load`] loads [`FlowsVariant::production`]; the others are
+/// for the benchmarks and for tests that run the previous layout's agent
+/// or another architecture's build.
 ///
 /// [`Datapath::load`]: crate::Datapath::load
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlowsVariant {
     /// A preallocated hash keyed by (flow key, CPU) (DESIGN §4.7): each CPU
-    /// creates and writes only its own sub-entry, plain adds.
+    /// creates and writes only its own sub-entry, plain adds; a 256-slot
+    /// per-CPU verdict cache (DESIGN §4.2).
     ByCpu,
-    /// [`FlowsVariant::ByCpu`] with atomic adds: what a `PREEMPT_RT` kernel
-    /// loads, where a TC program can be preempted on its CPU by another
-    /// task counting the same sub-entry. Same map: a pin of either is
+    /// [`FlowsVariant::ByCpu`] with atomic adds and sequence-checked
+    /// verdict slots: what a `PREEMPT_RT` kernel loads, where a TC program
+    /// can be preempted on its CPU by another task counting the same
+    /// sub-entry or filling the same slot. Same map: a pin of either is
     /// adopted by the other.
     ByCpuAtomic,
     /// The previous layout: a per-CPU hash keyed by the flow key, each CPU
@@ -53,25 +56,29 @@ pub enum FlowsVariant {
     /// folds the slots in the kernel and emits only entries seen since a
     /// threshold.
     PerCpuIter,
-    /// [`FlowsVariant::ByCpu`] with a one-slot per-CPU verdict cache
-    /// (DESIGN §4.2; `make bench-verdict` only: nothing invalidates it, so
-    /// the agent never loads it).
+    /// [`FlowsVariant::ByCpu`] without the verdict cache: every frame
+    /// classified from the metadata maps (`make bench-packet`'s contrast).
+    ByCpuNoCache,
+    /// [`FlowsVariant::ByCpu`] with a one-slot verdict cache (`make
+    /// bench-verdict`'s contrast).
     ByCpuVerdict1,
-    /// [`FlowsVariant::ByCpu`] with a 256-slot direct-mapped per-CPU
-    /// verdict cache (`make bench-verdict` only, like the one-slot one).
-    ByCpuVerdict256,
+    /// [`FlowsVariant::ByCpu`] reading the cache's generation with an
+    /// ordered atomic fetch, as every architecture but x86-64 builds it
+    /// (tests run it here).
+    ByCpuGenFetch,
 }
 
 impl FlowsVariant {
     /// Every variant, the production ones first.
-    pub const ALL: [FlowsVariant; 7] = [
+    pub const ALL: [FlowsVariant; 8] = [
         FlowsVariant::ByCpu,
         FlowsVariant::ByCpuAtomic,
         FlowsVariant::PerCpu,
         FlowsVariant::Shared,
         FlowsVariant::PerCpuIter,
+        FlowsVariant::ByCpuNoCache,
         FlowsVariant::ByCpuVerdict1,
-        FlowsVariant::ByCpuVerdict256,
+        FlowsVariant::ByCpuGenFetch,
     ];
 
     /// The variant the agent runs on this kernel: the atomic build on a
@@ -96,8 +103,9 @@ impl FlowsVariant {
             FlowsVariant::PerCpu => "percpu",
             FlowsVariant::Shared => "shared",
             FlowsVariant::PerCpuIter => "percpu_iter",
+            FlowsVariant::ByCpuNoCache => "by_cpu_nocache",
             FlowsVariant::ByCpuVerdict1 => "by_cpu_verdict1",
-            FlowsVariant::ByCpuVerdict256 => "by_cpu_verdict256",
+            FlowsVariant::ByCpuGenFetch => "by_cpu_genfetch",
         }
     }
 
@@ -107,8 +115,9 @@ impl FlowsVariant {
         match self {
             FlowsVariant::ByCpu
             | FlowsVariant::ByCpuAtomic
+            | FlowsVariant::ByCpuNoCache
             | FlowsVariant::ByCpuVerdict1
-            | FlowsVariant::ByCpuVerdict256 => FlowsLayout::ByCpu,
+            | FlowsVariant::ByCpuGenFetch => FlowsLayout::ByCpu,
             FlowsVariant::PerCpu | FlowsVariant::PerCpuIter => FlowsLayout::PerCpu {
                 slots: possible_cpus,
             },
@@ -130,8 +139,9 @@ impl FlowsVariant {
             FlowsVariant::PerCpu
             | FlowsVariant::Shared
             | FlowsVariant::PerCpuIter
+            | FlowsVariant::ByCpuNoCache
             | FlowsVariant::ByCpuVerdict1
-            | FlowsVariant::ByCpuVerdict256 => {}
+            | FlowsVariant::ByCpuGenFetch => {}
         }
         #[cfg(feature = "testing")]
         {
@@ -142,11 +152,14 @@ impl FlowsVariant {
                 FlowsVariant::Shared => {
                     include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_shared.bpf.o"))
                 }
+                FlowsVariant::ByCpuNoCache => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_nocache.bpf.o"))
+                }
                 FlowsVariant::ByCpuVerdict1 => {
                     include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_verdict1.bpf.o"))
                 }
-                FlowsVariant::ByCpuVerdict256 => {
-                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_verdict256.bpf.o"))
+                FlowsVariant::ByCpuGenFetch => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_genfetch.bpf.o"))
                 }
                 _ => include_bytes!(concat!(env!("OUT_DIR"), "/lachesis_iter.bpf.o")),
             })
@@ -372,6 +385,12 @@ pub(crate) fn load(config: &DatapathConfig, variant: FlowsVariant) -> Result<Loa
         if map.name().to_string_lossy().ends_with(".rodata") {
             set_possible_cpus(&mut map, possible_cpus)?;
         }
+        if map.name() == crate::verdict::GEN_MAP {
+            // One generation line per CPU id the programs can run on.
+            let lines = u32::try_from(possible_cpus).unwrap_or(u32::MAX);
+            map.set_max_entries(lines)
+                .map_err(Error::bpf("size verdict_gen"))?;
+        }
         if map.name() == FLOWS_PIN {
             map.set_max_entries(max_entries)
                 .map_err(Error::bpf("size flows"))?;
@@ -423,4 +442,38 @@ pub(crate) fn load(config: &DatapathConfig, variant: FlowsVariant) -> Result<Loa
         possible_cpus,
         mode,
     })
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    /// `BPF_STX | BPF_ATOMIC | BPF_DW` with `BPF_FETCH` in its immediate:
+    /// an atomic read-modify-write that returns the old value, which the
+    /// JITs emit fully ordered.
+    fn ordered_fetches(variant: FlowsVariant) -> usize {
+        let open = ObjectBuilder::default()
+            .open_memory(variant.object().unwrap())
+            .unwrap();
+        let prog = open
+            .progs()
+            .find(|p| p.name() == "lachesis_tx")
+            .expect("the tx program");
+        prog.insns()
+            .iter()
+            .filter(|i| i.code == 0xdb && i.imm & 0x01 != 0)
+            .count()
+    }
+
+    /// What `bpf/lachesis.bpf.c` says each build does with the verdict
+    /// cache's generation: an ordered atomic fetch where the CPU may
+    /// reorder loads (every target but x86-64, and the build tests run in
+    /// its place here), a plain load on x86-64.
+    #[test]
+    fn the_generation_load_is_ordered_where_the_build_says() {
+        assert_eq!(ordered_fetches(FlowsVariant::ByCpuGenFetch), 1);
+        let plain = usize::from(cfg!(target_arch = "x86_64"));
+        assert_eq!(ordered_fetches(FlowsVariant::ByCpu), 1 - plain);
+        assert_eq!(ordered_fetches(FlowsVariant::ByCpuNoCache), 0);
+    }
 }

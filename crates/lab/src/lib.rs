@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod catalogue;
+pub mod cpu;
 pub mod exposition;
 pub mod frame;
 pub mod http;

@@ -1,6 +1,8 @@
 //! The classifier paths `make bench-packet` and `make bench-cores` time:
 //! two frames (two flows) per path over the shared test topology.
 
+use std::net::IpAddr;
+
 use lachesis_abi::{Direction, Mac};
 use lachesis_datapath::Datapath;
 use lachesis_lab::frame::{proto, Frame};
@@ -20,6 +22,13 @@ pub struct Path {
     pub two_lookups: bool,
     /// The first frame, as built.
     pub frame0: Frame,
+}
+
+impl Path {
+    /// Group frames bypass the verdict cache (DESIGN §4.2).
+    pub fn bypasses_cache(&self) -> bool {
+        self.name.starts_with("multicast")
+    }
 }
 
 impl Path {
@@ -142,7 +151,43 @@ pub fn paths(n: &Net) -> Vec<Path> {
     ]
 }
 
+/// The interleaved benchmark's flows: the path's first frame with `n`
+/// remote addresses (the last byte 100, 101, …).
+pub fn interleaved(path: &Path, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            with_remote(
+                &path.frame0,
+                path.dir,
+                100 + u8::try_from(i).expect("at most 156 flows"),
+            )
+        })
+        .collect()
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// Frame `f` with its remote address's last byte set to `n`.
+pub fn with_remote(f: &Frame, dir: Direction, n: u8) -> Vec<u8> {
+    let mut f = f.clone();
+    let remote = match dir {
+        Direction::Tx => &mut f.dst_ip,
+        Direction::Rx => &mut f.src_ip,
+    };
+    *remote = match *remote {
+        IpAddr::V4(a) => {
+            let mut o = a.octets();
+            o[3] = n;
+            IpAddr::from(o)
+        }
+        IpAddr::V6(a) => {
+            let mut o = a.octets();
+            o[15] = n;
+            IpAddr::from(o)
+        }
+    };
+    f.bytes()
 }

@@ -92,66 +92,19 @@ pub fn snapshot(dp: &Datapath) -> BTreeMap<FlowKey, FlowCounters> {
     map
 }
 
-/// The CPUs this process may run on.
-pub fn cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
-    // fills it for the calling thread; CPU_ISSET reads inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let rc = libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set);
-        assert_eq!(
-            rc,
-            0,
-            "sched_getaffinity: {}",
-            std::io::Error::last_os_error()
-        );
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|c| libc::CPU_ISSET(*c, &set))
-            .collect()
-    }
+/// Runs `frame` once on `dir` pinned to `cpu` and returns the one
+/// sub-entry that grew by one packet, asserted to be that CPU's.
+pub fn run_once_on(dp: &Datapath, cpu: usize, dir: Direction, frame: &[u8]) -> EntryKey {
+    let before = snapshot_entries(dp);
+    on_cpu(cpu, || dp.test_run(dir, frame, 1)).expect("test-run");
+    let grown: Vec<EntryKey> = snapshot_entries(dp)
+        .into_iter()
+        .filter(|(k, v)| before.get(k).map_or(0, |o| o.packets) + 1 == v.packets)
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(grown.len(), 1, "exactly one sub-entry grows: {grown:?}");
+    assert_eq!(usize::from(grown[0].cpu), cpu, "the CPU it ran on");
+    grown[0]
 }
 
-/// Pins the calling thread to `cpu` (a program test-run counts on the CPU
-/// it runs on: the (flow key, CPU) sub-entry it writes is that CPU's).
-pub fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
-    // inside it; pid 0 affects only the calling thread.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
-    };
-    assert_eq!(
-        rc,
-        0,
-        "pin to CPU {cpu}: {} (the test needs two online CPUs)",
-        std::io::Error::last_os_error()
-    );
-}
-
-/// Runs `f` on the calling thread pinned to `cpu` ([`pin_to_cpu`]), then
-/// restores the thread's affinity.
-pub fn on_cpu<T>(cpu: usize, f: impl FnOnce() -> T) -> T {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set.
-    let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `old` is a cpu_set_t of the size passed, written by the call
-    // for the calling thread (pid 0).
-    let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut old) };
-    assert_eq!(
-        rc,
-        0,
-        "sched_getaffinity: {}",
-        std::io::Error::last_os_error()
-    );
-    pin_to_cpu(cpu);
-    let out = f();
-    // SAFETY: `old` is the mask read above, passed with its size.
-    let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const old) };
-    assert_eq!(
-        rc,
-        0,
-        "restore affinity: {}",
-        std::io::Error::last_os_error()
-    );
-    out
-}
+pub use lachesis_lab::cpu::{cpus, on_cpu, pin_to_cpu};

@@ -11,3 +11,4 @@ mod lookup_delete;
 mod netns;
 mod ownership;
 mod sizing;
+mod verdict;

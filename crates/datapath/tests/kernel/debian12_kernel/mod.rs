@@ -6,9 +6,11 @@
 //!
 //! - every test of the `classifier` module (each §4.2 branch through
 //!   `BPF_PROG_TEST_RUN`, exact keys and counters), of `ingress_qdisc`
-//!   (cls_bpf refused beside an `ingress` qdisc) and of `lookup_delete`
-//!   but its delete race (they are in this binary, so the guest runs what
-//!   the host runs; [`NOT_IN_GUEST`] says why the race is left out);
+//!   (cls_bpf refused beside an `ingress` qdisc), of `verdict` (the
+//!   verdict cache's invalidation, key and `PREEMPT_RT` slots) and of
+//!   `lookup_delete` but its delete race (they are in this binary, so the
+//!   guest runs what the host runs; [`NOT_IN_GUEST`] says why the race is
+//!   left out);
 //! - `guest_*` here: the attach-type decision on a kernel without TCX, and
 //!   real frames through clsact + cls_bpf on a veth, counted exactly like
 //!   the interface's own counters, across a replacing second instance.
@@ -37,10 +39,11 @@ use crate::common::topology::{ip, populate, Net};
 /// Set by the guest's init to the kernel release the host booted.
 const GUEST_ENV: &str = "LACHESIS_QEMU_GUEST";
 /// The modules of this binary whose tests the guest runs.
-const IN_GUEST: [&str; 4] = [
+const IN_GUEST: [&str; 5] = [
     "kernel::classifier::",
     "kernel::ingress_qdisc::",
     "kernel::lookup_delete::",
+    "kernel::verdict::",
     "kernel::debian12_kernel::",
 ];
 /// The host test's own name (the guest skips it).
