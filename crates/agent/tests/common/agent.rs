@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lachesis_lab::agent::{metric, Agent, AgentConfig, Tunables};
+use lachesis_lab::cpu;
 use lachesis_lab::exposition::{self, Series};
 use lachesis_lab::http::{get, get_as};
 use lachesis_lab::netns::{Lab, Vm, VmTraffic};
@@ -167,14 +168,22 @@ pub fn totals_by(body: &str, labels: &[&str]) -> BTreeMap<String, Totals> {
     out
 }
 
-/// Pings and a TCP exchange of known sizes, both directions; returns once
-/// the taps are quiet.
+/// Pings and a TCP exchange of known sizes, both directions, sent once
+/// from each of two CPUs (the senders pinned: each flow is then counted in
+/// two `flows` sub-entries, DESIGN §4.7); returns once the taps are quiet.
 pub fn traffic(a: &Vm, b: &Vm, round: u16) {
-    Exchange::between(a, b)
-        .ping(5, 1000)
-        .ping_back(3, 56)
-        .tcp(41000 + round, 512 * 1024, 128 * 1024)
-        .run();
+    let cpus = cpu::cpus();
+    assert!(cpus.len() >= 2, "the test needs two CPUs, has {cpus:?}");
+    for (i, c) in cpus[..2].iter().enumerate() {
+        let port = 41000 + round + 100 * u16::try_from(i).unwrap();
+        cpu::on_cpu(*c, || {
+            Exchange::between(a, b)
+                .ping(5, 1000)
+                .ping_back(3, 56)
+                .tcp(port, 512 * 1024, 128 * 1024)
+                .run();
+        });
+    }
 }
 
 /// An `unknown` tenant series holding no byte and no packet.

@@ -24,7 +24,9 @@ use common::agent::{
 };
 use common::agent::{topology, topology_head, MAC_A, MAC_B, TENANT_A, TENANT_B};
 use common::Sim;
+use lachesis_abi::{EndpointValue, Zone};
 use lachesis_agent::links::tap_name;
+use lachesis_datapath::{Datapath, DatapathConfig, FlowsVariant};
 use lachesis_lab::agent::{metric, Agent};
 use lachesis_lab::catalogue;
 use lachesis_lab::http::{get, get_as};
@@ -174,6 +176,12 @@ fn cold_start_counts_every_tap_byte_and_sigterm_exits_zero_with_state_flushed() 
         "lachesis_attached_interfaces_without_port 0",
     );
     rig.traffic_counted(&agent, 0);
+    // The senders ran on two CPUs, so flows were counted in sub-entries of
+    // both (DESIGN §4.7: more sub-entries than flow keys), and the series
+    // above still equal the taps.
+    wait_for_value(&agent, setup.metrics, "lachesis_bpf_flows_fanout", |f| {
+        f > 1.0
+    });
 
     // The debug listener shows the plan and the flows, attributed.
     let (code, plan) = get(setup.debug, "/debug/plan").unwrap();
@@ -256,6 +264,89 @@ fn sigkill_under_traffic_then_restart_keeps_totals_equal_to_the_tap_counters() {
         second.log_text()
     );
     second.stop();
+}
+
+/// What an agent of the previous `flows` layout (a per-CPU hash keyed by
+/// the flow key, before DESIGN §4.7) leaves behind while it runs: that
+/// build loaded on the agent's bpffs directory, its metadata written (the
+/// two VMs bound, each tap's port recorded), attached to both taps with
+/// pinned TCX links, counting. Its handles are dropped: the programs, the
+/// links and the `flows` pin stay, as after the previous agent stops.
+fn previous_layout_counting(setup: &Setup, a: &Vm, b: &Vm) {
+    let cfg = DatapathConfig {
+        bpffs_dir: setup.bpffs.clone(),
+        ..DatapathConfig::default()
+    };
+    let (old, _, _) = Datapath::load_variant(&cfg, FlowsVariant::PerCpu).unwrap();
+    for (n, vm) in [a, b].into_iter().enumerate() {
+        let tenant_id = u32::try_from(n).unwrap() + 1;
+        old.upsert_endpoint(
+            vm.mac,
+            EndpointValue {
+                tenant_id,
+                flags: 0,
+            },
+        )
+        .unwrap();
+        old.set_tap_port(lachesis_datapath::ifindex(&vm.tap).unwrap(), vm.mac)
+            .unwrap();
+        old.attach(&vm.tap).unwrap();
+    }
+    old.upsert_zone(0, "0.0.0.0/0".parse().unwrap(), Zone::External)
+        .unwrap();
+}
+
+/// Upgrade from the previous layout under traffic (issue 24): the new agent
+/// retires the per-CPU pin, replaces the old programs on every tap, drains
+/// the retired map once, and removes it. Every byte the old programs
+/// counted and every byte the new ones count reaches the series exactly
+/// once: they equal the taps' own counters, from two pinned senders.
+#[test]
+fn an_agent_of_the_previous_layout_is_replaced_under_traffic_without_loss_or_double_count() {
+    let rig = Rig::new();
+    previous_layout_counting(&rig.setup, &rig.a, &rig.b);
+    let old_pin = rig.setup.bpffs.join("flows");
+    let old_flows = bpftool(&["map", "show", "pinned", old_pin.to_str().unwrap()]).unwrap();
+    assert_eq!(old_flows["type"], "percpu_hash", "{old_flows}");
+    traffic(&rig.a, &rig.b, 0);
+    group_traffic(&rig.a, &rig.b, 0);
+
+    // Traffic never stops while the new agent boots and swaps.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ta, tb, flag) = (rig.a.clone(), rig.b.clone(), stop.clone());
+    let during = std::thread::spawn(move || {
+        let mut round = 1;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            traffic(&ta, &tb, round);
+            round += 1;
+        }
+        round
+    });
+    let mut agent = rig.ready_agent(0);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = during.join().unwrap();
+    assert!(rounds > 1, "traffic ran while the agent booted");
+    let log = agent.log_text();
+    assert!(log.contains("flows_pin=Replaced"), "{log}");
+    assert!(log.contains("retired=1"), "{log}");
+
+    rig.traffic_counted(&agent, 90);
+    let names: Vec<String> = std::fs::read_dir(&rig.setup.bpffs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with("flows_retired_")),
+        "the retired map is removed after its last drain: {names:?}"
+    );
+    let flows = bpftool(&["map", "show", "pinned", old_pin.to_str().unwrap()]).unwrap();
+    assert_eq!(flows["type"], "hash", "the pin is the new layout: {flows}");
+    assert_ne!(flows["id"], old_flows["id"]);
+    assert!(
+        bpftool(&["map", "show", "id", &old_flows["id"].to_string()]).is_none(),
+        "the previous layout's map is freed: nothing holds it"
+    );
+    agent.stop();
 }
 
 #[test]
