@@ -484,27 +484,16 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 	key.direction = direction;
 
 	int v6 = proto == ETH_P_IPV6_;
-	struct addrs a;
+	__u8 *ip = l3;
 	__u8 ipproto;
-	__builtin_memset(&a, 0, sizeof(a));
 	if (v6) {
-		__u8 *ip6 = l3;
-		if ((void *)(ip6 + IPV6_HLEN) > data_end)
+		if ((void *)(ip + IPV6_HLEN) > data_end)
 			goto truncated;
-		ipproto = ip6[6];
-		__builtin_memcpy(direction == DIR_TX ? a.local : a.remote, ip6 + 8, 16);
-		__builtin_memcpy(direction == DIR_TX ? a.remote : a.local, ip6 + 24, 16);
+		ipproto = ip[6];
 	} else {
-		__u8 *ip4 = l3;
-		if ((void *)(ip4 + IPV4_HLEN) > data_end)
+		if ((void *)(ip + IPV4_HLEN) > data_end)
 			goto truncated;
-		ipproto = ip4[9];
-		a.local[10] = 0xff;
-		a.local[11] = 0xff;
-		a.remote[10] = 0xff;
-		a.remote[11] = 0xff;
-		__builtin_memcpy(direction == DIR_TX ? a.local + 12 : a.remote + 12, ip4 + 12, 4);
-		__builtin_memcpy(direction == DIR_TX ? a.remote + 12 : a.local + 12, ip4 + 16, 4);
+		ipproto = ip[9];
 	}
 	key.l4 = l4_class(ipproto);
 
@@ -522,6 +511,21 @@ static __always_inline int account(struct __sk_buff *skb, const __u8 direction)
 				__builtin_memcpy(key.dst_mac, port->mac, 6);
 		}
 		goto count;
+	}
+
+	/* Both addresses, in 16-byte form: only a zone verdict reads them. */
+	struct addrs a;
+	__builtin_memset(&a, 0, sizeof(a));
+	if (v6) {
+		__builtin_memcpy(direction == DIR_TX ? a.local : a.remote, ip + 8, 16);
+		__builtin_memcpy(direction == DIR_TX ? a.remote : a.local, ip + 24, 16);
+	} else {
+		a.local[10] = 0xff;
+		a.local[11] = 0xff;
+		a.remote[10] = 0xff;
+		a.remote[11] = 0xff;
+		__builtin_memcpy(direction == DIR_TX ? a.local + 12 : a.remote + 12, ip + 12, 4);
+		__builtin_memcpy(direction == DIR_TX ? a.remote + 12 : a.local + 12, ip + 16, 4);
 	}
 
 #if VERDICT_CACHE
