@@ -4,22 +4,19 @@
 //! (one `join!`, every part stops on the same token; the listener's
 //! connections are tasks it owns and stops).
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use lachesis_listen::Limits;
 use lachesis_notify::{KafkaConsumer, NotifyMetrics, RabbitMqConsumer, Transport};
 use lachesis_openstack::config::resolve_for_process;
 use lachesis_openstack::{ApiMetrics, Client};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::RelayConfig;
@@ -128,57 +125,16 @@ pub async fn serve<P: Publisher>(
     Ok(())
 }
 
-/// Connections the metrics listener serves at once; one more is closed
-/// at accept. Prometheus keeps one open per server scraping (an HA pair:
-/// two), plus an operator's curl now and then.
-const MAX_CONNECTIONS: usize = 64;
-
-/// How long a client may take to send its request's headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `/metrics` and `/healthz` until `cancel`. Each connection is served on
-/// its own task (a scraper keeps its connection open between scrapes, so
-/// serving them one after the other would leave every other client
-/// unanswered), at most [`MAX_CONNECTIONS`] at once; all stop with the
-/// listener.
+/// `/metrics` and `/healthz` until `cancel`, behind the bounded accept
+/// loop every Lachesis listener uses (`lachesis-listen`: connections, head
+/// size and time, response time); each connection is served on its own
+/// task (a scraper keeps its connection open between scrapes).
 async fn listen(listener: TcpListener, registry: Arc<Registry>, cancel: CancellationToken) {
-    let mut connections = JoinSet::new();
-    loop {
-        let stream = tokio::select! {
-            () = cancel.cancelled() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::debug!(error = %e, "metrics listener: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        if connections.len() >= MAX_CONNECTIONS {
-            tracing::debug!(
-                max = MAX_CONNECTIONS,
-                "metrics listener: too many connections, closing a new one"
-            );
-            continue;
-        }
+    let handle = move |req: Request<Incoming>| {
         let registry = registry.clone();
-        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let registry = registry.clone();
-            async move { Ok::<_, Infallible>(answer(req.uri().path(), &registry)) }
-        });
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_TIMEOUT)
-            .serve_connection(TokioIo::new(stream), service);
-        connections.spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "metrics listener: connection failed");
-            }
-        });
-    }
-    connections.shutdown().await;
+        async move { answer(req.uri().path(), &registry) }
+    };
+    lachesis_listen::serve(listener, Limits::DEFAULT, "relay metrics", handle, cancel).await;
 }
 
 fn answer(path: &str, registry: &Registry) -> Response<Full<Bytes>> {
@@ -226,6 +182,8 @@ pub fn render(metrics: &RelayMetrics) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     use tokio::net::TcpStream;
 

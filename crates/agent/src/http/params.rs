@@ -56,6 +56,9 @@ impl fmt::Display for BadParams {
 
 impl std::error::Error for BadParams {}
 
+/// Most `name=value` pairs a query may carry: every page accepts a few.
+pub const MAX_PARAMS: usize = 16;
+
 /// The decoded `name=value` pairs of one query string, checked against the
 /// names a page accepts. Reading a value records what is wrong with it
 /// instead of stopping; [`Params::finish`] then answers with every problem.
@@ -64,24 +67,44 @@ pub struct Params {
     pairs: Vec<(String, String)>,
     /// Names given twice: their value is ambiguous, so it is not checked.
     repeated: Vec<String>,
+    /// The query was refused whole (too many pairs): nothing else is read.
+    refused: bool,
     problems: Vec<BadParam>,
 }
 
 impl Params {
     /// Decodes `query` (`None`: no `?`), noting each name outside
-    /// `accepted` and each name given more than once (once per name).
+    /// `accepted` and each name given more than once (once per name). A
+    /// query of more than [`MAX_PARAMS`] pairs is refused whole, after
+    /// decoding one pair past the limit: what a long query costs is bounded
+    /// by that, not by its length.
     #[must_use]
     pub fn parse(query: Option<&str>, accepted: &[&str]) -> Params {
-        let pairs: Vec<(String, String)> = query
-            .map(|q| {
-                url::form_urlencoded::parse(q.as_bytes())
-                    .into_owned()
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut decoded = query
+            .map(|q| url::form_urlencoded::parse(q.as_bytes()))
+            .into_iter()
+            .flatten();
+        let pairs: Vec<(String, String)> = decoded
+            .by_ref()
+            .take(MAX_PARAMS)
+            .map(|(n, v)| (n.into_owned(), v.into_owned()))
+            .collect();
+        if decoded.next().is_some() {
+            return Params {
+                pairs: Vec::new(),
+                repeated: Vec::new(),
+                refused: true,
+                problems: vec![BadParam {
+                    name: "query".to_owned(),
+                    problem: format!("more than {MAX_PARAMS} parameters"),
+                    expected: format!("at most {MAX_PARAMS}, each one of: {}", accepted.join(", ")),
+                }],
+            };
+        }
         let mut out = Params {
             pairs: Vec::new(),
             repeated: Vec::new(),
+            refused: false,
             problems: Vec::new(),
         };
         for (i, (name, _)) in pairs.iter().enumerate() {
@@ -125,7 +148,7 @@ impl Params {
         expected: &str,
         parse: impl FnOnce(&str) -> Option<T>,
     ) -> Option<T> {
-        if self.repeated.iter().any(|n| n == name) {
+        if self.refused || self.repeated.iter().any(|n| n == name) {
             return None;
         }
         let text = self.get(name)?;
@@ -149,6 +172,9 @@ impl Params {
         expected: &str,
         parse: impl FnOnce(&str) -> Option<T>,
     ) -> Option<T> {
+        if self.refused {
+            return None;
+        }
         if self.get(name).is_none() {
             self.problems.push(BadParam {
                 name: name.to_owned(),
@@ -193,6 +219,27 @@ mod tests {
                 .map(|b| (b.name.clone(), b.problem.clone()))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_query_of_too_many_pairs_is_refused_whole_after_decoding_one_past_the_limit() {
+        let long = "mac=x&".repeat(10_000);
+        assert_eq!(
+            problems(&long),
+            vec![(
+                "query".to_owned(),
+                format!("more than {MAX_PARAMS} parameters")
+            )]
+        );
+        let p = Params::parse(Some(&long), &["mac"]);
+        assert!(p.pairs.is_empty() && p.repeated.is_empty() && p.refused);
+        // At the limit it is read as usual.
+        let at = vec!["limit=1"; MAX_PARAMS].join("&");
+        let got = problems(&at);
+        assert!(
+            got.contains(&("limit".to_owned(), "given twice".to_owned())),
+            "{got:?}"
+        );
     }
 
     fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -1,20 +1,17 @@
-//! The accept loop shared by both listeners: HTTP/1.1 on tokio, one task
-//! per connection, graceful on cancellation.
+//! Both listeners' pages behind the bounded accept loop of
+//! `lachesis-listen` (connections, head size and time, response time; its
+//! crate docs), plus what only this side knows: a request body is read
+//! within [`MAX_BODY_BYTES`] and [`BODY_TIMEOUT`].
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use lachesis_listen::Limits;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::reply::{text, Reply};
@@ -23,6 +20,9 @@ use super::reply::{text, Reply};
 /// read), so it is unit-tested without a socket. It must not panic on any
 /// input; a bad request is a 4xx answer.
 pub trait Routes: Send + Sync + 'static {
+    /// The listener's name in logs.
+    const LISTENER: &'static str = "http";
+
     /// The answer to `req`.
     fn handle(&self, req: &Request<Bytes>) -> Reply;
 }
@@ -32,67 +32,32 @@ pub(crate) type Page<R> = fn(&R, &Request<Bytes>) -> Reply;
 
 /// Largest request body read (the only body is a log-level word).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-/// A client must send its request head within this time (slow-loris guard).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// After cancellation, requests in flight get this long to finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Pause after a failed accept (e.g. out of file descriptors) so the loop
-/// does not spin.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// A request body must arrive whole within this (408 otherwise).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves `routes` on `listener` until `cancel` fires; then stops
-/// accepting, lets requests in flight finish (closing idle keep-alive
-/// connections at once), and returns within a bounded grace period.
+/// Serves `routes` on `listener` until `cancel` fires, under
+/// [`Limits::DEFAULT`]; then stops accepting, lets requests in flight
+/// finish (closing idle keep-alive connections at once), and returns
+/// within a bounded grace period.
 pub async fn serve<R: Routes>(listener: TcpListener, routes: Arc<R>, cancel: CancellationToken) {
-    let graceful = GracefulShutdown::new();
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            () = cancel.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let routes = routes.clone();
-                    let svc = service_fn(move |req| {
-                        let routes = routes.clone();
-                        async move { Ok::<_, Infallible>(respond(routes.as_ref(), req).await) }
-                    });
-                    let conn = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
-                        .serve_connection(TokioIo::new(stream), svc);
-                    let conn = graceful.watch(conn);
-                    connections.spawn(async move {
-                        if let Err(e) = conn.await {
-                            tracing::debug!(%peer, error = %e, "http: connection ended with an error");
-                        }
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "http: accept failed");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                }
-            },
-            // Reap finished connections so the set does not grow.
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            grace = ?SHUTDOWN_GRACE,
-            "http: connections still open after the grace period; closing them"
-        );
-    }
-    connections.shutdown().await;
+    let handle = move |req| {
+        let routes = routes.clone();
+        async move { respond(routes.as_ref(), req).await }
+    };
+    lachesis_listen::serve(listener, Limits::DEFAULT, R::LISTENER, handle, cancel).await;
 }
 
 /// Reads the body (bounded), then asks `routes`.
 async fn respond<R: Routes + ?Sized>(routes: &R, req: Request<Incoming>) -> Reply {
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    let read = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect());
+    let Ok(read) = read.await else {
+        return text(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("request body not received within {BODY_TIMEOUT:?}"),
+        );
+    };
+    let body = match read {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
             return text(

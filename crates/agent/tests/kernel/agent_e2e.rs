@@ -349,6 +349,99 @@ fn an_agent_of_the_previous_layout_is_replaced_under_traffic_without_loss_or_dou
     agent.stop();
 }
 
+/// The agent's resident memory, in KiB (`VmRSS` of /proc/PID/status).
+fn rss_kib(agent: &Agent) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+/// Listeners under abuse (issue 25, part 4; `lachesis-listen`): 500 clients
+/// holding connections open mid-head and 100 sending 64 KiB heads, on the
+/// metrics listener, while a scrape is still answered within Prometheus's
+/// default 10 s timeout and the agent's memory stays bounded; once the
+/// slow clients are dropped (header timeout) every series still equals
+/// the taps. Prints the figures.
+#[test]
+fn slow_and_oversized_clients_do_not_keep_a_scrape_from_being_answered() {
+    use std::io::{Read as _, Write as _};
+    use std::net::TcpStream;
+
+    let rig = Rig::new();
+    let mut agent = rig.ready_agent(0);
+    rig.traffic_counted(&agent, 0);
+    let metrics = rig.setup.metrics;
+    let before = rss_kib(&agent);
+
+    let mut slow: Vec<TcpStream> = Vec::new();
+    for _ in 0..500 {
+        let mut s = TcpStream::connect(metrics).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: abuse\r\nX-Slow: ")
+            .unwrap();
+        slow.push(s);
+    }
+    let huge = format!(
+        "GET /metrics HTTP/1.1\r\nHost: abuse\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    let mut refused = 0;
+    for _ in 0..100 {
+        let mut s = TcpStream::connect(metrics).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // The agent may close before taking it all.
+        let _ = s.write_all(huge.as_bytes());
+        let mut head = [0u8; 12];
+        if s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 431") {
+            refused += 1;
+        }
+    }
+    let started = Instant::now();
+    let scrape = lachesis_lab::http::Request::get("/metrics")
+        .timeout(Duration::from_secs(10))
+        .send(metrics)
+        .expect("a scrape answered beside 500 slow clients");
+    let took = started.elapsed();
+    let during = rss_kib(&agent);
+    assert_eq!(scrape.status, 200);
+    assert!(scrape.body.contains("lachesis_tenant_bytes_total"));
+    assert!(took < Duration::from_secs(10), "the scrape took {took:?}");
+    assert!(
+        refused >= 90,
+        "{refused} of 100 oversized heads answered 431"
+    );
+    // The slow clients are still connected (none evicted below the limit);
+    // the header timeout drops them.
+    for s in &slow {
+        s.set_nonblocking(true).unwrap();
+    }
+    // Open while a non-blocking read says "would block".
+    let open = |s: &TcpStream| {
+        let mut b = [0u8; 1];
+        matches!((&*s).read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    };
+    let alive = slow.iter().filter(|s| open(s)).count();
+    println!(
+        "abuse: agent RSS {before} KiB before, {during} KiB with 500 slow and 100 oversized \
+         clients; {refused} of 100 answered 431; scrape answered in {took:?} \
+         ({} B); {alive} slow clients still connected",
+        scrape.body.len()
+    );
+    assert!(
+        during < before + 64 * 1024,
+        "RSS grew from {before} to {during} KiB"
+    );
+    wait_until(
+        &agent,
+        "every slow client closed by the header timeout",
+        || !slow.iter().any(open),
+    );
+    rig.traffic_counted(&agent, 1);
+    agent.stop();
+}
+
 #[test]
 fn neutron_down_at_boot_with_a_state_file_boots_degraded_and_keeps_counting() {
     let rig = Rig::new();

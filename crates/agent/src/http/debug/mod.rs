@@ -195,6 +195,8 @@ fn bad_param(e: &BadParams) -> Reply {
 }
 
 impl Routes for DebugRoutes {
+    const LISTENER: &'static str = "debug";
+
     fn handle(&self, req: &Request<Bytes>) -> Reply {
         let path = req.uri().path();
         if let Some(page) = ui::page_for(path) {

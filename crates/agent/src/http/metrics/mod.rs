@@ -166,6 +166,8 @@ impl MetricsRoutes {
 }
 
 impl Routes for MetricsRoutes {
+    const LISTENER: &'static str = "metrics";
+
     fn handle(&self, req: &Request<Bytes>) -> Reply {
         let path = req.uri().path();
         let page: Page<Self> = match path {
