@@ -13,67 +13,14 @@ mod paths;
 #[path = "../tests/common/topology.rs"]
 mod topology;
 
-use std::path::PathBuf;
-
 use lachesis_abi::Direction;
-use lachesis_datapath::{
-    baseline_object, AttachMode, Datapath, DatapathConfig, FlowsVariant, TestRun,
-};
-use paths::{interleaved, map_test_run_tap, median, paths};
-use topology::populate;
+use lachesis_datapath::{baseline_object, Datapath, FlowsVariant, TestRun};
+use paths::{interleaved, load, measure, paths, REPEAT, ROUNDS};
 
-const REPEAT: u32 = 200_000;
-const ROUNDS: usize = 7;
 const ALTERNATING_CALLS: usize = 20_000;
 const FLOWS: usize = 64;
 /// DESIGN §16 with the cache: every path within 2× the baseline repeated.
 const CACHED_REPEATED_TARGET: f64 = 2.0;
-
-/// Medians of one program's three runs on a path.
-struct Modes {
-    repeated: f64,
-    alternating: f64,
-    interleaved: f64,
-}
-
-fn measure(run: &dyn Fn(&[u8], u32) -> f64, frames: &[Vec<u8>; 2], many: &[Vec<u8>]) -> Modes {
-    // Warm: every flow exists and every verdict is cached, so each
-    // measured run is a steady-state one.
-    for f in many.iter().chain(frames.iter()) {
-        run(f, 1);
-    }
-    Modes {
-        repeated: median((0..ROUNDS).map(|_| run(&frames[0], REPEAT)).collect()),
-        alternating: median(
-            (0..ALTERNATING_CALLS)
-                .map(|i| run(&frames[i % 2], 1))
-                .collect(),
-        ),
-        interleaved: median(
-            (0..ALTERNATING_CALLS)
-                .map(|i| run(&many[i % many.len()], 1))
-                .collect(),
-        ),
-    }
-}
-
-fn load(variant: FlowsVariant) -> (Datapath, PathBuf, topology::Net) {
-    let dir = PathBuf::from(format!(
-        "/sys/fs/bpf/lachesis-bench-{}-{}",
-        variant.name(),
-        std::process::id()
-    ));
-    let cfg = DatapathConfig {
-        bpffs_dir: dir.clone(),
-        flows_max_entries: Some(65_536),
-        attach_mode: AttachMode::Auto,
-        ..DatapathConfig::default()
-    };
-    let (dp, _, _) = Datapath::load_variant(&cfg, variant).expect("load the classifier");
-    let net = populate(&dp);
-    map_test_run_tap(&dp, &net);
-    (dp, dir, net)
-}
 
 fn ns(r: &TestRun) -> f64 {
     r.duration.as_secs_f64() * 1e9
@@ -117,18 +64,11 @@ fn main() {
     let mut interleaved_no_worse = true;
     for path in paths(&net) {
         let many = interleaved(&path, FLOWS);
-        let b = measure(&run_base, &path.frames, &many);
-        let c = measure(&on(&dp, path.dir), &path.frames, &many);
-        let n = measure(&on(&plain, path.dir), &path.frames, &many);
-        let ratio = |m: &Modes| {
-            (
-                m.repeated / b.repeated,
-                m.alternating / b.alternating,
-                m.interleaved / b.interleaved,
-            )
-        };
-        let (cr, ca, ci) = ratio(&c);
-        let (nr, na, ni) = ratio(&n);
+        let b = measure(&run_base, &path, &many, ALTERNATING_CALLS);
+        let c = measure(&on(&dp, path.dir), &path, &many, ALTERNATING_CALLS);
+        let n = measure(&on(&plain, path.dir), &path, &many, ALTERNATING_CALLS);
+        let (cr, ca, ci) = c.over(&b);
+        let (nr, na, ni) = n.over(&b);
         let target = path.target();
         let ok = cr <= target && ca <= target;
         within &= ok;

@@ -1,13 +1,20 @@
-//! The classifier paths `make bench-packet` and `make bench-cores` time:
-//! two frames (two flows) per path over the shared test topology.
+//! The classifier paths `make bench-packet`, `make bench-verdict` and
+//! `make bench-cores` time: two frames (two flows) per path over the shared
+//! test topology, and how the first two load and time a build.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use lachesis_abi::{Direction, Mac};
-use lachesis_datapath::Datapath;
+use lachesis_datapath::{AttachMode, Datapath, DatapathConfig, FlowsVariant};
 use lachesis_lab::frame::{proto, Frame};
 
-use super::topology::{ip, mac, Net};
+use super::topology::{ip, mac, populate, Net};
+
+/// Test-runs of one frame per round in the repeated benchmark.
+pub const REPEAT: u32 = 200_000;
+/// Rounds of the repeated benchmark (its median is taken).
+pub const ROUNDS: usize = 7;
 
 /// The tap ifindex a program test-run reports: the kernel runs the program
 /// on its loopback device unless told otherwise.
@@ -163,6 +170,66 @@ pub fn interleaved(path: &Path, n: usize) -> Vec<Vec<u8>> {
             )
         })
         .collect()
+}
+
+/// `variant` loaded on a bpffs directory of its own (removed by the
+/// caller), `flows` at 65 536 entries, the test topology written and the
+/// test-run "tap" mapped to VM A's port.
+pub fn load(variant: FlowsVariant) -> (Datapath, PathBuf, Net) {
+    let dir = PathBuf::from(format!(
+        "/sys/fs/bpf/lachesis-bench-{}-{}",
+        variant.name(),
+        std::process::id()
+    ));
+    let cfg = DatapathConfig {
+        bpffs_dir: dir.clone(),
+        flows_max_entries: Some(65_536),
+        attach_mode: AttachMode::Auto,
+        ..DatapathConfig::default()
+    };
+    let (dp, _, _) = Datapath::load_variant(&cfg, variant).expect("load the classifier");
+    let net = populate(&dp);
+    map_test_run_tap(&dp, &net);
+    (dp, dir, net)
+}
+
+/// Medians of one program's three runs on a path, in ns per packet.
+pub struct Modes {
+    pub repeated: f64,
+    pub alternating: f64,
+    pub interleaved: f64,
+}
+
+impl Modes {
+    /// Each mode as a ratio to `base`'s.
+    pub fn over(&self, base: &Modes) -> (f64, f64, f64) {
+        (
+            self.repeated / base.repeated,
+            self.alternating / base.alternating,
+            self.interleaved / base.interleaved,
+        )
+    }
+}
+
+/// `run` (a frame, a repeat count → ns per packet) on `path`: its first
+/// frame repeated ([`ROUNDS`] × [`REPEAT`]), its two frames alternating and
+/// the `many` interleaved (`calls` single runs each). Every flow exists
+/// and every verdict is cached first, so each measured run is a
+/// steady-state one.
+pub fn measure(
+    run: &dyn Fn(&[u8], u32) -> f64,
+    path: &Path,
+    many: &[Vec<u8>],
+    calls: usize,
+) -> Modes {
+    for f in many.iter().chain(path.frames.iter()) {
+        run(f, 1);
+    }
+    Modes {
+        repeated: median((0..ROUNDS).map(|_| run(&path.frames[0], REPEAT)).collect()),
+        alternating: median((0..calls).map(|i| run(&path.frames[i % 2], 1)).collect()),
+        interleaved: median((0..calls).map(|i| run(&many[i % many.len()], 1)).collect()),
+    }
 }
 
 pub fn median(mut v: Vec<f64>) -> f64 {
