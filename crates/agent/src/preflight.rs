@@ -11,6 +11,9 @@
 //! already `running`.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use lachesis_listen::Web;
 
 use lachesis_openstack::config::{
     origin_for_process, resolve_for_process, CloudConfig, ConfigError as CloudError, Selection,
@@ -28,6 +31,9 @@ pub struct Resolved {
     /// file and entry to fix: `cloud "prod" in /etc/openstack/clouds.yaml`,
     /// or in relay mode `state stream "lachesis.state" (metadata.source: relay)`.
     pub origin: String,
+    /// What both listeners serve with: plain HTTP, or
+    /// `listen.web_config_file` loaded.
+    pub web: Arc<Web>,
 }
 
 /// Resolves every reference of `config` with this process's environment,
@@ -39,22 +45,32 @@ pub fn resolve(config: &Config) -> Result<Resolved, ConfigError> {
     let mut issues = Vec::new();
     let cloud = match config.relay() {
         // DESIGN §17: relay mode reads no clouds.yaml and needs none.
-        Some((stream, _)) => Some(Resolved {
-            cloud: None,
-            origin: format!("state stream {:?} (metadata.source: relay)", stream.stream),
-        }),
+        Some((stream, _)) => Some((
+            None,
+            format!("state stream {:?} (metadata.source: relay)", stream.stream),
+        )),
         None => cloud(config, &mut issues),
+    };
+    let web = match Web::from_setting(config.listen.web_config_file.as_deref()) {
+        Ok(web) => Some(web),
+        Err(e) => {
+            issues.push(Issue::new("listen.web_config_file", e.to_string()));
+            None
+        }
     };
     bpffs_dir(&config.datapath.bpffs_dir, &mut issues);
     state_path(&config.state.path, &mut issues);
     issues.extend(crate::daemon::check_notifications(&config.notifications));
-    match cloud {
-        Some(resolved) if issues.is_empty() => Ok(resolved),
+    match (cloud, web) {
+        (Some((cloud, origin)), Some(web)) if issues.is_empty() => {
+            Ok(Resolved { cloud, origin, web })
+        }
         _ => Err(ConfigError { issues }),
     }
 }
 
-fn cloud(config: &Config, issues: &mut Vec<Issue>) -> Option<Resolved> {
+/// The cloud entry and where it came from (for messages).
+fn cloud(config: &Config, issues: &mut Vec<Issue>) -> Option<(Option<CloudConfig>, String)> {
     let selection = Selection {
         cloud: config.openstack.cloud.clone(),
         clouds_file: config.openstack.clouds_file.clone(),
@@ -88,10 +104,7 @@ fn cloud(config: &Config, issues: &mut Vec<Issue>) -> Option<Resolved> {
         issues.push(Issue::new("openstack.cloud", format!("{origin}: {e}")));
         return None;
     }
-    Some(Resolved {
-        cloud: Some(cloud),
-        origin,
-    })
+    Some((Some(cloud), origin))
 }
 
 fn bpffs_dir(dir: &Path, issues: &mut Vec<Issue>) {

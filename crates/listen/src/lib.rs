@@ -18,24 +18,37 @@
 //!
 //! One task per connection, owned by the loop; on cancellation the loop
 //! stops accepting and gives requests in flight a bounded grace period.
+//!
+//! [`web`] adds what `listen.web_config_file` asks for: TLS (the handshake
+//! on the connection's own task, within the head timeout), basic
+//! authentication, response headers and a rate limit; [`ListenerStats`]
+//! counts what was refused.
+
+mod metrics;
+pub mod web;
+
+pub use metrics::ListenMetrics;
+pub use web::{Web, WebConfigError};
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{Either, Full};
 use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
@@ -136,26 +149,120 @@ impl Slots {
     }
 }
 
-/// Serves `handle` on `listener` under `limits` until `cancel` fires; then
-/// stops accepting, lets requests in flight finish (idle keep-alive
+/// Rejections by reason, as [`ListenerStats::rejections`] reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rejections {
+    /// Requests without the credentials of a `basic_auth_users` user.
+    pub unauthorized: u64,
+    /// Requests over the `rate_limit`.
+    pub rate_limited: u64,
+    /// Connections whose TLS handshake failed or did not finish within
+    /// the head timeout, or whose client certificate names none of
+    /// `client_allowed_sans`.
+    pub tls_handshake: u64,
+    /// Connections closed to make room at the connection limit.
+    pub evicted: u64,
+    /// Connections closed at once: at the limit with every connection
+    /// being answered.
+    pub over_capacity: u64,
+}
+
+impl Rejections {
+    /// Each reason with its label value (`lachesis_http_rejected_total`).
+    #[must_use]
+    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
+        [
+            ("unauthorized", self.unauthorized),
+            ("rate_limited", self.rate_limited),
+            ("tls_handshake", self.tls_handshake),
+            ("evicted", self.evicted),
+            ("over_capacity", self.over_capacity),
+        ]
+    }
+}
+
+/// What a listener refused, counted as it happens.
+#[derive(Debug, Default)]
+pub struct ListenerStats {
+    unauthorized: AtomicU64,
+    rate_limited: AtomicU64,
+    tls_handshake: AtomicU64,
+    evicted: AtomicU64,
+    over_capacity: AtomicU64,
+}
+
+impl ListenerStats {
+    /// The counts so far.
+    #[must_use]
+    pub fn rejections(&self) -> Rejections {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Rejections {
+            unauthorized: r(&self.unauthorized),
+            rate_limited: r(&self.rate_limited),
+            tls_handshake: r(&self.tls_handshake),
+            evicted: r(&self.evicted),
+            over_capacity: r(&self.over_capacity),
+        }
+    }
+
+    fn count(a: &AtomicU64) {
+        a.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One listener: its name in logs and metrics, its limits, its web
+/// configuration (TLS, users, headers, rate limit) and its counters.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Names the listener in logs and in `lachesis_http_rejected_total`.
+    pub name: &'static str,
+    /// How much its clients may hold.
+    pub limits: Limits,
+    /// Plain HTTP, or what `listen.web_config_file` says.
+    pub web: Arc<Web>,
+    /// What it refused.
+    pub stats: Arc<ListenerStats>,
+}
+
+impl Endpoint {
+    /// Plain HTTP under [`Limits::DEFAULT`].
+    #[must_use]
+    pub fn plain(name: &'static str) -> Endpoint {
+        Endpoint {
+            name,
+            limits: Limits::DEFAULT,
+            web: Web::plain(),
+            stats: Arc::default(),
+        }
+    }
+}
+
+/// The body of every answer: the handler's, or the listener's own refusal.
+pub type AnswerBody<B> = Either<B, Full<Bytes>>;
+
+/// Serves `handle` on `listener` as `endpoint` says until `cancel` fires;
+/// then stops accepting, lets requests in flight finish (idle keep-alive
 /// connections close at once) and returns within the grace period.
-/// `name` names the listener in logs.
 pub async fn serve<F, Fut, B>(
     listener: TcpListener,
-    limits: Limits,
-    name: &'static str,
+    endpoint: Endpoint,
     handle: F,
     cancel: CancellationToken,
 ) where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<B>> + Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
+    B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let graceful = GracefulShutdown::new();
+    let Endpoint {
+        name,
+        limits,
+        web,
+        stats,
+    } = endpoint;
     let mut connections = JoinSet::new();
     let mut slots = Slots::default();
+    let stopping = cancel.child_token();
     loop {
         let (stream, peer) = tokio::select! {
             () = cancel.cancelled() => break,
@@ -170,44 +277,57 @@ pub async fn serve<F, Fut, B>(
                 }
             },
         };
-        match slots.admit(limits.max_connections) {
-            Admit::Yes => {}
-            Admit::Evicted { started } => tracing::debug!(
-                listener = name,
-                %peer,
-                max = limits.max_connections,
-                evicted_idle_client = started,
-                "http: at the connection limit; closed the oldest connection that was not being answered"
-            ),
-            Admit::Refused => {
-                tracing::debug!(listener = name, %peer, "http: every connection busy; closing a new one");
-                continue;
-            }
+        if !admitted(&mut slots, limits, &stats, name, peer) {
+            continue;
         }
         let started = Arc::new(AtomicBool::new(false));
         let busy = Arc::new(AtomicBool::new(false));
         let service = {
             let (started, busy, handle) = (started.clone(), busy.clone(), handle.clone());
+            let (web, stats) = (web.clone(), stats.clone());
             service_fn(move |req| {
                 started.store(true, Ordering::Release);
                 busy.store(true, Ordering::Release);
                 let (busy, handle) = (busy.clone(), handle.clone());
+                let (web, stats) = (web.clone(), stats.clone());
                 async move {
                     let _idle = Idle(busy);
-                    Ok::<_, Infallible>(handle(req).await)
+                    Ok::<_, Infallible>(answer(&web, &stats, req, handle).await)
                 }
             })
         };
         let io = Deadlined::new(stream, limits.response_timeout);
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
-            .max_buf_size(limits.max_header_bytes.max(8192))
-            .max_header_size(limits.max_header_bytes)
-            .serve_connection(TokioIo::new(io), service);
-        let conn = graceful.watch(conn);
+        let tls = web.acceptor();
+        let (stats, stopping) = (stats.clone(), stopping.clone());
         let abort = connections.spawn(async move {
-            if let Err(e) = conn.await {
+            let io = match tls {
+                None => Conn::Plain(io),
+                Some((acceptor, sans)) => {
+                    match handshake(acceptor, io, sans.as_deref(), limits.header_timeout).await {
+                        Ok(tls) => Conn::Tls(Box::new(tls)),
+                        Err(e) => {
+                            ListenerStats::count(&stats.tls_handshake);
+                            tracing::debug!(listener = name, %peer, error = %e, "http: TLS handshake refused");
+                            return;
+                        }
+                    }
+                }
+            };
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(limits.max_header_bytes.max(8192))
+                .max_header_size(limits.max_header_bytes)
+                .serve_connection(TokioIo::new(io), service);
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                ended = conn.as_mut() => ended,
+                () = stopping.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(listener = name, %peer, error = %e, "http: connection ended with an error");
             }
         });
@@ -218,7 +338,8 @@ pub async fn serve<F, Fut, B>(
         });
     }
     drop(listener);
-    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(limits.shutdown_grace, drained)
         .await
         .is_err()
     {
@@ -229,6 +350,180 @@ pub async fn serve<F, Fut, B>(
         );
     }
     connections.shutdown().await;
+}
+
+/// Room for a new connection from `peer` (see [`Slots::admit`]), counted
+/// and logged when it took another's place or found none.
+fn admitted(
+    slots: &mut Slots,
+    limits: Limits,
+    stats: &ListenerStats,
+    name: &'static str,
+    peer: std::net::SocketAddr,
+) -> bool {
+    match slots.admit(limits.max_connections) {
+        Admit::Yes => true,
+        Admit::Evicted { started } => {
+            ListenerStats::count(&stats.evicted);
+            tracing::debug!(
+                listener = name,
+                %peer,
+                max = limits.max_connections,
+                evicted_idle_client = started,
+                "http: at the connection limit; closed the oldest connection that was not being answered"
+            );
+            true
+        }
+        Admit::Refused => {
+            ListenerStats::count(&stats.over_capacity);
+            tracing::debug!(listener = name, %peer, "http: every connection busy; closing a new one");
+            false
+        }
+    }
+}
+
+/// The TLS handshake within `timeout`, then the client certificate's SANs
+/// against `allowed` (when set).
+async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    io: Deadlined<TcpStream>,
+    allowed: Option<&[String]>,
+    timeout: Duration,
+) -> io::Result<tokio_rustls::server::TlsStream<Deadlined<TcpStream>>> {
+    let tls = tokio::time::timeout(timeout, acceptor.accept(io))
+        .await
+        .map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no TLS handshake within {timeout:?}"),
+            )
+        })??;
+    if let Some(allowed) = allowed {
+        let leaf = tls.get_ref().1.peer_certificates().and_then(<[_]>::first);
+        if !leaf.is_some_and(|c| web::sans_allowed(c, allowed)) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the client certificate names none of client_allowed_sans",
+            ));
+        }
+    }
+    Ok(tls)
+}
+
+/// The rate limit, then the users, then the handler; the configured
+/// headers on every answer.
+async fn answer<F, Fut, B>(
+    web: &Web,
+    stats: &ListenerStats,
+    req: Request<Incoming>,
+    handle: F,
+) -> Response<AnswerBody<B>>
+where
+    F: Fn(Request<Incoming>) -> Fut,
+    Fut: Future<Output = Response<B>>,
+{
+    let active = web.current();
+    let mut resp = if active.bucket.as_ref().is_some_and(|b| !b.allow()) {
+        ListenerStats::count(&stats.rate_limited);
+        refusal(StatusCode::TOO_MANY_REQUESTS, "too many requests\n")
+    } else if let Some(users) = &active.users {
+        if users
+            .allows(req.headers().get(AUTHORIZATION), &web.gate)
+            .await
+        {
+            handle(req).await.map(Either::Left)
+        } else {
+            ListenerStats::count(&stats.unauthorized);
+            let mut r = refusal(StatusCode::UNAUTHORIZED, "unauthorized\n");
+            r.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"lachesis\", charset=\"UTF-8\""),
+            );
+            r
+        }
+    } else {
+        handle(req).await.map(Either::Left)
+    };
+    for (name, value) in &active.headers {
+        resp.headers_mut().insert(name.clone(), value.clone());
+    }
+    resp
+}
+
+fn refusal<B>(status: StatusCode, text: &'static str) -> Response<AnswerBody<B>> {
+    let mut r = Response::new(Either::Right(Full::new(Bytes::from_static(
+        text.as_bytes(),
+    ))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// A connection as served: plain, or TLS over it.
+enum Conn {
+    Plain(Deadlined<TcpStream>),
+    Tls(Box<tokio_rustls::server::TlsStream<Deadlined<TcpStream>>>),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
 }
 
 /// Clears a connection's busy flag when its handler ends (or is dropped).

@@ -54,7 +54,7 @@ pub struct RelayConfig {
 /// `listen.*`
 #[serde_inline_default]
 #[serde_as]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping of listen keys")]
 pub struct RelayListen {
     /// `/metrics` and `/healthz` (9849: beside the agent's 9847 and 9848,
@@ -62,6 +62,12 @@ pub struct RelayListen {
     #[serde_inline_default(SocketAddr::from(([0, 0, 0, 0], 9849)))]
     #[serde_as(as = "form::Address")]
     pub metrics: SocketAddr,
+    /// The exporter toolkit's web configuration (TLS, basic-auth users,
+    /// headers, rate limit), as the agent's key of the same name; `None`:
+    /// plain HTTP.
+    #[serde(default)]
+    #[serde_as(as = "Option<form::Path>")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 impl Default for RelayListen {

@@ -2,7 +2,8 @@
 //! registered, then the relay's loop, the configured notification
 //! consumers and the `/metrics` listener side by side until cancelled
 //! (one `join!`, every part stops on the same token; the listener's
-//! connections are tasks it owns and stops).
+//! connections are tasks it owns and stops), with the watcher of
+//! `listen.web_config_file`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use lachesis_listen::Limits;
+use lachesis_listen::{Endpoint, ListenMetrics, Web};
 use lachesis_notify::{KafkaConsumer, NotifyMetrics, RabbitMqConsumer, Transport};
 use lachesis_openstack::config::resolve_for_process;
 use lachesis_openstack::{ApiMetrics, Client};
@@ -48,9 +49,12 @@ pub enum ServeError {
     },
 }
 
-/// Runs the relay with `config` until `cancel`.
+/// Runs the relay with `config` until `cancel`, its listener serving with
+/// `web` (`listen.web_config_file` loaded, or plain HTTP; the caller
+/// reloads it on SIGHUP).
 pub async fn serve<P: Publisher>(
     config: &RelayConfig,
+    web: Arc<Web>,
     publisher: P,
     cancel: CancellationToken,
 ) -> Result<(), ServeError> {
@@ -61,6 +65,14 @@ pub async fn serve<P: Publisher>(
     metrics.register(&mut registry);
     let api = ApiMetrics::default();
     api.register(&mut registry);
+    let endpoint = Endpoint {
+        web: web.clone(),
+        ..Endpoint::plain("relay metrics")
+    };
+    registry.register_collector(Box::new(ListenMetrics::new(
+        web.clone(),
+        vec![("metrics", endpoint.stats.clone())],
+    )));
     let n = &config.notifications;
     let transports: Vec<Transport> = [
         n.rabbitmq.as_ref().map(|_| Transport::RabbitMq),
@@ -105,6 +117,14 @@ pub async fn serve<P: Publisher>(
         heartbeat_interval: HEARTBEAT_INTERVAL,
     };
     tracing::info!(relay = %schedule.name, metrics = %addr, "relay starting");
+    if !addr.ip().is_loopback() && web.path().is_none() {
+        tracing::warn!(
+            key = "listen.metrics",
+            "{addr} is not a loopback address and listen.web_config_file is not set: the relay's \
+             metrics are readable in plain HTTP by anyone who can reach the port \
+             (docs/operations.md \"Protecting the metrics\")"
+        );
+    }
     let (sink, inputs) = channel(metrics.clone());
     let relay = Relay::new(schedule, client, publisher, metrics);
     let registry = Arc::new(registry);
@@ -120,7 +140,8 @@ pub async fn serve<P: Publisher>(
                 c.run(&sink, cancel.clone()).await;
             }
         },
-        listen(listener, registry, cancel.clone()),
+        listen(listener, endpoint, registry, cancel.clone()),
+        web.watch(cancel.clone()),
     );
     Ok(())
 }
@@ -129,12 +150,17 @@ pub async fn serve<P: Publisher>(
 /// loop every Lachesis listener uses (`lachesis-listen`: connections, head
 /// size and time, response time); each connection is served on its own
 /// task (a scraper keeps its connection open between scrapes).
-async fn listen(listener: TcpListener, registry: Arc<Registry>, cancel: CancellationToken) {
+async fn listen(
+    listener: TcpListener,
+    endpoint: Endpoint,
+    registry: Arc<Registry>,
+    cancel: CancellationToken,
+) {
     let handle = move |req: Request<Incoming>| {
         let registry = registry.clone();
         async move { answer(req.uri().path(), &registry) }
     };
-    lachesis_listen::serve(listener, Limits::DEFAULT, "relay metrics", handle, cancel).await;
+    lachesis_listen::serve(listener, endpoint, handle, cancel).await;
 }
 
 fn answer(path: &str, registry: &Registry) -> Response<Full<Bytes>> {
@@ -212,6 +238,7 @@ mod tests {
         let cancel = CancellationToken::new();
         let task = tokio::spawn(listen(
             listener,
+            Endpoint::plain("relay metrics"),
             Arc::new(Registry::default()),
             cancel.clone(),
         ));

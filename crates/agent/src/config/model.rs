@@ -174,7 +174,7 @@ impl Config {
 /// `listen.*`
 #[serde_inline_default]
 #[serde_as]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping of listen keys")]
 pub struct ListenSettings {
     /// `/metrics`, `/healthz`, `/readyz`.
@@ -185,6 +185,13 @@ pub struct ListenSettings {
     #[serde_inline_default(SocketAddr::from(([127, 0, 0, 1], 9848)))]
     #[serde_as(as = "form::Address")]
     pub debug: SocketAddr,
+    /// The exporter toolkit's web configuration (TLS, basic-auth users,
+    /// headers, rate limit) for both listeners; `None`: plain HTTP to
+    /// anyone. Its contents are re-read on SIGHUP and when it or a file it
+    /// names changes (`lachesis_listen::web`).
+    #[serde(default)]
+    #[serde_as(as = "Option<form::Path>")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 /// `state.*`

@@ -396,6 +396,17 @@ pub(crate) fn warnings(config: &Config) -> Vec<Issue> {
             ),
         ));
     }
+    if !config.listen.metrics.ip().is_loopback() && config.listen.web_config_file.is_none() {
+        out.push(Issue::new(
+            "listen.metrics",
+            format!(
+                "{} is not a loopback address and listen.web_config_file is not set: every \
+                 project's and server's traffic is readable in plain HTTP by anyone who can \
+                 reach the port (docs/operations.md \"Protecting the metrics\")",
+                config.listen.metrics
+            ),
+        ));
+    }
     if config.tunables.reconcile_interval < RECONCILE_INTERVAL_WARN {
         out.push(Issue::new(
             "tunables.reconcile_interval",

@@ -52,6 +52,7 @@ use crate::reconcile::{
     committed, AttributionSnapshot, BindingTable, Committed, Ghost, Initial, KernelWriter as _,
     Kicker, LedgerOrder as _, Named, ReconcileMetrics, Reconciler, Seams, SharedAssembler,
 };
+use lachesis_listen::Endpoint;
 
 /// The reconciler over the real seams.
 type Agent = Reconciler<ConfiguredSource, Arc<Datapath>, Owner>;
@@ -134,6 +135,7 @@ impl Boot<'_> {
     ) -> anyhow::Result<Owner> {
         let Families {
             registry,
+            listeners,
             order,
             reconcile,
             links: link_metrics,
@@ -146,7 +148,8 @@ impl Boot<'_> {
         let (dp, retired) = self.load_datapath()?;
         let file = self.read_state_file()?;
         let owner = self.ledger_owner(&dp, &file, order)?;
-        self.start_metrics_listener(&owner, registry).await?;
+        self.start_metrics_listener(&owner, registry, listeners.metrics)
+            .await?;
         // Observable from here on: systemd's start job ends (systemd.rs says
         // why not at `running`).
         self.notifier.ready();
@@ -188,7 +191,7 @@ impl Boot<'_> {
             .reconciler(source, &dp, &owner, meta, reconcile.clone(), view)
             .with_kicker(kicker);
         let debug = self.debug_routes(&dp, &owner, &reconciler, &watcher, reconcile);
-        self.start_debug_listener(debug_listener, debug)?;
+        self.start_debug_listener(debug_listener, listeners.debug, debug)?;
         self.start_tasks(reconciler, &dp, &owner, watcher, notifications, degraded)?;
         Ok(owner)
     }
@@ -273,6 +276,7 @@ impl Boot<'_> {
         &mut self,
         owner: &Owner,
         registry: Registry,
+        endpoint: Endpoint,
     ) -> anyhow::Result<()> {
         let exporter = Arc::new(Exporter::new(
             owner.ledger().clone(),
@@ -290,9 +294,16 @@ impl Boot<'_> {
             .await
             .with_context(|| format!("binding the metrics listener {address}"))?;
         info!(address = %listener.local_addr()?, "metrics listener");
-        self.tasks.start(Task::MetricsListener, |cancel| {
-            serve(listener, routes, cancel)
-        })?;
+        // The web configuration's watcher lives and stops with the listener
+        // that serves it first.
+        let web = endpoint.web.clone();
+        self.tasks
+            .start(Task::MetricsListener, |cancel| async move {
+                tokio::join!(
+                    serve(listener, endpoint, routes, cancel.clone()),
+                    web.watch(cancel)
+                );
+            })?;
         Ok(())
     }
 
@@ -488,13 +499,14 @@ impl Boot<'_> {
     fn start_debug_listener(
         &mut self,
         listener: TcpListener,
+        endpoint: Endpoint,
         routes: Arc<DebugRoutes>,
     ) -> Result<(), StartedEarly> {
         if let Ok(address) = listener.local_addr() {
             info!(%address, "debug listener");
         }
         self.tasks.start(Task::DebugListener, |cancel| {
-            serve(listener, routes, cancel)
+            serve(listener, endpoint, routes, cancel)
         })
     }
 

@@ -15,10 +15,13 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
+use lachesis_listen::{Endpoint, ListenMetrics, Web};
+
 use super::notify::Notifications;
 use super::stream::StreamMetrics;
 use crate::boot::Phase;
 use crate::config::{Config, ReloadResult};
+use crate::http::{DebugRoutes, MetricsRoutes, Routes};
 use crate::links::LinkMetrics;
 use crate::order::OrderMetrics;
 use crate::reconcile::{Committed, ReconcileMetrics, SharedAssembler};
@@ -172,13 +175,44 @@ pub(super) struct Families {
     /// Relay mode: the assembler the stream task feeds and the source
     /// plans from, and the stream's families.
     pub(super) stream: Option<(SharedAssembler, StreamMetrics)>,
+    /// The two listeners, sharing `listen.web_config_file`; their
+    /// counters are in `registry` (`lachesis_listen::ListenMetrics`).
+    pub(super) listeners: Listeners,
+}
+
+/// The metrics and debug listeners as served.
+#[derive(Debug, Clone)]
+pub(super) struct Listeners {
+    pub(super) metrics: Endpoint,
+    pub(super) debug: Endpoint,
+}
+
+impl Listeners {
+    fn new(web: &Arc<Web>) -> Listeners {
+        let endpoint = |name| Endpoint {
+            web: web.clone(),
+            ..Endpoint::plain(name)
+        };
+        Listeners {
+            metrics: endpoint(<MetricsRoutes as Routes>::LISTENER),
+            debug: endpoint(<DebugRoutes as Routes>::LISTENER),
+        }
+    }
 }
 
 impl Families {
     /// Every family, and the notification consumers whose families are
     /// among them (started after boot).
-    pub(super) fn register(config: &Config) -> (Families, Notifications) {
+    pub(super) fn register(config: &Config, web: &Arc<Web>) -> (Families, Notifications) {
         let mut registry = Registry::default();
+        let listeners = Listeners::new(web);
+        registry.register_collector(Box::new(ListenMetrics::new(
+            web.clone(),
+            vec![
+                (listeners.metrics.name, listeners.metrics.stats.clone()),
+                (listeners.debug.name, listeners.debug.stats.clone()),
+            ],
+        )));
         let daemon = DaemonMetrics::register(&mut registry);
         let order = OrderMetrics::register(&mut registry);
         let reconcile = ReconcileMetrics::register(&mut registry);
@@ -199,6 +233,7 @@ impl Families {
             links,
             api,
             stream,
+            listeners,
         };
         (families, notifications)
     }

@@ -117,7 +117,7 @@ impl Booting {
         let signals = Signals::install()?;
         let gate = Arc::new(BootGate::new());
         let tasks = TaskSet::new(gate.clone());
-        let (families, notifications) = Families::register(&loaded.config);
+        let (families, notifications) = Families::register(&loaded.config, &resolved.web);
         let tunables = Arc::new(SharedTunables::new(loaded.config.tunables));
         let notifier = Notifier::new(&gate, &families, &tunables);
         let tick = tokio::time::interval(notifier.period());
@@ -185,6 +185,7 @@ impl Booting {
             notifier: self.notifier,
             tick: self.tick,
             reloader: Reloader {
+                web: self.resolved.web.clone(),
                 current: self.loaded.config,
                 file: self.loaded.file,
                 tunables: self.tunables,

@@ -1,6 +1,7 @@
 //! SIGHUP (DESIGN §13, docs/operations.md "Reload"): the file re-read with
 //! the same environment and flags, the tunables swapped in whole, or
-//! nothing changed when the file is unreadable or invalid.
+//! nothing changed when the file is unreadable or invalid; then
+//! `listen.web_config_file` re-read on its own terms.
 
 use std::sync::{Arc, PoisonError};
 
@@ -20,6 +21,10 @@ pub(super) struct Reloader {
     pub(super) log: Arc<dyn LogLevelControl>,
     /// What `/debug/config` shows.
     pub(super) live: LiveConfig,
+    /// `listen.web_config_file`, re-read by the same SIGHUP (its own
+    /// counter; a bad web file does not reject the tunables, nor the
+    /// reverse).
+    pub(super) web: Arc<lachesis_listen::Web>,
 }
 
 impl Reloader {
@@ -47,5 +52,7 @@ impl Reloader {
             }
         }
         *self.live.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(self.current.clone());
+        // Logged and counted by the web configuration itself.
+        let _ = self.web.reload();
     }
 }

@@ -172,7 +172,7 @@ fn fresh_metrics() -> String {
 ",
     )
     .unwrap();
-    let (families, _) = Families::register(&config);
+    let (families, _) = Families::register(&config, &lachesis_listen::Web::plain());
     families.daemon.phase(Phase::Running);
     families.order.metadata_fill(&[
         lachesis_datapath::MapFill {

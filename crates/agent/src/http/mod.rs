@@ -23,6 +23,7 @@
 //! # ) -> std::io::Result<()> {
 //! use std::sync::Arc;
 //! use lachesis_agent::http::{serve, DebugRoutes, MetricsRoutes};
+//! use lachesis_listen::Endpoint;
 //! use prometheus_client::registry::Registry;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -33,8 +34,10 @@
 //! let cancel = CancellationToken::new();
 //! let m = tokio::net::TcpListener::bind(config.listen.metrics).await?;
 //! let d = tokio::net::TcpListener::bind(config.listen.debug).await?;
-//! tokio::spawn(serve(m, Arc::new(metrics), cancel.clone()));
-//! tokio::spawn(serve(d, Arc::new(debug), cancel.clone()));
+//! // Plain HTTP; `lachesis_listen::Web::load` for `listen.web_config_file`.
+//! let (em, ed) = (Endpoint::plain("metrics"), Endpoint::plain("debug"));
+//! tokio::spawn(serve(m, em, Arc::new(metrics), cancel.clone()));
+//! tokio::spawn(serve(d, ed, Arc::new(debug), cancel.clone()));
 //! ready_tx.send_replace(true); // boot reached `running`
 //! # Ok(()) }
 //! ```

@@ -1,6 +1,6 @@
 //! Both listeners' pages behind the bounded accept loop of
-//! `lachesis-listen` (connections, head size and time, response time; its
-//! crate docs), plus what only this side knows: a request body is read
+//! `lachesis-listen` (connections, head size and time, response time, and
+//! `listen.web_config_file`'s TLS and users; its crate docs), plus what only this side knows: a request body is read
 //! within [`MAX_BODY_BYTES`] and [`BODY_TIMEOUT`].
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
-use lachesis_listen::Limits;
+use lachesis_listen::Endpoint;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -35,16 +35,21 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// A request body must arrive whole within this (408 otherwise).
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves `routes` on `listener` until `cancel` fires, under
-/// [`Limits::DEFAULT`]; then stops accepting, lets requests in flight
-/// finish (closing idle keep-alive connections at once), and returns
-/// within a bounded grace period.
-pub async fn serve<R: Routes>(listener: TcpListener, routes: Arc<R>, cancel: CancellationToken) {
+/// Serves `routes` on `listener` as `endpoint` says (its limits, TLS,
+/// users) until `cancel` fires; then stops accepting, lets requests in
+/// flight finish (closing idle keep-alive connections at once), and
+/// returns within a bounded grace period.
+pub async fn serve<R: Routes>(
+    listener: TcpListener,
+    endpoint: Endpoint,
+    routes: Arc<R>,
+    cancel: CancellationToken,
+) {
     let handle = move |req| {
         let routes = routes.clone();
         async move { respond(routes.as_ref(), req).await }
     };
-    lachesis_listen::serve(listener, Limits::DEFAULT, R::LISTENER, handle, cancel).await;
+    lachesis_listen::serve(listener, endpoint, handle, cancel).await;
 }
 
 /// Reads the body (bounded), then asks `routes`.

@@ -45,6 +45,13 @@ impl Prometheus {
     /// [`Prometheus::start`] with scrape jobs of their own (the job names
     /// the rules and dashboards select on: `lachesis`, `lachesis-relay`).
     pub fn start_jobs(jobs: &[(&str, &[SocketAddr])]) -> Prometheus {
+        Prometheus::start_scraping(jobs, "")
+    }
+
+    /// [`Prometheus::start_jobs`] with `scrape` (YAML keys of a scrape
+    /// job, e.g. `scheme: https`, `tls_config`, `basic_auth`, indented as
+    /// a job's keys are) added to every job.
+    pub fn start_scraping(jobs: &[(&str, &[SocketAddr])], scrape: &str) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
         let rules = std::fs::read_to_string(repo().join("deploy/prometheus/lachesis-rules.yml"))
             .unwrap()
@@ -58,7 +65,7 @@ impl Prometheus {
             let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
             let _ = write!(
                 scrapes,
-                "  - job_name: {job}\n    static_configs:\n      - targets: [{}]\n",
+                "  - job_name: {job}\n    static_configs:\n      - targets: [{}]\n{scrape}",
                 targets.join(", ")
             );
         }

@@ -60,6 +60,18 @@ impl Relay {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Sends `sig`.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's PID.
+        let rc = unsafe { libc::kill(i32::try_from(self.child.id()).unwrap(), sig) };
+        assert_eq!(rc, 0, "kill({sig})");
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
     /// SIGKILL, then reaped.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

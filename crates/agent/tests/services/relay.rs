@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::relay::{
     delete_stream, held, listed, now_ms, open_when_declared, read_until, write_config, Relay,
-    BROKER,
+    StreamGuard, BROKER,
 };
 use common::Sim;
 use lachesis_fleet::{Assembler, Record};
@@ -128,4 +128,95 @@ fn the_relay_writes_a_complete_snapshot_follows_notifications_and_heals_by_diges
             .await
             .expect("delete the test's stream");
     });
+}
+
+/// The relay's listener with `listen.web_config_file` (TLS and a user), and
+/// SIGHUP: the file re-read (a user renamed takes effect on the next
+/// request), the relay still running, the reload counted.
+#[test]
+fn the_relay_serves_its_metrics_through_tls_and_basic_auth_and_reloads_on_sighup() {
+    use lachesis_lab::tls::{curl, Pki, Usage, PASSWORD, PASSWORD_HASH};
+    lachesis_lab::require_root_for("the services tier's RabbitMQ");
+    let _services = Services::rabbitmq();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let ca = pki.ca("ca");
+    let _ = pki.issue("ca", "relay", "IP:127.0.0.1", Usage::Server, 1);
+    let web = dir.path().join("web.yml");
+    let users = |user: &str| {
+        format!(
+            "tls_server_config:\n  cert_file: relay.pem\n  key_file: relay.key\n\
+             basic_auth_users:\n  {user}: '{PASSWORD_HASH}'\n"
+        )
+    };
+    std::fs::write(&web, users("prometheus")).unwrap();
+    let sim = Sim::start(&[]);
+    let stream = format!("lt-relay-tls-{}", std::process::id());
+    let _guard = StreamGuard(stream.clone());
+    let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let config = write_config(dir.path(), &sim, &stream, metrics, "10m");
+    let text = std::fs::read_to_string(&config).unwrap().replacen(
+        "listen:\n",
+        &format!("listen:\n  web_config_file: {}\n", web.display()),
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut relay = Relay::start(&config, dir.path().join("relay.log"), metrics);
+    let url = format!("https://{metrics}/metrics");
+    let ca = ca.display().to_string();
+    let get = |user: &str| curl(&["--cacert", &ca, "-u", &format!("{user}:{PASSWORD}"), &url]);
+    let until = Instant::now() + Duration::from_secs(30);
+    while get("prometheus").status != 200 {
+        assert!(relay.running(), "the relay exited:\n{}", relay.log_text());
+        assert!(
+            Instant::now() < until,
+            "never served through TLS:\n{}",
+            relay.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let body = get("prometheus").text;
+    assert!(body.contains("lachesis_relay_syncs_total"), "{body}");
+    assert!(
+        body.contains("lachesis_web_config_reloads_total{result=\"ok\"} 0"),
+        "{body}"
+    );
+    assert_eq!(curl(&["--cacert", &ca, &url]).status, 401);
+    assert_eq!(
+        curl(&[&format!("http://{metrics}/metrics")]).status,
+        0,
+        "plain HTTP"
+    );
+
+    // A user renamed, then SIGHUP at once (before the watcher's look).
+    std::fs::write(&web, users("grafana")).unwrap();
+    relay.signal(libc::SIGHUP);
+    let until = Instant::now() + Duration::from_secs(10);
+    while get("grafana").status != 200 {
+        assert!(
+            relay.running(),
+            "SIGHUP ended the relay:\n{}",
+            relay.log_text()
+        );
+        assert!(
+            Instant::now() < until,
+            "the new user never answered:\n{}",
+            relay.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get("prometheus").status, 401, "the removed user");
+    let body = get("grafana").text;
+    assert!(
+        body.contains("lachesis_http_rejected_total{listener=\"metrics\",reason=\"unauthorized\"}"),
+        "{body}"
+    );
+    assert!(relay.running());
+    assert!(
+        !relay
+            .log_text()
+            .contains("listen.web_config_file is not set"),
+        "{}",
+        relay.log_text()
+    );
 }

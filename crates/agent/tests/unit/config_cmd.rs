@@ -45,8 +45,12 @@ fn cloud_section(clouds: &Path) -> String {
 /// The example with its cloud at `clouds` and its Kafka TLS files (which
 /// exist nowhere) left to the system roots.
 fn example_for(clouds: &Path) -> String {
+    // The example's web configuration, written beside the clouds file.
+    let web = clouds.with_file_name("web.yml");
+    std::fs::write(&web, lachesis_lab::tls::basic_auth("prometheus")).unwrap();
     EXAMPLE
         .replace("/etc/openstack/clouds.yaml", clouds.to_str().unwrap())
+        .replace("/etc/lachesis/web.yml", web.to_str().unwrap())
         .lines()
         .filter(|l| {
             ![
@@ -322,7 +326,7 @@ fn check_openstack_authenticates_once_and_names_what_it_found() {
     let file = write(
         &dir,
         &format!(
-            "openstack: {{cloud: sim, clouds_file: {}}}\n",
+            "openstack: {{cloud: sim, clouds_file: {}}}\nlisten: {{metrics: 127.0.0.1:9847}}\n",
             clouds.display()
         ),
     );
@@ -376,4 +380,68 @@ fn check_openstack_authenticates_once_and_names_what_it_found() {
         &[],
     );
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `listen.web_config_file` is loaded by the check as at start: a file
+/// that cannot be served is exit 2 naming the key, the file and the key
+/// inside it; one that can is accepted, and silences the plain-HTTP
+/// warning.
+#[test]
+fn the_web_configuration_is_checked_as_a_start_would_load_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clouds = mycloud(&dir);
+    let web = dir.path().join("web.yml");
+    let config = |web_line: &str| {
+        write(
+            &dir,
+            &format!(
+                "openstack: {{cloud: mycloud, clouds_file: {}}}\nlisten:\n{web_line}",
+                clouds.display()
+            ),
+        )
+    };
+    let file = config("  debug: 127.0.0.1:9848\n");
+    let (code, _, stderr) = check(&file, &[], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("lachesis: warning: listen.metrics: 0.0.0.0:9847 is not a loopback address and listen.web_config_file is not set"),
+        "{stderr}"
+    );
+
+    let file = config(&format!("  web_config_file: {}\n", web.display()));
+    let (code, _, stderr) = check(&file, &[], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "lachesis: config error: listen.web_config_file: {}: No such file or directory (os error 2)\n",
+            web.display()
+        )
+    );
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = check(&file, &[], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "lachesis: config error: listen.web_config_file: {}: tls_server_config.cert_file: {}: ",
+            web.display(),
+            dir.path().join("server.pem").display()
+        )),
+        "{stderr}"
+    );
+    std::fs::write(&web, lachesis_lab::tls::basic_auth("prometheus")).unwrap();
+    let (code, stdout, stderr) = check(&file, &[], &[]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (0, ""),
+        "no warning with a web configuration"
+    );
+    assert!(
+        stdout.contains(&format!("  web_config_file: {}\n", web.display())),
+        "{stdout}"
+    );
 }

@@ -13,6 +13,7 @@ use lachesis_agent::http::{
 };
 use lachesis_ledger::memory::{MemoryAttribution, OwnedBinding, SwapSource};
 use lachesis_ledger::{state, Exporter, Ledger, UnresolvedLimits};
+use lachesis_listen::Endpoint;
 use lachesis_planner::{Plan, Topology};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -165,8 +166,18 @@ impl Listeners {
         let d = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (metrics_addr, debug_addr) = (m.local_addr().unwrap(), d.local_addr().unwrap());
         let tasks = vec![
-            tokio::spawn(serve(m, Arc::new(metrics), cancel.clone())),
-            tokio::spawn(serve(d, Arc::new(debug), cancel.clone())),
+            tokio::spawn(serve(
+                m,
+                Endpoint::plain("metrics"),
+                Arc::new(metrics),
+                cancel.clone(),
+            )),
+            tokio::spawn(serve(
+                d,
+                Endpoint::plain("debug"),
+                Arc::new(debug),
+                cancel.clone(),
+            )),
         ];
         Listeners {
             metrics: metrics_addr,

@@ -50,3 +50,36 @@ fn a_bad_file_exits_2_naming_every_key() {
         assert!(err.contains(key), "{key} in {err}");
     }
 }
+
+/// The relay loads `listen.web_config_file` as the agent does: one that
+/// cannot be served is exit 2 naming the key and the file.
+#[test]
+fn a_web_configuration_that_cannot_be_served_exits_2_naming_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, web) = (dir.path().join("relay.yaml"), dir.path().join("web.yml"));
+    std::fs::write(
+        &file,
+        format!(
+            "stream:\n  url: rabbit://u:p@127.0.0.1:5672/\nlisten:\n  web_config_file: {}\n",
+            web.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(&web, "basic_auth_users:\n  prometheus: not-a-hash\n").unwrap();
+    let (code, _, err) = check(file.to_str().unwrap(), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "lachesis: config error: listen.web_config_file: {}: basic_auth_users.prometheus: not a bcrypt hash",
+            web.display()
+        )),
+        "{err}"
+    );
+    std::fs::write(&web, lachesis_lab::tls::basic_auth("prometheus")).unwrap();
+    let (code, out, err) = check(file.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("web_config_file: {}", web.display())),
+        "{out}"
+    );
+}

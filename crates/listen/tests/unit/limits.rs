@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use lachesis_listen::{serve, Limits};
+use lachesis_listen::{serve, Endpoint, Limits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
@@ -39,7 +39,11 @@ async fn start(limits: Limits) -> (SocketAddr, CancellationToken) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cancel = CancellationToken::new();
-    tokio::spawn(serve(listener, limits, "test", page, cancel.clone()));
+    let endpoint = Endpoint {
+        limits,
+        ..Endpoint::plain("test")
+    };
+    tokio::spawn(serve(listener, endpoint, page, cancel.clone()));
     (addr, cancel)
 }
 

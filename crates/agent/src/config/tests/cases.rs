@@ -113,6 +113,14 @@ pub(super) const CASES: &[Case] = &[
         ],
     },
     Case {
+        path: "listen.web_config_file",
+        valid: &[("/etc/lachesis/web.yml", "/etc/lachesis/web.yml")],
+        invalid: &[(
+            "web.yml",
+            &["listen.web_config_file: \"web.yml\" is not an absolute path; expected a path starting with /"],
+        )],
+    },
+    Case {
         path: "datapath.interface_prefixes",
         valid: &[("[tap, vnet]", "[tap, vnet]")],
         invalid: &[

@@ -44,7 +44,36 @@ fn defaults_agree_with_the_crates_that_use_them() {
         (d.log.level, d.log.format),
         (LogLevel::Info, LogFormat::Text)
     );
-    assert!(d.warnings().is_empty());
+    // Plain HTTP on every address is the default, and warned about.
+    let w: Vec<String> = d.warnings().iter().map(ToString::to_string).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("listen.metrics: 0.0.0.0:9847 is not a loopback address and listen.web_config_file is not set"),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn plain_metrics_beyond_loopback_are_warned_unless_a_web_configuration_is_set() {
+    let warned = |yaml: &str| -> Vec<String> {
+        Config::from_yaml(yaml)
+            .unwrap()
+            .warnings()
+            .iter()
+            .map(|w| w.key.clone())
+            .collect()
+    };
+    assert_eq!(
+        warned("listen:\n  metrics: 10.0.0.5:9847\n"),
+        ["listen.metrics"]
+    );
+    assert_eq!(
+        warned("listen:\n  metrics: '[::]:9847'\n"),
+        ["listen.metrics"]
+    );
+    assert!(warned("listen:\n  metrics: 127.0.0.1:9847\n").is_empty());
+    assert!(warned("listen:\n  metrics: '[::1]:9847'\n").is_empty());
+    assert!(warned("listen:\n  web_config_file: /etc/lachesis/web.yml\n").is_empty());
 }
 
 #[test]
@@ -218,7 +247,8 @@ fn secrets_are_redacted_in_debug_yaml_and_errors() {
 
 #[test]
 fn debug_listener_beyond_loopback_is_allowed_but_warned() {
-    let c = Config::from_yaml("listen:\n  debug: 0.0.0.0:9848\n").unwrap();
+    let c =
+        Config::from_yaml("listen:\n  debug: 0.0.0.0:9848\n  metrics: 127.0.0.1:9847\n").unwrap();
     let w: Vec<String> = c.warnings().iter().map(ToString::to_string).collect();
     assert_eq!(
         w,
@@ -228,7 +258,8 @@ fn debug_listener_beyond_loopback_is_allowed_but_warned() {
         ]
     );
     let c = Config::from_yaml(
-        "notifications:\n  kafka:\n    brokers: [k:1]\n    sasl: {mechanism: plain, username: u, password: p}\n",
+        "listen:\n  metrics: 127.0.0.1:9847\n\
+         notifications:\n  kafka:\n    brokers: [k:1]\n    sasl: {mechanism: plain, username: u, password: p}\n",
     )
     .unwrap();
     assert_eq!(c.warnings()[0].key, "notifications.kafka.sasl.mechanism");
@@ -304,7 +335,8 @@ fn reference_document_matches_the_defaults_table() {
 #[test]
 fn check_report_prints_the_config_or_each_error_once() {
     let ok = check_report(&Ok(Loaded {
-        config: Config::from_yaml("listen:\n  debug: 10.1.1.1:9848\n").unwrap(),
+        config: Config::from_yaml("listen:\n  debug: 10.1.1.1:9848\n  metrics: 127.0.0.1:9847\n")
+            .unwrap(),
         file: config_file(Some("/x.yaml".into())),
         file_found: true,
     }));

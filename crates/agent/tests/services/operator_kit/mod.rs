@@ -11,6 +11,7 @@
 mod cloudkitty;
 mod live;
 mod policy;
+mod web_config;
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -344,6 +345,19 @@ fn check_conffile(installed: &Path, conffile: &Path, scratch: &Path) {
         &format!("openstack.clouds_file={}", clouds.display()),
     ]);
     assert!(configured.status.success(), "{configured:?}");
+    // The web configuration is the operator's to write (docs/operations.md
+    // "Protecting the metrics"): commented out, and its absence warned
+    // about while the metrics listen beyond loopback.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("#   web_config_file: /etc/lachesis/web.yml")),
+        "{text}"
+    );
+    let stderr = String::from_utf8_lossy(&configured.stderr);
+    assert!(
+        stderr.contains("listen.metrics: 0.0.0.0:9847 is not a loopback address and listen.web_config_file is not set"),
+        "{stderr}"
+    );
 }
 
 /// What the unit promises about restarts and systemd's notifications.
