@@ -6,11 +6,14 @@
 //!
 //! "Ours" means attached by an agent of *this* bpffs directory, never "named
 //! like ours" (issue 19: a second agent on another directory detached the
-//! running agent's programs). The kernel says so: an attached program is
-//! ours when the maps it uses include a `flows` map of this directory (the
-//! one pinned at `<bpffs>/flows`, or one the load retired from there), read
-//! from `bpf_prog_info.map_ids`; a TCX link pinned under `<bpffs>/links` is
-//! ours too. A restart of the same agent reuses the `flows` pin, so its
+//! running agent's programs). An attached program is ours when it is one
+//! this process loaded, or one a TCX link pinned under `<bpffs>/links` ran
+//! at load (a predecessor's) — known without opening anything — or, where
+//! the kernel lets us open it by id (only with `CAP_SYS_ADMIN`, which the
+//! unit does not grant), when the maps it uses include a `flows` map of
+//! this directory (the one pinned at `<bpffs>/flows`, or one the load
+//! retired from there), read from `bpf_prog_info.map_ids`. A cls_bpf filter
+//! that cannot be opened is ours at this directory's own handle. A restart of the same agent reuses the `flows` pin, so its
 //! predecessor's programs are ours and are replaced in place; another
 //! directory's agent counts into another `flows` map, so its programs are
 //! never replaced, detached or removed — a tap that carries them gets ours
@@ -63,25 +66,71 @@ pub fn tc_handle_for(bpffs_dir: &Path) -> u32 {
 }
 
 /// What makes an attachment ours: the `flows` maps of this bpffs
-/// directory and this directory's cls_bpf handle.
+/// directory, the programs known to be ours without opening them, and this
+/// directory's cls_bpf handle.
 #[derive(Debug, Clone)]
 pub(crate) struct Ours {
     /// Ids of the `flows` maps of our directory: the pinned one, and the
     /// ones this load retired from there (kept after their pins go, so a
     /// predecessor's program still on an interface stays recognisable).
     pub flows_maps: Vec<u32>,
+    /// Programs known to be ours without opening them by id, which the
+    /// kernel allows only with `CAP_SYS_ADMIN` (the unit does not grant
+    /// it): the two this process loaded, and those the TCX links pinned
+    /// under `<bpffs>/links` ran when it loaded (a predecessor's), each
+    /// with the hook direction it serves.
+    pub known: Vec<(u32, Direction)>,
     /// Where a filter of ours goes when none is there yet.
     pub tc_handle: u32,
 }
 
+/// What the kernel lets us tell of an attached program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    Ours,
+    /// Opened and read: another agent's or another tool's.
+    Others,
+    /// Not known and not openable (no `CAP_SYS_ADMIN`, or gone).
+    Unknown,
+}
+
 impl Ours {
+    /// Program `id` at a hook of direction `dir`: ours when known, or when
+    /// opened and found named as our program for that hook and counting
+    /// into one of our `flows` maps.
+    fn judge(&self, id: u32, dir: Direction) -> Judged {
+        if self.known.contains(&(id, dir)) {
+            return Judged::Ours;
+        }
+        match prog_info(id) {
+            Some(p)
+                if p.name == prog_name_for(dir)
+                    && p.map_ids.iter().any(|m| self.flows_maps.contains(m)) =>
+            {
+                Judged::Ours
+            }
+            Some(_) => Judged::Others,
+            None => Judged::Unknown,
+        }
+    }
+
     /// Whether program `id`, attached at a hook of direction `dir`, is
-    /// ours: named as our program for that hook and counting into one of
-    /// our `flows` maps. A program that cannot be opened is not ours.
+    /// ours ([`Ours::judge`]). A program neither known nor openable is not.
     fn owns(&self, id: u32, dir: Direction) -> bool {
-        prog_info(id).is_some_and(|p| {
-            p.name == prog_name_for(dir) && p.map_ids.iter().any(|m| self.flows_maps.contains(m))
-        })
+        self.judge(id, dir) == Judged::Ours
+    }
+
+    /// Whether the cls_bpf filter running `id` at `handle` is ours: judged
+    /// ours, or — when it cannot be opened — sitting at this directory's
+    /// own handle, where only an agent of this directory puts a filter (a
+    /// restart's predecessor, whose program id this process cannot know).
+    /// One at the one-handle builds' handle that cannot be opened is not.
+    fn owns_filter(&self, handle: u32, id: u32, dir: Direction) -> bool {
+        match self.judge(id, dir) {
+            Judged::Ours => true,
+            Judged::Others => false,
+            Judged::Unknown => handle == self.tc_handle,
+        }
     }
 
     /// Named like ours (the same classifier) but counting into another
@@ -254,7 +303,6 @@ struct ProgInfo {
 /// Name and map ids of program `id` (opening a program by id needs
 /// `CAP_SYS_ADMIN`); `None` if it cannot be opened or read.
 fn prog_info(id: u32) -> Option<ProgInfo> {
-    const MAX_MAPS: usize = 64;
     // SAFETY: plain syscall wrappers; the fd is owned right after.
     let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
     if fd < 0 {
@@ -263,6 +311,13 @@ fn prog_info(id: u32) -> Option<ProgInfo> {
     // SAFETY: `fd` is non-negative, fresh from the kernel and owned by no
     // one else: OwnedFd becomes its only owner and closes it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    prog_info_of(fd.as_fd()).map(|(_, info)| info)
+}
+
+/// Id, name and map ids of the program behind `fd` (no capability beyond
+/// holding the fd).
+fn prog_info_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u32, ProgInfo)> {
+    const MAX_MAPS: usize = 64;
     let mut map_ids = [0u32; MAX_MAPS];
     // SAFETY: bpf_prog_info is plain old data; all-zero is a valid value.
     let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
@@ -280,13 +335,49 @@ fn prog_info(id: u32) -> Option<ProgInfo> {
     // The kernel reports how many maps the program uses and copies at most
     // as many as there was room for.
     let n = (info.nr_map_ids as usize).min(MAX_MAPS);
-    Some(ProgInfo {
-        // SAFETY: the kernel NUL-terminates the 16-byte name.
-        name: unsafe { CStr::from_ptr(info.name.as_ptr()) }
-            .to_string_lossy()
-            .into_owned(),
-        map_ids: map_ids[..n].to_vec(),
-    })
+    Some((
+        info.id,
+        ProgInfo {
+            // SAFETY: the kernel NUL-terminates the 16-byte name.
+            name: unsafe { CStr::from_ptr(info.name.as_ptr()) }
+                .to_string_lossy()
+                .into_owned(),
+            map_ids: map_ids[..n].to_vec(),
+        },
+    ))
+}
+
+/// The programs known to be ours without opening any by id: `loaded`
+/// (this process's own, by their fds) and what the TCX links pinned in
+/// `links_dir` run now (a predecessor's, until they are updated).
+pub(crate) fn known_programs(
+    loaded: &[(std::os::fd::BorrowedFd<'_>, Direction)],
+    links_dir: &Path,
+) -> Vec<(u32, Direction)> {
+    use libbpf_rs::ProgramAttachType::{TcxEgress, TcxIngress};
+    let mut known: Vec<(u32, Direction)> = loaded
+        .iter()
+        .filter_map(|&(fd, dir)| prog_info_of(fd).map(|(id, _)| (id, dir)))
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(links_dir) {
+        for entry in entries.flatten() {
+            let Ok(link) = Link::open(entry.path()) else {
+                continue;
+            };
+            let Ok(info) = link.info() else { continue };
+            if let libbpf_rs::query::LinkTypeInfo::Tcx(t) = info.info {
+                let dir = match t.attach_type {
+                    TcxIngress => Direction::Tx,
+                    TcxEgress => Direction::Rx,
+                    _ => continue,
+                };
+                known.push((info.prog_id, dir));
+            }
+        }
+    }
+    known.sort_unstable();
+    known.dedup();
+    known
 }
 
 /// Every program attached through TCX at `dir` on `ifindex`, in chain
@@ -338,6 +429,39 @@ fn link_fd(id: u32) -> Result<OwnedFd> {
     // SAFETY: `fd` is non-negative, fresh from the kernel and owned by no
     // one else: OwnedFd becomes its only owner.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Link `id`, opened by id, or — where that needs `CAP_SYS_ADMIN` the
+/// process lacks — through its pin `pin` when that pin holds it.
+fn link_fd_or_pin(id: u32, pin: &Path) -> Result<OwnedFd> {
+    link_fd(id).or_else(|by_id| {
+        let c = std::ffi::CString::new(pin.as_os_str().as_encoded_bytes()).map_err(|_| {
+            Error::Invalid {
+                what: "pin path",
+                detail: format!("{} contains a NUL byte", pin.display()),
+            }
+        })?;
+        // SAFETY: a valid C string; returns a new fd or a negative errno.
+        let fd = unsafe { libbpf_sys::bpf_obj_get(c.as_ptr()) };
+        if fd < 0 {
+            return Err(by_id);
+        }
+        // SAFETY: non-negative, fresh from the kernel, owned by no one else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: zeroed plain-old-data info, sized; the kernel writes no
+        // further than `len`.
+        let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
+        let mut len = size_of::<libbpf_sys::bpf_link_info>() as u32;
+        // SAFETY: `info` and `len` are live and writable for the call.
+        let rc = unsafe {
+            libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &raw mut info, &raw mut len)
+        };
+        if rc == 0 && info.id == id {
+            Ok(fd)
+        } else {
+            Err(by_id)
+        }
+    })
 }
 
 fn link_detach(fd: &OwnedFd, what: &str) -> Result<()> {
@@ -445,7 +569,7 @@ impl Tcx<'_> {
         for (prog_id, link) in ours {
             if Some(link) != kept_link && link != 0 {
                 link_detach(
-                    &link_fd(link)?,
+                    &link_fd_or_pin(link, &pin)?,
                     &format!("duplicate program {prog_id} on ifindex {ifindex}"),
                 )?;
             }
@@ -455,16 +579,16 @@ impl Tcx<'_> {
 
     pub fn detach(&self, ifindex: u32, dir: Direction) -> Result<bool> {
         let mut any = false;
+        let pin = self.pin_path(ifindex, dir);
         for (prog_id, link) in tcx_ours(self.ours, ifindex, dir)? {
             if link != 0 {
                 link_detach(
-                    &link_fd(link)?,
+                    &link_fd_or_pin(link, &pin)?,
                     &format!("program {prog_id} on ifindex {ifindex}"),
                 )?;
                 any = true;
             }
         }
-        let pin = self.pin_path(ifindex, dir);
         if pin.exists() {
             std::fs::remove_file(&pin).map_err(Error::io(format!("unpin {}", pin.display())))?;
         }
@@ -564,7 +688,7 @@ fn tc_ours(
 ) -> Vec<(u32, u32)> {
     ours.tc_handles()
         .filter_map(|h| tc_at(fd, ifindex, dir, h).map(|id| (h, id)))
-        .filter(|&(_, id)| ours.owns(id, dir))
+        .filter(|&(h, id)| ours.owns_filter(h, id, dir))
         .collect()
 }
 
@@ -781,11 +905,13 @@ mod tests {
         assert_eq!(a, tc_handle_for(Path::new("/sys/fs/bpf/lachesis-a")));
         let ours = Ours {
             flows_maps: vec![1],
+            known: Vec::new(),
             tc_handle: a,
         };
         assert_eq!(ours.tc_handles().collect::<Vec<_>>(), vec![a, TC_HANDLE]);
         let default = Ours {
             flows_maps: vec![1],
+            known: Vec::new(),
             tc_handle: TC_HANDLE,
         };
         assert_eq!(default.tc_handles().collect::<Vec<_>>(), vec![TC_HANDLE]);

@@ -169,8 +169,24 @@ impl Datapath {
         // `/sys/fs/bpf/x/` and `/sys/fs/bpf/x` share their filters.
         let canonical =
             std::fs::canonicalize(&config.bpffs_dir).unwrap_or_else(|_| config.bpffs_dir.clone());
+        // The programs known to be ours without opening any by id (which
+        // needs CAP_SYS_ADMIN): our two, and what our pinned links run.
+        let progs: Vec<Program<'_>> = loaded.obj.progs().collect();
+        let own: Vec<(std::os::fd::BorrowedFd<'_>, Direction)> = progs
+            .iter()
+            .filter_map(|p| {
+                [Direction::Tx, Direction::Rx]
+                    .into_iter()
+                    .find(|d| p.name() == prog_name(*d))
+                    .map(|d| (p.as_fd(), d))
+            })
+            .collect();
+        let known = attach::known_programs(&own, &config.bpffs_dir.join("links"));
+        drop(own);
+        drop(progs);
         let ours = attach::Ours {
             flows_maps,
+            known,
             tc_handle: attach::tc_handle_for(&canonical),
         };
         let dp = Datapath {

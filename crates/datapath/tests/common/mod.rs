@@ -108,3 +108,80 @@ pub fn run_once_on(dp: &Datapath, cpu: usize, dir: Direction, frame: &[u8]) -> E
 }
 
 pub use lachesis_lab::cpu::{cpus, on_cpu, pin_to_cpu};
+
+/// `capget`/`capset`'s header (`_LINUX_CAPABILITY_VERSION_3`).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// One of `capget`/`capset`'s two 32-bit capability words.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAP_VERSION_3: u32 = 0x2008_0522;
+/// `CAP_SYS_ADMIN`'s bit (in the first word).
+const CAP_SYS_ADMIN: u32 = 21;
+
+fn capget() -> [CapData; 2] {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: a valid header and two data words, as version 3 wants.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) };
+    assert_eq!(rc, 0, "capget: {}", std::io::Error::last_os_error());
+    data
+}
+
+fn capset(data: &[CapData; 2]) {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    // SAFETY: a valid header and two data words, as version 3 wants.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) };
+    assert_eq!(rc, 0, "capset: {}", std::io::Error::last_os_error());
+}
+
+/// The calling thread without `CAP_SYS_ADMIN` in its effective set until
+/// dropped (capabilities are per thread; it stays permitted, so it comes
+/// back): what the agent's unit runs with, where the kernel refuses to
+/// open a program or link by id.
+#[derive(Debug)]
+pub struct NoSysAdmin {
+    saved: [CapData; 2],
+}
+
+impl NoSysAdmin {
+    #[must_use]
+    pub fn new() -> NoSysAdmin {
+        let saved = capget();
+        let mut less = saved;
+        less[0].effective &= !(1 << CAP_SYS_ADMIN);
+        capset(&less);
+        NoSysAdmin { saved }
+    }
+
+    /// Runs `f` with `CAP_SYS_ADMIN` back (a test's own inspection).
+    pub fn with_admin<T>(&self, f: impl FnOnce() -> T) -> T {
+        let now = capget();
+        capset(&self.saved);
+        let out = f();
+        capset(&now);
+        out
+    }
+}
+
+impl Drop for NoSysAdmin {
+    fn drop(&mut self) {
+        capset(&self.saved);
+    }
+}

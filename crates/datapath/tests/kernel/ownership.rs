@@ -158,9 +158,18 @@ fn prog_of(h: &Hooked) -> u32 {
 /// Agent A attaches both taps; agent B (another bpffs dir) lists, removes
 /// from non-matching interfaces, detaches, attaches beside and detaches
 /// again: A's programs never move and both count every frame exactly.
-fn another_dir_never_touches(mode: AttachMode) {
+///
+/// `without_admin`: both agents as the unit runs them, without
+/// `CAP_SYS_ADMIN` (the kernel then refuses to open a program by id, so
+/// neither can read which maps another's programs use).
+fn another_dir_never_touches(mode: AttachMode, without_admin: bool) {
     isolate();
     let (_lab, a, b) = two_vms();
+    let caps = without_admin.then(common::NoSysAdmin::new);
+    let name = |id: u32| {
+        caps.as_ref()
+            .map_or_else(|| prog_name(id), |c| c.with_admin(|| prog_name(id)))
+    };
     let pins_a = common::PinDir::new("own-a");
     let pins_b = common::PinDir::new("own-b");
     let mut cfg_a = pins_a.config();
@@ -177,6 +186,16 @@ fn another_dir_never_touches(mode: AttachMode) {
     let a_hooks = [hooked(&a.tap), hooked(&b.tap)];
     for hooks in &a_hooks {
         assert_eq!(hooks.len(), 2, "one program per hook: {hooks:?}");
+    }
+    if caps.is_some() {
+        // The premise: no program can be opened by id here.
+        // SAFETY: a plain system call; a success's fd is closed at once.
+        let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(prog_of(&a_hooks[0][0])) };
+        assert_eq!(
+            fd,
+            -libc::EPERM,
+            "opened a program by id without CAP_SYS_ADMIN"
+        );
     }
 
     // Agent B: another bpffs dir, nothing of its own attached anywhere.
@@ -225,7 +244,7 @@ fn another_dir_never_touches(mode: AttachMode) {
     assert_eq!(removed.len(), 2, "B's two hooks on tap a: {removed:?}");
     assert_eq!([hooked(&a.tap), hooked(&b.tap)], a_hooks);
     for h in a_hooks.iter().flatten() {
-        assert!(prog_name(prog_of(h)).starts_with("lachesis_"), "{h:?}");
+        assert!(name(prog_of(h)).starts_with("lachesis_"), "{h:?}");
     }
 
     // A restart of A (same dir) still replaces A's programs in place.
@@ -250,12 +269,81 @@ fn another_dir_never_touches(mode: AttachMode) {
 
 #[test]
 fn another_bpffs_dir_never_touches_our_tcx_links() {
-    another_dir_never_touches(AttachMode::Tcx);
+    another_dir_never_touches(AttachMode::Tcx, false);
 }
 
 #[test]
 fn another_bpffs_dir_never_touches_our_cls_bpf_filters() {
-    another_dir_never_touches(AttachMode::Tc);
+    another_dir_never_touches(AttachMode::Tc, false);
+}
+
+#[test]
+fn without_cap_sys_admin_another_bpffs_dir_never_touches_our_tcx_links() {
+    another_dir_never_touches(AttachMode::Tcx, true);
+}
+
+#[test]
+fn without_cap_sys_admin_another_bpffs_dir_never_touches_our_cls_bpf_filters() {
+    another_dir_never_touches(AttachMode::Tc, true);
+}
+
+/// Without `CAP_SYS_ADMIN`, a mode change removes ours of the other kind
+/// (TCX links through their pins), a detach removes ours, and nothing of
+/// ours is ever listed twice.
+#[test]
+fn without_cap_sys_admin_a_mode_change_and_a_detach_find_ours() {
+    isolate();
+    let (_lab, a, b) = two_vms();
+    let _caps = common::NoSysAdmin::new();
+    let pins = common::PinDir::new("own-caps");
+    let mut cfg = pins.config();
+    cfg.attach_mode = AttachMode::Tcx;
+    let (dp, _, _) = Datapath::load(&cfg).unwrap();
+    for vm in [&a, &b] {
+        assert_eq!(dp.attach(&vm.tap).unwrap(), [AttachOutcome::Attached; 2]);
+    }
+    drop(dp);
+    cfg.attach_mode = AttachMode::Tc;
+    let (dp, _, _) = Datapath::load(&cfg).unwrap();
+    for vm in [&a, &b] {
+        // Nothing of ours was there as cls_bpf; the TCX links go.
+        assert_eq!(dp.attach(&vm.tap).unwrap(), [AttachOutcome::Attached; 2]);
+        let hooks = hooked(&vm.tap);
+        assert!(
+            hooks.len() == 2 && hooks.iter().all(|h| matches!(h, Hooked::Tc(..))),
+            "{hooks:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(pins.0.join("links")).map_or(0, Iterator::count),
+        0,
+        "TCX pins left"
+    );
+    assert_eq!(dp.attachments().unwrap().len(), 4);
+    drop(dp);
+    // A restart in tc mode: its predecessor's filters, which it cannot
+    // open, are replaced in place at its own handle.
+    let (dp, _, _) = Datapath::load(&cfg).unwrap();
+    let before = hooked(&a.tap);
+    assert_eq!(dp.attach(&a.tap).unwrap(), [AttachOutcome::Replaced; 2]);
+    let after = hooked(&a.tap);
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert_ne!(before, after, "the new programs run");
+    assert_eq!(dp.attachments().unwrap().len(), 4);
+    // Back to TCX, then a detach: every hook empty.
+    drop(dp);
+    cfg.attach_mode = AttachMode::Tcx;
+    let (dp, _, _) = Datapath::load(&cfg).unwrap();
+    for vm in [&a, &b] {
+        dp.attach(&vm.tap).unwrap();
+        let hooks = hooked(&vm.tap);
+        assert!(
+            hooks.len() == 2 && hooks.iter().all(|h| matches!(h, Hooked::Tcx(..))),
+            "{hooks:?}"
+        );
+        assert!(dp.detach(&vm.tap).unwrap());
+        assert_eq!(hooked(&vm.tap), [], "{}", vm.tap);
+    }
 }
 
 /// cls_bpf filters of ours at the one handle every directory used before

@@ -544,21 +544,57 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
     agent.wait_ready(setup.metrics);
     traffic(a, b, 1);
     counted(&agent);
-    // Its presence check sees its own programs on both taps: telling ours
-    // from others' needs the kernel to open a program by id, and without
-    // that every check would "heal" (re-attach) both taps.
-    wait_for_sample(&agent, setup.metrics, "lachesis_attached_interfaces 2");
-    wait_for_value(
-        &agent,
-        setup.metrics,
-        "lachesis_attach_presence_checks_total",
-        |v| v >= 1.0,
-    );
-    assert_eq!(
-        metric(setup.metrics, "lachesis_attach_heals_total"),
-        Some(0.0)
-    );
+    // Its presence check sees its own programs on both taps without
+    // opening any by id (no CAP_SYS_ADMIN): were they not recognised, every
+    // check would "heal" (re-attach) both taps.
+    let presence_heals_nothing = |agent: &Agent| {
+        wait_for_sample(agent, setup.metrics, "lachesis_attached_interfaces 2");
+        wait_for_value(
+            agent,
+            setup.metrics,
+            "lachesis_attach_presence_checks_total",
+            |v| v >= 1.0,
+        );
+        assert_eq!(
+            metric(setup.metrics, "lachesis_attach_heals_total"),
+            Some(0.0)
+        );
+    };
+    presence_heals_nothing(&agent);
     agent.stop();
+
+    // cls_bpf filters (kernels before 6.6): a mode change removes the TCX
+    // links (through their pins), and a restart finds the predecessor's
+    // filters at this directory's handle and replaces them in place, though
+    // it cannot open their programs to read which maps they count into.
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    assert!(text.contains("datapath:\n"), "{text}");
+    std::fs::write(
+        &setup.config,
+        text.replacen("datapath:\n", "datapath:\n  attach_mode: tc\n", 1),
+    )
+    .unwrap();
+    for n in 2..4 {
+        let mut agent = setup.start_under(n, &wrapper);
+        agent.wait_ready(setup.metrics);
+        traffic(a, b, u16::try_from(n).unwrap());
+        counted(&agent);
+        presence_heals_nothing(&agent);
+        agent.stop();
+    }
+    let links = std::fs::read_dir(setup.bpffs.join("links")).map_or(0, Iterator::count);
+    assert_eq!(links, 0, "TCX link pins left after the change to tc");
+    for vm in [a, b] {
+        for (hook, name) in [("ingress", "lachesis_tx"), ("egress", "lachesis_rx")] {
+            let out = Command::new("tc")
+                .args(["filter", "show", "dev", &vm.tap, hook])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let filters = text.matches(&format!("name {name} ")).count();
+            assert_eq!(filters, 1, "{} {hook}: {text}", vm.tap);
+        }
+    }
 }
 
 /// The Kafka-protocol broker's loopback port (scripts/real-cloud).
