@@ -60,9 +60,12 @@ impl ErrorKind {
 /// refused password on one node says more than another node being down).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SubscribeFailure {
-    /// No host accepted a connection: refused, reset, timed out, or a TLS
-    /// handshake that failed.
+    /// No host accepted a connection: refused, reset or timed out.
     Unreachable,
+    /// A host's TLS handshake failed: its certificate not signed by
+    /// `ca_file` (or the system roots), naming another host, expired, or
+    /// TLS against a plain port.
+    Tls,
     /// The broker refused a declaration, the binding or the consume
     /// (`PRECONDITION_FAILED`: durability mismatch; `ACCESS_REFUSED`:
     /// permissions).
@@ -76,10 +79,11 @@ pub enum SubscribeFailure {
 
 impl SubscribeFailure {
     /// Every value, seeded at zero.
-    pub const ALL: [SubscribeFailure; 4] = [
+    pub const ALL: [SubscribeFailure; 5] = [
         SubscribeFailure::Auth,
         SubscribeFailure::Vhost,
         SubscribeFailure::Declare,
+        SubscribeFailure::Tls,
         SubscribeFailure::Unreachable,
     ];
 
@@ -88,6 +92,7 @@ impl SubscribeFailure {
     pub fn as_str(self) -> &'static str {
         match self {
             SubscribeFailure::Unreachable => "unreachable",
+            SubscribeFailure::Tls => "tls",
             SubscribeFailure::Declare => "declare",
             SubscribeFailure::Vhost => "vhost",
             SubscribeFailure::Auth => "auth",
@@ -99,7 +104,10 @@ impl SubscribeFailure {
     pub fn hint(self) -> &'static str {
         match self {
             SubscribeFailure::Unreachable => {
-                "no host of notifications.rabbitmq.url accepted a connection (refused, reset, timed out, or a failed TLS handshake)"
+                "no host of notifications.rabbitmq.url accepted a connection (refused, reset or timed out)"
+            }
+            SubscribeFailure::Tls => {
+                "the TLS handshake failed: the broker's certificate is not signed by notifications.rabbitmq.ca_file (or the system roots), does not name the URL's host, or has expired; or the URL asks TLS of a plain AMQP port"
             }
             SubscribeFailure::Declare => {
                 "the broker refused a declaration, binding or consume: check notifications.rabbitmq.durable against the deployment and the user's permissions"

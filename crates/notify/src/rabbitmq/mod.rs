@@ -156,6 +156,7 @@ impl RabbitError {
                     AMQPErrorKind::Hard(AMQPHardError::NOTALLOWED) => SubscribeFailure::Vhost,
                     _ => SubscribeFailure::Unreachable,
                 },
+                lapin::ErrorKind::IOError(io) if tls_failure(io) => SubscribeFailure::Tls,
                 _ => SubscribeFailure::Unreachable,
             },
             RabbitError::Declare { source, .. } | RabbitError::Subscribe { source, .. } => {
@@ -166,6 +167,24 @@ impl RabbitError {
             }
         }
     }
+}
+
+/// Whether an I/O error is a TLS handshake's (rustls's error inside it,
+/// at any depth: the certificate, the protocol, or TLS against a plain
+/// port).
+fn tls_failure(io: &std::io::Error) -> bool {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = io.get_ref().map(|e| e as _);
+    while let Some(e) = at {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = e.downcast_ref::<std::io::Error>() {
+            at = inner.get_ref().map(|e| e as _);
+            continue;
+        }
+        at = e.source();
+    }
+    false
 }
 
 /// A consumer, built once from its configuration.
@@ -556,6 +575,33 @@ mod tests {
             ),
             (
                 connect(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into()),
+                SubscribeFailure::Unreachable,
+            ),
+            // A certificate the CA file does not sign, as rustls-connector
+            // hands it over (rustls's error inside an I/O error), and TLS
+            // against a plain port; at any depth.
+            (
+                connect(
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+                    )
+                    .into(),
+                ),
+                SubscribeFailure::Tls,
+            ),
+            (
+                connect(
+                    std::io::Error::other(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType),
+                    ))
+                    .into(),
+                ),
+                SubscribeFailure::Tls,
+            ),
+            (
+                connect(std::io::Error::other("certificate").into()),
                 SubscribeFailure::Unreachable,
             ),
             (

@@ -46,9 +46,20 @@ fn start(
     common::Running,
     CancellationToken,
 ) {
+    start_config(config_at(url, &EXCHANGES, false))
+}
+
+/// [`start`] with a whole configuration.
+fn start_config(
+    config: RabbitMqConfig,
+) -> (
+    TransportMetrics,
+    tokio::sync::mpsc::UnboundedReceiver<Seen>,
+    common::Running,
+    CancellationToken,
+) {
     let m = metrics();
-    let consumer =
-        Arc::new(RabbitMqConsumer::new(config_at(url, &EXCHANGES, false), m.clone()).unwrap());
+    let consumer = Arc::new(RabbitMqConsumer::new(config, m.clone()).unwrap());
     let (sink, rx) = Recorder::new();
     let cancel = CancellationToken::new();
     let c = cancel.clone();
@@ -442,4 +453,135 @@ async fn a_consumer_that_cannot_subscribe_shows_why() {
         let s = m.snapshot();
         assert!(!s.connected && s.transport_errors >= 1, "{s:?}");
     }
+}
+
+/// The broker's TLS (amqps) listener the TLS test opens on the tier's node.
+const TLS_PORT: u16 = 16671;
+
+/// An amqps listener on the running node, with a certificate the test made
+/// (`openssl`, SAN 127.0.0.1) from CA `ca.pem` in `dir`, readable by the
+/// broker's own user; removed again when dropped.
+struct TlsListener<'a> {
+    broker: &'a lachesis_lab::Services,
+}
+
+impl<'a> TlsListener<'a> {
+    fn open(broker: &'a lachesis_lab::Services, dir: &std::path::Path) -> TlsListener<'a> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let pki = lachesis_lab::tls::Pki::new(dir);
+        let _ = pki.ca("ca");
+        let _ = pki.ca("other-ca");
+        let (cert, key) = pki.issue(
+            "ca",
+            "broker",
+            "IP:127.0.0.1",
+            lachesis_lab::tls::Usage::Server,
+            1,
+        );
+        // The broker runs as its own user: it must read the files.
+        for (path, mode) in [(dir, 0o755), (key.as_path(), 0o644)] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let listener = format!(
+            "rabbit_networking:ensure_ssl(), \
+             rabbit_networking:start_ssl_listener({{\"127.0.0.1\", {TLS_PORT}}}, \
+             [{{cacertfile, \"{}\"}}, {{certfile, \"{}\"}}, {{keyfile, \"{}\"}}, \
+             {{verify, verify_none}}, {{fail_if_no_peer_cert, false}}], 10).",
+            dir.join("ca.pem").display(),
+            cert.display(),
+            key.display()
+        );
+        let said = broker
+            .try_rabbitmqctl(&["eval", &listener])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(said.trim(), "ok", "start_ssl_listener: {said}");
+        TlsListener { broker }
+    }
+}
+
+impl Drop for TlsListener<'_> {
+    fn drop(&mut self) {
+        let _ = self.broker.try_rabbitmqctl(&[
+            "eval",
+            &format!("rabbit_networking:stop_tcp_listener({{\"127.0.0.1\", {TLS_PORT}}})."),
+        ]);
+    }
+}
+
+/// A consumer of `url` trusting `ca_file`.
+fn start_tls(
+    url: &str,
+    ca_file: &std::path::Path,
+) -> (
+    TransportMetrics,
+    tokio::sync::mpsc::UnboundedReceiver<Seen>,
+    common::Running,
+    CancellationToken,
+) {
+    let mut config = config_at(url, &EXCHANGES, false);
+    config.ca_file = Some(ca_file.to_path_buf());
+    start_config(config)
+}
+
+/// amqps against the broker's own TLS listener, with a certificate the
+/// test made: trusting its CA (`ca_file`) the consumer subscribes and every
+/// event arrives; trusting another CA it is refused, on the gauge as `tls`
+/// (not `unreachable`), and its error names the certificate; `amqps` to the
+/// plain port is `tls` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn amqps_to_a_real_tls_listener_subscribes_and_a_wrong_ca_is_named() {
+    common::logs();
+    let broker = lachesis_lab::Services::rabbitmq();
+    let dir = tempfile::tempdir().unwrap();
+    let _tls = TlsListener::open(&broker, dir.path());
+    let url = format!("amqps://guest:guest@127.0.0.1:{TLS_PORT}/%2f");
+
+    let (m, mut rx, _task, cancel) = start_tls(&url, &dir.path().join("ca.pem"));
+    wait_until("subscribed over TLS", Duration::from_secs(20), || {
+        m.snapshot().connected
+    })
+    .await;
+    let publisher = Publisher::connect().await;
+    let want = burst(&publisher).await;
+    let got = decisions(&mut rx, want.len(), Duration::from_secs(10)).await;
+    assert_eq!(kinds(&got), want, "every event, in order, over TLS");
+    assert_eq!(m.snapshot().failing, None);
+    cancel.cancel();
+
+    let wrong = dir.path().join("other-ca.pem");
+    let plain = format!("amqps://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f");
+    for (url, ca) in [
+        (url.as_str(), &wrong),
+        (plain.as_str(), &dir.path().join("ca.pem")),
+    ] {
+        let (m, _rx, _task, cancel) = start_tls(url, ca);
+        wait_until(
+            &format!(
+                "{url} with {}: subscribe_failing{{reason=tls}}",
+                ca.display()
+            ),
+            Duration::from_secs(20),
+            || m.snapshot().failing == Some(SubscribeFailure::Tls),
+        )
+        .await;
+        assert!(!m.snapshot().connected);
+        cancel.cancel();
+    }
+
+    // What the error says, as the agent logs it.
+    let config = {
+        let mut c = config_at(&url, &EXCHANGES, false);
+        c.ca_file = Some(wrong.clone());
+        c
+    };
+    let consumer = RabbitMqConsumer::new(config, metrics()).unwrap();
+    let Err(e) = consumer.subscribe(0).await else {
+        panic!("subscribed trusting another CA");
+    };
+    assert_eq!(e.failure(), SubscribeFailure::Tls);
+    let text = e.to_string();
+    assert!(
+        text.contains("certificate") && text.contains("UnknownIssuer"),
+        "the error names the certificate problem: {text}"
+    );
 }
