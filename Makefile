@@ -69,6 +69,15 @@ bench-cores: setup
 bench-verdict: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_verdict
 
+# Coverage-guided fuzzing (cargo-fuzz, libFuzzer, nightly): every target of
+# fuzz/ for FUZZ_SECONDS (default 60) each, FUZZ_TARGETS to choose some;
+# prints execs and coverage per target, merges what found new coverage into
+# fuzz/corpus/, copies crashes to fuzz/regressions/ (replayed by make test).
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz: setup
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz
+
 # Plan build for 20 000 ports / 5 000 subnets / 2 000 routers, and the diff of
 # two plans one router apart (DESIGN §16); last line is one JSON object.
 .PHONY: bench-plan

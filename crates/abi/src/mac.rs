@@ -56,7 +56,8 @@ impl FromStr for Mac {
         let mut parts = s.split([':', '-']);
         for slot in &mut out {
             let part = parts.next().ok_or_else(err)?;
-            if part.len() != 2 {
+            // `from_str_radix` alone would also take a sign (`+1`).
+            if part.len() != 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(err());
             }
             *slot = u8::from_str_radix(part, 16).map_err(|_| err())?;
@@ -107,6 +108,7 @@ mod tests {
             "02:00:00:00:00:01:02",
             "0g:00:00:00:00:01",
             "2:00:00:00:00:01",
+            "+2:00:00:00:00:01",
         ] {
             assert!(bad.parse::<Mac>().is_err(), "{bad}");
         }

@@ -45,6 +45,30 @@ where
     })
 }
 
+/// [`load`] with the file's text given instead of read (`None`: no file),
+/// so the layers are read without I/O: for the fuzz targets
+/// (`crates/fuzzing`), not for the daemon. Problems with the file as a
+/// whole keep the key `(file)` instead of the file's path.
+#[doc(hidden)]
+pub fn load_text<I>(text: Option<&str>, env: I, flags: &Flags) -> Result<Config, ConfigError>
+where
+    I: IntoIterator<Item = (OsString, OsString)>,
+{
+    let (mut overrides, mut issues) = layered::layers::from_env(&LAYOUT, env);
+    let (flag_overrides, flag_issues) =
+        layered::layers::from_flags(&LAYOUT, &flags.set, flags.log_level.as_deref());
+    overrides.extend(flag_overrides);
+    issues.extend(flag_issues);
+    match Config::parse(text, overrides) {
+        Ok(config) if issues.is_empty() => Ok(config),
+        Ok(_) => Err(issues.into()),
+        Err(e) => {
+            issues.extend(e.issues);
+            Err(issues.into())
+        }
+    }
+}
+
 impl Config {
     /// A configuration from YAML text alone (no environment, no flags).
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {

@@ -36,6 +36,8 @@ pub use lachesis_config::layered::{ConfigError, ConfigFile, Flags, Issue};
 pub use lachesis_config::{Secret, REDACTED};
 pub use lachesis_datapath::DatapathConfig;
 pub use lachesis_notify::{KafkaConfig, KafkaTls, RabbitMqConfig, Sasl, SaslMechanism};
+#[doc(hidden)]
+pub use load::load_text;
 pub use load::{config_file, load, Loaded, DEFAULT_CONFIG_PATH};
 pub use model::{
     parse_log_level, Config, ListenSettings, LogFormat, LogLevel, LogSettings, MetadataSettings,

@@ -58,6 +58,10 @@ pub use encoding::{accepts_gzip, gzip};
 pub use metrics::{MetricsRoutes, RenderError, COLLECT_DURATION, PATHS as METRICS_PATHS};
 pub use negotiate::negotiate;
 pub use params::{BadParam, BadParams};
+/// The query-string reader of every debug page, for the fuzz targets
+/// (`crates/fuzzing`).
+#[doc(hidden)]
+pub use params::{Params, MAX_PARAMS};
 pub use reply::Reply;
 pub use server::{serve, Routes, MAX_BODY_BYTES};
 pub use source::{

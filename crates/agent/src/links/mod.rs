@@ -54,6 +54,10 @@ mod watcher;
 
 pub use matcher::Matcher;
 pub use message::LinkEvent;
+/// The datagram parser and what it yields, for the fuzz targets
+/// (`crates/fuzzing`); the watcher reads them through [`run`].
+#[doc(hidden)]
+pub use message::{parse_datagram, Frame, Message};
 pub use metrics::{EventKind, Failure, LinkMetrics};
 pub(crate) use netlink::dump_links;
 pub use ports::{tap_name, TapPorts};

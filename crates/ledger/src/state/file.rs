@@ -410,7 +410,12 @@ fn read_one(path: &Path) -> Result<ReadOutcome, StateError> {
             })
         }
     };
-    let probe: Probe = match serde_json::from_slice(&bytes) {
+    decode_at(path, &bytes)
+}
+
+/// What [`load`] makes of one file's bytes (`path` names it in errors).
+fn decode_at(path: &Path, bytes: &[u8]) -> Result<ReadOutcome, StateError> {
+    let probe: Probe = match serde_json::from_slice(bytes) {
         Ok(p) => p,
         Err(e) => return Ok(ReadOutcome::Unreadable(e.to_string())),
     };
@@ -426,7 +431,7 @@ fn read_one(path: &Path) -> Result<ReadOutcome, StateError> {
             "schema 0 was never written".to_owned(),
         ));
     }
-    let dto: FileDto = match serde_json::from_slice(&bytes) {
+    let dto: FileDto = match serde_json::from_slice(bytes) {
         Ok(d) => d,
         Err(e) => return Ok(ReadOutcome::Unreadable(e.to_string())),
     };
@@ -434,6 +439,20 @@ fn read_one(path: &Path) -> Result<ReadOutcome, StateError> {
     match dto.into_book() {
         Ok((book, plan)) => Ok(ReadOutcome::Ok(Box::new(book), plan, schema)),
         Err(e) => Ok(ReadOutcome::Unreadable(e.to_string())),
+    }
+}
+
+/// What [`load`] reads from one state file's bytes, without the file: the
+/// book, the committed plan and the file's schema; or why the file is
+/// refused (a newer schema) or would be quarantined. For the fuzz targets
+/// (`crates/fuzzing`), not for the agent.
+#[doc(hidden)]
+pub fn decode(bytes: &[u8]) -> Result<(Book, CommittedPlan, u32), String> {
+    match decode_at(Path::new("(bytes)"), bytes) {
+        Ok(ReadOutcome::Ok(book, plan, schema)) => Ok((*book, plan, schema)),
+        Ok(ReadOutcome::Unreadable(reason)) => Err(reason),
+        Ok(ReadOutcome::Missing) => Err("missing".to_owned()),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -6,6 +6,8 @@ mod metrics;
 mod rows;
 mod schema;
 
+#[doc(hidden)]
+pub use file::decode;
 pub use file::{
     encode, load, FlushReport, LoadSource, Loaded, Quarantined, StateError, StateFile, StatePaths,
 };

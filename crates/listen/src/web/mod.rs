@@ -88,18 +88,30 @@ fn load(path: &Path) -> Result<Loaded, WebConfigError> {
         .map(|t| tls::build(t, dir, &mut files, &mut warnings))
         .transpose()
         .map_err(invalid)?;
+    let active = Active {
+        tls,
+        ..settings(raw).map_err(invalid)?
+    };
+    Ok(Loaded {
+        active,
+        files,
+        warnings,
+    })
+}
+
+/// Everything a parsed file configures but TLS (which reads the files it
+/// names): its users, headers and rate limit.
+fn settings(raw: file::RawFile) -> Result<Active, String> {
     let users = raw
         .basic_auth_users
         .filter(|u| !u.is_empty())
         .map(Users::new)
-        .transpose()
-        .map_err(invalid)?;
+        .transpose()?;
     let headers = raw
         .http_server_config
         .and_then(|h| h.headers)
         .map(|h| file::headers(&h))
-        .transpose()
-        .map_err(invalid)?
+        .transpose()?
         .unwrap_or_default();
     let bucket = match raw.rate_limit {
         None => None,
@@ -109,34 +121,48 @@ fn load(path: &Path) -> Result<Loaded, WebConfigError> {
                 .as_ref()
                 .map(file::duration)
                 .transpose()
-                .map_err(|e| invalid(format!("rate_limit.interval: {e}")))?
+                .map_err(|e| format!("rate_limit.interval: {e}"))?
                 .unwrap_or(Duration::ZERO);
             let burst = u32::try_from(r.burst.unwrap_or(0)).map_err(|_| {
-                invalid("rate_limit.burst: too large; expected at most 4294967295".into())
+                "rate_limit.burst: too large; expected at most 4294967295".to_owned()
             })?;
             if every.is_zero() {
                 None
             } else if burst == 0 {
-                return Err(invalid(
+                return Err(
                     "rate_limit.burst: 0 with a non-zero interval would refuse every request; \
                      expected 1 or more (or interval 0 to turn the limit off)"
                         .into(),
-                ));
+                );
             } else {
                 Some(Bucket::new(every, burst))
             }
         }
     };
-    Ok(Loaded {
-        active: Active {
-            tls,
-            users,
-            headers,
-            bucket,
-        },
-        files,
-        warnings,
+    Ok(Active {
+        tls: None,
+        users,
+        headers,
+        bucket,
     })
+}
+
+/// The fuzz target `web_config` (crates/fuzzing): a file's text through
+/// what [`Web::load`] does with it, short of reading a file — the YAML,
+/// the TLS section when it names no file (inline `cert`, `key`,
+/// `client_ca`), the users' bcrypt hashes, the headers, the rate limit.
+///
+/// # Errors
+/// Why a file of this text would be refused.
+#[doc(hidden)]
+pub fn fuzz_parse(text: &str) -> Result<(), String> {
+    let raw = file::parse(text)?;
+    if let Some(t) = &raw.tls_server_config {
+        if t.cert_file.is_none() && t.key_file.is_none() && t.client_ca_file.is_none() {
+            tls::build(t, Path::new("."), &mut Vec::new(), &mut Vec::new())?;
+        }
+    }
+    settings(raw).map(drop)
 }
 
 /// Checks `path` as a start would load it: `Ok` with the warnings a start

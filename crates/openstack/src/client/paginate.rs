@@ -86,6 +86,25 @@ pub(crate) fn next(body: &Value, collection: &str) -> Result<Next, PageError> {
     }
 }
 
+/// One list call's page as [`Session`](super::Session) reads it: the
+/// items of `body` (`{"<collection>": [...]}`), then what it says of the
+/// next page (the `href` of its next link, `None` on the last page).
+///
+/// Public (hidden) for the fuzz targets (`crates/fuzzing`), which feed it
+/// arbitrary bodies; it is not part of this crate's API.
+#[doc(hidden)]
+pub fn read_page(
+    mut body: Value,
+    collection: &str,
+) -> Result<(Vec<Value>, Option<String>), PageError> {
+    let next = next(&body, collection);
+    let items = take_items(&mut body, collection)?;
+    match next? {
+        Next::Url(href) => Ok((items, Some(href))),
+        Next::End => Ok((items, None)),
+    }
+}
+
 /// Where to fetch the next page from.
 ///
 /// Only the path and query of `href` are kept; scheme, host and port come
@@ -95,8 +114,12 @@ pub(crate) fn next(body: &Value, collection: &str) -> Result<Next, PageError> {
 /// request that the link dropped (Octavia drops filters) are re-applied,
 /// every value of a repeated one (`fields=id&fields=name`) included; a
 /// parameter the link kept keeps the link's values (`marker`, `limit`).
+///
+/// Public (hidden) for the fuzz targets (`crates/fuzzing`), which check
+/// that no `href` moves the origin; it is not part of this crate's API.
+#[doc(hidden)]
 #[must_use]
-pub(crate) fn next_url(first: &Url, href: &str) -> Option<Url> {
+pub fn next_url(first: &Url, href: &str) -> Option<Url> {
     let parsed = first.join(href).ok()?;
     let mut out = first.clone();
     out.set_path(parsed.path());

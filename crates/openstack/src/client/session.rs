@@ -11,7 +11,7 @@ use url::Url;
 use super::auth::{self, Token, TokenError};
 use super::catalog::{self, CatalogError};
 use super::metrics::ApiMetrics;
-use super::paginate::{self, Next, PageError};
+use super::paginate::{self, PageError};
 use crate::config::{CloudConfig, TlsVerify};
 
 /// A failed API interaction; every variant names the call. The text of a
@@ -496,18 +496,15 @@ impl Session {
                     url: url.to_string(),
                 });
             }
-            let mut body = self.get_json(call.service, call.collection, &url).await?;
-            let next = paginate::next(&body, call.collection);
-            let items =
-                paginate::take_items(&mut body, call.collection).map_err(|e| page_err(&url, e))?;
-            let next = next.map_err(|e| page_err(&url, e))?;
-            drop(body);
+            let body = self.get_json(call.service, call.collection, &url).await?;
+            let (items, next) =
+                paginate::read_page(body, call.collection).map_err(|e| page_err(&url, e))?;
             // Neutron links a next page whenever this one is full, so the
             // last page may be empty: an empty page ends the list too.
             let empty = items.is_empty();
             on_page(items);
             match next {
-                Next::Url(href) if !empty => {
+                Some(href) if !empty => {
                     url = paginate::next_url(&first, &href).ok_or_else(|| {
                         page_err(
                             &url,

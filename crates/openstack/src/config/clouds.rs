@@ -80,7 +80,51 @@ pub fn load_clouds_entry(paths: &SearchPaths, cloud: &str) -> Result<CloudConfig
             searched: paths.clouds.clone(),
         });
     };
-    let mut doc = read_yaml(clouds_path)?;
+    let secure = || {
+        paths
+            .secure
+            .iter()
+            .find(|p| p.is_file())
+            .map(|p| Ok((p.clone(), read_yaml(p)?)))
+            .transpose()
+    };
+    entry_of(clouds_path, read_yaml(clouds_path)?, secure, cloud)
+}
+
+/// [`load_clouds_entry`] of texts rather than files: `clouds` read as a
+/// `clouds.yaml`, `secure` as its `secure.yaml`, errors naming the paths
+/// `clouds.yaml` and `secure.yaml`. No file or environment is read.
+///
+/// It exists for the fuzz targets (`crates/fuzzing`), which feed it
+/// arbitrary text; it is not part of this crate's API.
+#[doc(hidden)]
+pub fn clouds_entry_from_str(
+    clouds: &str,
+    secure: Option<&str>,
+    cloud: &str,
+) -> Result<CloudConfig, ConfigError> {
+    let clouds_path = Path::new("clouds.yaml");
+    let secure = || {
+        secure
+            .map(|text| {
+                let path = PathBuf::from("secure.yaml");
+                let doc = parse_yaml(&path, text)?;
+                Ok((path, doc))
+            })
+            .transpose()
+    };
+    entry_of(clouds_path, parse_yaml(clouds_path, clouds)?, secure, cloud)
+}
+
+/// Builds the entry `cloud` of the clouds.yaml `doc` read from
+/// `clouds_path`, with the secure.yaml `secure` gives (when the clouds.yaml
+/// is not empty) merged over it.
+fn entry_of(
+    clouds_path: &Path,
+    mut doc: Value,
+    secure: impl FnOnce() -> Result<Option<(PathBuf, Value)>, ConfigError>,
+    cloud: &str,
+) -> Result<CloudConfig, ConfigError> {
     // An empty file (or only comments) is YAML null.
     if doc.is_null() {
         return Err(ConfigError::EmptyFile {
@@ -88,8 +132,7 @@ pub fn load_clouds_entry(paths: &SearchPaths, cloud: &str) -> Result<CloudConfig
         });
     }
     let mut source_name = clouds_path.display().to_string();
-    if let Some(secure_path) = paths.secure.iter().find(|p| p.is_file()) {
-        let secure = read_yaml(secure_path)?;
+    if let Some((secure_path, secure)) = secure()? {
         // An empty secure.yaml overrides nothing (merging null would
         // replace the whole document).
         if !secure.is_null() {
@@ -125,7 +168,11 @@ fn read_yaml(path: &Path) -> Result<Value, ConfigError> {
         path: path.to_path_buf(),
         error,
     })?;
-    serde_saphyr::from_str::<Value>(&text).map_err(|e| ConfigError::Yaml {
+    parse_yaml(path, &text)
+}
+
+fn parse_yaml(path: &Path, text: &str) -> Result<Value, ConfigError> {
+    serde_saphyr::from_str::<Value>(text).map_err(|e| ConfigError::Yaml {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -202,11 +249,14 @@ impl Entry<'_> {
         }
         cfg.tls = tls(&t)?;
         if let Some(v) = top.get("api_timeout") {
-            let secs = v
+            // Refused too: a number too large for a Duration (1e300, where
+            // `from_secs_f64` panics) and one that rounds to 0 ns (1e-10).
+            cfg.timeout = v
                 .as_f64()
                 .filter(|s| s.is_finite() && *s > 0.0)
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .filter(|d| !d.is_zero())
                 .ok_or_else(|| self.bad("api_timeout", "a positive number of seconds"))?;
-            cfg.timeout = Duration::from_secs_f64(secs);
         }
         Ok(cfg)
     }

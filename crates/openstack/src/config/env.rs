@@ -108,12 +108,15 @@ pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<CloudConfig, Con
         }
     };
     if let Some(raw) = get("OS_API_TIMEOUT") {
-        let secs: f64 = raw
+        // Refused too: a number too large for a Duration (1e300, where
+        // `from_secs_f64` panics) and one that rounds to 0 ns (1e-10).
+        cfg.timeout = raw
             .parse()
             .ok()
             .filter(|s: &f64| s.is_finite() && *s > 0.0)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .filter(|d| !d.is_zero())
             .ok_or_else(|| bad("OS_API_TIMEOUT", "a positive number of seconds"))?;
-        cfg.timeout = Duration::from_secs_f64(secs);
     }
     Ok(cfg)
 }

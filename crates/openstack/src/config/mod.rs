@@ -9,6 +9,8 @@ mod section;
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[doc(hidden)]
+pub use clouds::clouds_entry_from_str;
 pub use clouds::{load_clouds_entry, SearchPaths};
 pub use env::from_env;
 pub use section::OpenStackSettings;
