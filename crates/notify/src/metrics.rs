@@ -458,14 +458,14 @@ mod tests {
         let s = r.snapshot();
         assert_eq!((s.failovers, s.failing), (1, Some(SubscribeFailure::Auth)));
         let text = render(&registry);
-        assert_eq!(text.matches("subscribe_failing{").count(), 4, "{text}");
+        assert_eq!(text.matches("subscribe_failing{").count(), 5, "{text}");
         assert_eq!(
             text.matches("subscribe_failing{transport=\"rabbitmq\",reason=\"auth\"} 1")
                 .count(),
             1,
             "{text}"
         );
-        for reason in ["vhost", "declare", "unreachable"] {
+        for reason in ["vhost", "declare", "tls", "unreachable"] {
             assert!(text.contains(&format!("reason=\"{reason}\"}} 0")), "{text}");
         }
         r.subscribe_failing(None);
