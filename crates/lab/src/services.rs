@@ -215,8 +215,35 @@ fn take_lock(tier: &str) -> File {
     file
 }
 
+/// The service logs whose tails a failing test prints (under
+/// `scripts/real-cloud`'s log folder): what a server did when a request to
+/// it hung or failed is otherwise gone with the machine.
+const LOG_TAILS: [&str; 3] = ["neutron.log", "neutron-app.log", "keystone-app.log"];
+
+/// Prints the last lines of each of [`LOG_TAILS`] that exists.
+fn print_log_tails() {
+    let dir =
+        std::env::var("LACHESIS_CLOUD_DIR").unwrap_or_else(|_| "/var/lib/lachesis-cloud".into());
+    for name in LOG_TAILS {
+        let path = format!("{dir}/log/{name}");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(40)..];
+        eprintln!(
+            "--- last {} lines of {path} ---\n{}",
+            tail.len(),
+            tail.join("\n")
+        );
+    }
+}
+
 impl Drop for Services {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_log_tails();
+        }
         let status = self
             .netns
             .run(|| Command::new("bash").arg(script()).arg("down").status());
