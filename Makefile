@@ -69,6 +69,18 @@ bench-cores: setup
 bench-verdict: setup
 	$(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-datapath --example bench_verdict
 
+# The agent binary for SOAK_MINUTES (default 10) against the simulator,
+# RabbitMQ and namespaces under compressed churn: ports created, moved and
+# deleted, routers re-gatewayed, short-lived VMs, a broker restart, SIGHUPs,
+# one SIGKILL; samples RSS, FDs, map fills, state-file size every second,
+# checks no billing series goes down and that the series equal the taps'
+# counters at the end (docs/operations.md "Soak"). Root; not part of test.
+SOAK_MINUTES ?= 10
+.PHONY: soak
+soak: setup
+	$(CARGO) build --profile $(BENCH_PROFILE) -p lachesis-agent --bin lachesis
+	SOAK_MINUTES=$(SOAK_MINUTES) $(CARGO) run --profile $(BENCH_PROFILE) -p lachesis-agent --example soak
+
 # Coverage-guided fuzzing (cargo-fuzz, libFuzzer, nightly): every target of
 # fuzz/ for FUZZ_SECONDS (default 60) each, FUZZ_TARGETS to choose some;
 # prints execs and coverage per target, merges what found new coverage into

@@ -35,7 +35,7 @@ use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{median, ms, worst, Pins, PAGE};
+use common::{binary, median, memory, ms, worst, Pins, PAGE};
 use lachesis_agent::boot::Phase;
 use lachesis_agent::reconcile::Trigger;
 use lachesis_lab::agent::{metric, Agent, AgentConfig};
@@ -57,40 +57,6 @@ const EVENT_TARGET_MS: f64 = 3000.0;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The `lachesis` binary: `$LACHESIS_BIN`, else beside this example's
-/// directory (`target/<profile>/lachesis`; `make bench-agent` builds it).
-fn binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("LACHESIS_BIN") {
-        return path.into();
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/examples/bench_agent")
-        .join("lachesis");
-    assert!(
-        path.exists(),
-        "{} missing: build it first (`cargo build --release --bin lachesis`, \
-         as `make bench-agent` does) or set LACHESIS_BIN",
-        path.display()
-    );
-    path
-}
-
-/// `VmRSS` and `VmHWM` of `pid`, in KiB.
-fn memory(pid: u32) -> (f64, f64) {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} missing from /proc/{pid}/status"))
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// Entries in the pinned `flows` map, read by bpftool (independent of

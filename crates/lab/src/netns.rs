@@ -318,6 +318,8 @@ pub struct Lab {
     id: String,
     bridge: String,
     vms: Vec<Vm>,
+    /// VMs ever added: names stay unique after [`Lab::remove_vm`].
+    added: usize,
 }
 
 impl Lab {
@@ -346,6 +348,7 @@ impl Lab {
             id,
             bridge,
             vms: Vec::new(),
+            added: 0,
         };
         sh(&[
             "sysctl",
@@ -365,7 +368,7 @@ impl Lab {
 
     /// Adds a VM with host-side tap `tap<lab id>v<index>` on the bridge.
     pub fn add_vm(&mut self, mac: Mac, ip: Ipv4Addr) -> Vm {
-        let tap = format!("tap{}v{}", self.id, self.vms.len());
+        let tap = format!("tap{}v{}", self.id, self.added);
         self.add_vm_with_tap(&tap, mac, ip)
     }
 
@@ -373,7 +376,8 @@ impl Lab {
     /// Nova gives a port's tap). Names are per network namespace: a caller
     /// choosing its own runs in a namespace of its own, or picks unique ones.
     pub fn add_vm_with_tap(&mut self, tap: &str, mac: Mac, ip: Ipv4Addr) -> Vm {
-        let idx = self.vms.len();
+        let idx = self.added;
+        self.added += 1;
         let tap = tap.to_owned();
         assert!(tap.len() <= 15, "interface name too long: {tap}");
         let netns = format!("lachesis-{}-{idx}", self.id);
@@ -466,6 +470,24 @@ impl Lab {
                 }
             }
         }
+    }
+
+    /// Removes the VM whose host-side tap is `tap`, as a VM's deletion does:
+    /// its namespace, and with it the veth pair and the tap. The caller
+    /// reads the tap's counters first if it needs them; they go with it.
+    ///
+    /// # Panics
+    /// No VM of this lab has that tap, or the namespace cannot be deleted.
+    pub fn remove_vm(&mut self, tap: &str) {
+        let at = self
+            .vms
+            .iter()
+            .position(|vm| vm.tap == tap)
+            .unwrap_or_else(|| panic!("lab: no VM with tap {tap}"));
+        let vm = self.vms.remove(at);
+        sh(&["ip", "netns", "del", &vm.netns]);
+        // Gone with its peer; a leftover (never expected) is removed too.
+        let _ = run(&["ip", "link", "del", &vm.tap]);
     }
 
     /// The VMs added so far.

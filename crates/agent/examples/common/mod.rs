@@ -8,7 +8,8 @@
     reason = "each benchmark uses its own part; examples share no library"
 )]
 
-use std::path::PathBuf;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -258,4 +259,39 @@ pub fn json_line(pairs: &[(String, f64)]) -> String {
         .map(|(k, v)| format!("\"{k}\": {}", round(*v)))
         .collect();
     format!("{{{}}}", body.join(", "))
+}
+
+/// The `lachesis` binary: `$LACHESIS_BIN`, else beside this example's
+/// directory (`target/<profile>/lachesis`; `make bench-agent` and `make
+/// soak` build it).
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("LACHESIS_BIN") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/examples/<example>")
+        .join("lachesis");
+    assert!(
+        path.exists(),
+        "{} missing: build it first (`cargo build --release --bin lachesis`, \
+         as `make bench-agent` and `make soak` do) or set LACHESIS_BIN",
+        path.display()
+    );
+    path
+}
+
+/// `VmRSS` and `VmHWM` of `pid`, in KiB.
+pub fn memory(pid: u32) -> (f64, f64) {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from /proc/{pid}/status"))
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
