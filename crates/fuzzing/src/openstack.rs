@@ -377,12 +377,19 @@ fn check_cloud(got: &Result<CloudConfig, ConfigError>, cloud: &str) {
 mod tests {
     use super::*;
 
+    /// The hand-written seeds (`seed-*`) of `fuzz/corpus/<name>/`, whose
+    /// names say what they are; what `make fuzz` merged beside them is
+    /// replayed by `tests/unit/replay.rs`.
     fn corpus(name: &str) -> Vec<(String, Vec<u8>)> {
         let dir = format!("{}/../../fuzz/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
         let mut seeds: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{dir}: {e}"))
-            .map(|entry| {
-                let path = entry.expect("a directory entry").path();
+            .map(|entry| entry.expect("a directory entry").path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("seed-"))
+            })
+            .map(|path| {
                 let bytes = std::fs::read(&path).expect("a seed");
                 (path.display().to_string(), bytes)
             })

@@ -134,11 +134,18 @@ fn said(e: &impl std::fmt::Display) {
 mod tests {
     use super::*;
 
+    /// The hand-written seeds (`seed-*`) of `fuzz/corpus/<name>/`, whose
+    /// names say what they are; what `make fuzz` merged beside them is
+    /// replayed by `tests/unit/replay.rs`.
     fn corpus(name: &str) -> Vec<(String, Vec<u8>)> {
         let dir = format!("{}/../../fuzz/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
         let mut files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{dir}: {e}"))
             .map(|f| f.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("seed-"))
+            })
             .collect();
         files.sort();
         assert!(!files.is_empty(), "{dir}: no seeds");
