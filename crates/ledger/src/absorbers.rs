@@ -22,7 +22,9 @@ use std::sync::Arc;
 use lachesis_abi::{Direction, FlowKey, L4Class, Mac, Zone};
 use rustc_hash::FxHashMap;
 
+use crate::attribution::{external_network, Attribution};
 use crate::counts::Counts;
+use crate::flow::decode;
 
 /// A label value shared between buckets.
 pub type Label = Arc<str>;
@@ -160,4 +162,62 @@ pub fn unknown_key(key: &FlowKey) -> FlowKey {
 /// Adds `c` to the bucket at `k`, creating it.
 pub(crate) fn fold<K: std::hash::Hash + Eq>(map: &mut FxHashMap<K, Counts>, k: K, c: Counts) {
     map.entry(k).or_default().add(c);
+}
+
+/// Folds one row's `total` into the absorber its attribution `attr` (the
+/// one in force before the change) names: the port tiers of its VM, under
+/// `carrier` when another MAC of the same port carries the series on (an
+/// evicted MAC's sibling, so the bucket ends with the port's last MAC),
+/// else under the row's own VM MAC (a rebase, a row folded when its peer
+/// went, or an evicted MAC's retained buckets: its port series stays until
+/// the retention ends); `unknown` when its VM has no binding.
+pub(crate) fn fold_row(
+    a: &mut Absorbers,
+    attr: &dyn Attribution,
+    carrier: Option<Mac>,
+    key: &FlowKey,
+    total: Counts,
+) {
+    let Some(d) = decode(key) else { return };
+    let Some(b) = attr.binding(d.vm_mac) else {
+        fold(&mut a.unknown, unknown_key(key), total);
+        return;
+    };
+    let ext: Label = Arc::from(external_network(
+        attr,
+        d.zone == Zone::External,
+        d.peer_mac,
+        Some(&b),
+    ));
+    let (server, port, tenant): (Label, Label, Label) = (
+        Arc::from(b.server_id),
+        Arc::from(b.port_id),
+        Arc::from(b.tenant_id),
+    );
+    let vm_mac = carrier.unwrap_or(d.vm_mac);
+    fold(
+        &mut a.port,
+        PortBucket {
+            vm_mac,
+            server_id: server.clone(),
+            port_id: port.clone(),
+            tenant_id: tenant.clone(),
+            zone: d.zone,
+            external_network: ext,
+            direction: d.direction,
+        },
+        total,
+    );
+    fold(
+        &mut a.port_proto,
+        PortProtoBucket {
+            vm_mac,
+            server_id: server,
+            port_id: port,
+            tenant_id: tenant,
+            proto: d.l4,
+            direction: d.direction,
+        },
+        total,
+    );
 }

@@ -5,7 +5,7 @@
 use lachesis_abi::{EntryKey, FlowCounters, FlowKey};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::absorbers::{fold, unknown_key, Absorbers};
+use crate::absorbers::{fold, fold_row, unknown_key, Absorbers};
 use crate::attribution::Attribution;
 use crate::counts::Counts;
 use crate::delta::{delta, Baseline, DrainMark};
@@ -174,13 +174,12 @@ impl Book {
                 health.anomaly(AnomalyKind::NonzeroPad);
                 continue;
             }
-            let Some(d) = decode(key) else {
+            if decode(key).is_none() {
                 report.invalid_keys += 1;
                 health.anomaly(AnomalyKind::InvalidKey);
                 continue;
-            };
-            let bound = || attr.binding(d.vm_mac).is_some();
-            if !self.apply_one(entry, reading, kind, bound, now_ns, health) {
+            }
+            if !self.apply_one(entry, reading, kind, attr, now_ns, health) {
                 report.stale += 1;
             }
             // Matched (a stamp-0 tombstone adopts the reading's stamp).
@@ -283,14 +282,15 @@ impl Book {
     }
 
     /// Applies one reading; `false` when it was stale (nothing changed).
-    /// `bound`: whether the key's VM MAC has a binding (asked only when a
-    /// row is created).
+    /// `attr`: the attribution in force, asked whether the key's VM MAC
+    /// has a binding only when a row is created (or a peer-folded row's
+    /// last bytes are folded).
     fn apply_one(
         &mut self,
         entry: EntryKey,
         reading: &FlowCounters,
         kind: ReadKind,
-        bound: impl FnOnce() -> bool,
+        attr: &dyn Attribution,
         now_ns: u64,
         health: &mut Health,
     ) -> bool {
@@ -356,6 +356,12 @@ impl Book {
             return true;
         }
         if from_tomb && kind == ReadKind::Final {
+            if self.tombstones.get(&entry).is_some_and(|t| t.peer) {
+                // The last bytes of a row folded when its peer went: its
+                // VM's, into the port-settled buckets the row went to.
+                fold_row(&mut self.absorbers, attr, None, &key, add);
+                return true;
+            }
             // The last bytes of an entry whose row was evicted: its binding
             // is gone (or never was), and the entry is gone too. They end in
             // `unknown`, never in a row a reborn MAC could inherit.
@@ -363,7 +369,7 @@ impl Book {
             return true;
         }
         let subs = Subs::one_seen(entry.cpu, last, seen);
-        if bound() {
+        if decode(&key).is_some_and(|d| attr.binding(d.vm_mac).is_some()) {
             self.rows.insert(key, Row { total: add, subs });
         } else {
             self.unresolved.insert(
@@ -421,17 +427,27 @@ impl Book {
                 .tombstones
                 .get(&key)
                 .is_some_and(|t| t.base.gone && t.base.stamp == base.stamp);
-        self.tombstones.insert(key, Tombstone { base });
+        self.tombstones.insert(key, Tombstone { base, peer: false });
         !base.gone
     }
 
     /// Tombstones every sub-entry of an evicted row; returns the entries to
-    /// delete.
-    pub(crate) fn tombstone_all(&mut self, key: FlowKey, subs: &Subs, out: &mut Vec<EntryKey>) {
+    /// delete. `peer`: the row was folded because its peer went, its VM
+    /// stays bound ([`Tombstone::peer`]).
+    pub(crate) fn tombstone_all(
+        &mut self,
+        key: FlowKey,
+        subs: &Subs,
+        peer: bool,
+        out: &mut Vec<EntryKey>,
+    ) {
         for s in subs {
             let entry = EntryKey::new(key, s.cpu);
             if self.tombstone(entry, s.base, s.seen) {
                 out.push(entry);
+            }
+            if let Some(t) = self.tombstones.get_mut(&entry) {
+                t.peer = peer;
             }
         }
     }
@@ -473,7 +489,7 @@ impl Book {
         for (key, reason) in chosen {
             if let Some(p) = self.unresolved.remove(&key) {
                 fold(&mut self.absorbers.unknown, unknown_key(&key), p.acc);
-                self.tombstone_all(key, &p.subs, &mut out);
+                self.tombstone_all(key, &p.subs, false, &mut out);
                 health.evicted(reason);
             }
         }

@@ -2,16 +2,14 @@
 //! between a row and the absorbers, each done whole inside one critical
 //! section so no export can see a fold half-applied.
 
-use std::sync::Arc;
-
 use lachesis_abi::{EntryKey, FlowKey, Mac, Zone};
 use rustc_hash::FxHashSet;
 
 use crate::absorbers::{
-    fold, unknown_key, Absorbers, Label, PortBucket, PortProtoBucket, ServerBucket, TenantBucket,
+    fold, fold_row, Absorbers, Label, PortBucket, PortProtoBucket, ServerBucket, TenantBucket,
     TotalBucket,
 };
-use crate::attribution::{external_network, Attribution, UNKNOWN_TENANT};
+use crate::attribution::{Attribution, UNKNOWN_TENANT};
 use crate::book::Book;
 use crate::counts::Counts;
 use crate::flow::decode;
@@ -87,75 +85,12 @@ pub enum PruneError {
     },
 }
 
-fn label(s: &str) -> Label {
-    Arc::from(s)
-}
-
 fn selected(key: &FlowKey, sel: Selector) -> bool {
     let Some(d) = decode(key) else { return false };
     match sel {
         Selector::VmMac(m) => d.vm_mac == m,
         Selector::RouterPeer(m) => d.peer_mac == m && d.zone == Zone::External,
     }
-}
-
-/// Folds one row's `total` into the absorber its mode and old attribution
-/// name: port tiers for a rebase, and for an eviction too while `sibling`
-/// (another MAC of the same port) lives on — under that MAC, so the bucket
-/// ends with the port's last MAC; under the evicted MAC itself otherwise,
-/// retained (the port series stays until the retention ends).
-fn fold_row(
-    a: &mut Absorbers,
-    attr: &dyn Attribution,
-    mode: SettleMode,
-    sibling: Option<Mac>,
-    key: &FlowKey,
-    total: Counts,
-) {
-    let Some(d) = decode(key) else { return };
-    let Some(b) = attr.binding(d.vm_mac) else {
-        fold(&mut a.unknown, unknown_key(key), total);
-        return;
-    };
-    let ext = label(external_network(
-        attr,
-        d.zone == Zone::External,
-        d.peer_mac,
-        Some(&b),
-    ));
-    let (server, port, tenant) = (label(b.server_id), label(b.port_id), label(b.tenant_id));
-    // An evicted row goes to another MAC of its port when one carries the
-    // series on, else to its own MAC's buckets, kept for the retention
-    // window ([`expire_retained`]): either way its port series stays.
-    let vm_mac = match (mode, sibling) {
-        (SettleMode::Evict { .. }, Some(s)) => s,
-        _ => d.vm_mac,
-    };
-    fold(
-        &mut a.port,
-        PortBucket {
-            vm_mac,
-            server_id: server.clone(),
-            port_id: port.clone(),
-            tenant_id: tenant.clone(),
-            zone: d.zone,
-            external_network: ext,
-            direction: d.direction,
-        },
-        total,
-    );
-    fold(
-        &mut a.port_proto,
-        PortProtoBucket {
-            vm_mac,
-            server_id: server,
-            port_id: port,
-            tenant_id: tenant,
-            proto: d.l4,
-            direction: d.direction,
-        },
-        total,
-    );
 }
 
 /// Another MAC that carries the port series `(server, port, tenant)` on
@@ -330,14 +265,21 @@ pub(crate) fn settle(
                 // Each kernel sub-entry is deleted once this eviction is
                 // flushed; should one survive, its next reading continues
                 // from here.
-                book.tombstone_all(key, &subs, deletes);
+                book.tombstone_all(key, &subs, false, deletes);
             }
         }
         report.rows += 1;
         report.moved.add(total);
-        fold_row(&mut book.absorbers, attr, mode, sibling, &key, total);
+        let carrier = match mode {
+            SettleMode::Evict { .. } => sibling,
+            SettleMode::Rebase(_) => None,
+        };
+        fold_row(&mut book.absorbers, attr, carrier, &key, total);
     }
     if let SettleMode::Evict { vm_mac } = mode {
+        let peers = evict_peer_rows(book, attr, vm_mac, deletes);
+        report.rows += peers.rows;
+        report.moved.add(peers.moved);
         let a = &mut book.absorbers;
         let kept = end_port_buckets(a, attr, vm_mac, Keep::Retain);
         // A new eviction restarts the window (stamped by the next expiry).
@@ -350,6 +292,42 @@ pub(crate) fn settle(
     match mode {
         SettleMode::Evict { .. } => health.settled_evict += report.rows as u64,
         SettleMode::Rebase(_) => health.settled_rebase += report.rows as u64,
+    }
+    report
+}
+
+/// The rows of other VMs whose peer is `gone`, the MAC an eviction ends:
+/// a flow key names its peer's MAC, so without this a long-lived VM would
+/// keep a row (and its kernel sub-entries) for every peer it ever talked
+/// to. Each such row folds like a rebase, into its own VM's port-settled
+/// buckets under the labels it had (every series of that VM goes on
+/// unchanged), and leaves the book; its sub-entries are tombstoned and
+/// released for deletion with the same flush, so a reading that still
+/// comes (the final one of the delete, or a peer MAC bound again) starts
+/// a new row from the tombstone: nothing is lost or counted twice.
+fn evict_peer_rows(
+    book: &mut Book,
+    attr: &dyn Attribution,
+    gone: Mac,
+    deletes: &mut Vec<EntryKey>,
+) -> SettleReport {
+    let keys: Vec<FlowKey> = book
+        .rows
+        .keys()
+        .filter(|k| decode(k).is_some_and(|d| d.peer_mac == gone && d.vm_mac != gone))
+        .copied()
+        .collect();
+    let mut report = SettleReport::default();
+    for key in keys {
+        let Some(mut row) = book.rows.remove(&key) else {
+            continue;
+        };
+        let subs = row.subs.take();
+        book.tombstone_all(key, &subs, true, deletes);
+        report.rows += 1;
+        report.moved.add(row.total);
+        // The buckets are the row's own VM's, which stays.
+        fold_row(&mut book.absorbers, attr, None, &key, row.total);
     }
     report
 }

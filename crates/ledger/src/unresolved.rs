@@ -38,6 +38,10 @@ pub struct Pending {
 pub struct Tombstone {
     /// The entry's last reading.
     pub base: Baseline,
+    /// Its row was folded because its peer's binding was evicted, its own
+    /// VM still bound: a final reading's last bytes are that VM's (its
+    /// port-settled buckets), not `unknown`'s.
+    pub peer: bool,
 }
 
 /// Why an unresolved row was given up on.

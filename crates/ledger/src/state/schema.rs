@@ -201,6 +201,10 @@ struct TombstoneDto {
     stamp: u64,
     #[serde(default, skip_serializing_if = "is_false")]
     gone: bool,
+    /// Its row was folded because its peer went ([`Tombstone::peer`]);
+    /// absent (older files): `false`, whose final bytes go to `unknown`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    peer: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -570,6 +574,7 @@ impl FileDto {
                     last: t.base.last,
                     stamp: t.base.stamp,
                     gone: t.base.gone,
+                    peer: t.peer,
                 })
                 .collect(),
             absorbers: AbsorbersDto::from_absorbers(&book.absorbers),
@@ -625,6 +630,7 @@ impl FileDto {
                         stamp: t.stamp,
                         gone: t.gone,
                     },
+                    peer: t.peer,
                 },
             );
         }

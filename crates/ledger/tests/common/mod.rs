@@ -321,3 +321,25 @@ pub fn tenant_tx(samples: &Samples, tenant: &str, zone: &str) -> Option<u64> {
         ],
     )
 }
+
+/// A port's tx bytes of `zone` with no external network.
+pub fn port_tx(
+    samples: &Samples,
+    server: &str,
+    port: &str,
+    tenant: &str,
+    zone: &str,
+) -> Option<u64> {
+    value(
+        samples,
+        "lachesis_port_bytes_total",
+        &[
+            ("server_id", server),
+            ("port_id", port),
+            ("tenant_id", tenant),
+            ("zone", zone),
+            ("external_network", "none"),
+            ("direction", "tx"),
+        ],
+    )
+}

@@ -723,3 +723,90 @@ fn a_final_reading_after_a_ghost_eviction_adds_to_unknown_only_what_it_carries()
         assert_eq!(l.health().lost_final_readings, 0);
     }
 }
+
+/// A's series (server `s-1`, its port `p-1`) of every billing family.
+fn series_of_a(s: &common::Samples) -> Vec<(String, common::Labels, u64)> {
+    let mut out = Vec::new();
+    for name in [
+        "lachesis_port_bytes_total",
+        "lachesis_port_packets_total",
+        "lachesis_port_proto_bytes_total",
+        "lachesis_server_bytes_total",
+    ] {
+        for (labels, v) in common::family(s, name) {
+            if labels.iter().any(|(k, v)| k == "server_id" && v == "s-1") {
+                out.push((name.to_owned(), labels, v));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn evicting_a_peer_folds_the_rows_naming_it_and_every_series_goes_on() {
+    // A (mac 1) talks to X (mac 2) and through the router; X talks back.
+    let attr = world();
+    let l = ledger();
+    let to_x = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let from_x = key(mac(1), mac(2), Rx, SameTenant, Tcp);
+    let out = key(mac(1), mac(100), Tx, External, Udp);
+    let xs = key(mac(2), mac(1), Tx, SameTenant, Tcp);
+    l.apply_drain(
+        &attr,
+        &[
+            (to_x, reading(1000, 10, 1)),
+            (from_x, reading(300, 3, 2)),
+            (out, reading(50, 1, 3)),
+            (xs, reading(300, 3, 4)),
+        ],
+        0,
+    );
+    let before = parse(&render(&l, &attr));
+    assert_eq!(l.sizes().rows, 4);
+    // X's port is deleted and swept: its own row and the two of A that
+    // name it leave the book; only A's row through the router stays.
+    let report = l.settle(&attr, SettleMode::Evict { vm_mac: mac(2) }, || {});
+    assert_eq!((report.rows, report.moved.bytes), (3, 1600));
+    assert_eq!(l.sizes().rows, 1);
+    let mut released = l.take_released();
+    released.sort();
+    let mut want = vec![to_x, from_x, xs];
+    want.sort();
+    assert_eq!(released, want, "every sub-entry of the folded rows");
+    let mut gone = attr.clone();
+    gone.bindings.remove(&mac(2));
+    let after = parse(&render(&l, &gone));
+    assert_eq!(
+        series_of_a(&after),
+        series_of_a(&before),
+        "A's series go on"
+    );
+    for family in ["lachesis_bytes_total", "lachesis_tenant_bytes_total"] {
+        assert_eq!(
+            common::family(&after, family),
+            common::family(&before, family),
+            "{family}"
+        );
+    }
+    // The deletes' final readings: A's entry to X carries 40 bytes more,
+    // counted once, under A; the others nothing new.
+    l.apply_final(
+        &gone,
+        &[
+            (to_x, reading(1040, 11, 1)),
+            (from_x, reading(300, 3, 2)),
+            (xs, reading(300, 3, 4)),
+        ],
+        SEC,
+    );
+    let port_tx = |s: &common::Samples| common::port_tx(s, "s-1", "p-1", "t-a", "same_tenant");
+    assert_eq!(port_tx(&parse(&render(&l, &gone))), Some(1040));
+    // A talks to that MAC again (a new entry): only its own bytes add.
+    l.apply_drain(
+        &gone,
+        &[(out, reading(50, 1, 3)), (to_x, reading(60, 1, 9))],
+        2 * SEC,
+    );
+    assert_eq!(port_tx(&parse(&render(&l, &gone))), Some(1100));
+    assert_eq!(l.health().lost_final_readings, 0);
+}

@@ -767,3 +767,37 @@ fn the_state_file_and_its_backup_are_owner_only() {
         assert_eq!(mode, 0o600, "{} is {mode:o}", f.display());
     }
 }
+
+/// Agent crash after a peer's eviction was flushed, before the kernel
+/// deletes it released were done: the restored tombstone still knows its
+/// row was folded for its peer, so the entry's last bytes, read by the
+/// delete the next boot makes, go to the row's VM, not to `unknown`.
+#[test]
+fn a_peer_folded_row_s_last_bytes_go_to_its_vm_across_a_restart() {
+    let a0 = world();
+    let mut a1 = a0.clone();
+    a1.bindings.remove(&mac(2));
+    let to_x = key(mac(1), mac(2), Tx, SameTenant, Tcp);
+    let l = Rig::default();
+    l.apply_drain(&a0, &[(to_x, reading(1000, 10, 5))], 0);
+    l.settle(&a0, SettleMode::Evict { vm_mac: mac(2) }, || {});
+    assert_eq!(l.take_released(), vec![to_x]);
+    // Crash before the delete.
+    let rebooted = Rig::with_state(
+        UnresolvedLimits::default(),
+        Arc::new(StateFile::new(l.paths())),
+        Arc::new(tempfile::tempdir().unwrap()),
+    );
+    rebooted.use_attr(&a1);
+    rebooted
+        .restore_loaded(StateFile::new(l.paths()).load().unwrap(), SEC)
+        .unwrap();
+    // The owed delete returns the entry's last reading, 30 bytes on.
+    rebooted.apply_final(&a1, &[(to_x, reading(1030, 12, 5))], 2 * SEC);
+    rebooted.apply_drain(&a1, common::NOTHING, 3 * SEC);
+    let s = parse(&render(&rebooted, &a1));
+    let port_tx = common::port_tx(&s, "s-1", "p-1", "t-a", "same_tenant");
+    assert_eq!(port_tx, Some(1030));
+    assert_eq!(tenant_tx(&s, "unknown", "same_tenant"), None);
+    assert_eq!(rebooted.health().lost_final_readings, 0);
+}
