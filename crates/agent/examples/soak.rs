@@ -34,19 +34,20 @@
 
 mod common;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{binary, memory, Pins};
 use lachesis_agent::links::tap_name;
 use lachesis_lab::agent::{Agent, AgentConfig, Tunables};
+use lachesis_lab::catalogue;
 use lachesis_lab::exposition::{self, Exposition};
 use lachesis_lab::http::{get, Forwarder, Request};
 use lachesis_lab::netns::{isolate, Lab, Vm, VmTraffic};
@@ -65,19 +66,28 @@ const CHURN_STEP: Duration = Duration::from_millis(100);
 const REGATEWAY_EVERY: u64 = 200;
 /// A short-lived VM every this many traffic rounds.
 const EPHEMERAL_EVERY: u64 = 6;
-/// The billing families, which must never go down.
-const BILLING: [&str; 10] = [
-    "lachesis_bytes_total",
-    "lachesis_packets_total",
-    "lachesis_tenant_bytes_total",
-    "lachesis_tenant_packets_total",
-    "lachesis_server_bytes_total",
-    "lachesis_server_packets_total",
-    "lachesis_port_bytes_total",
-    "lachesis_port_packets_total",
-    "lachesis_port_proto_bytes_total",
-    "lachesis_port_proto_packets_total",
-];
+/// The billing families, which must never go down: the ledger's byte and
+/// packet counters, as the metrics catalogue (docs/metrics.md) lists them.
+fn billing_families() -> &'static BTreeSet<String> {
+    static FAMILIES: OnceLock<BTreeSet<String>> = OnceLock::new();
+    FAMILIES.get_or_init(|| {
+        let families: BTreeSet<String> = catalogue::documented()
+            .into_iter()
+            .filter(|(name, f)| {
+                f.owner == "ledger"
+                    && f.kind == "counter"
+                    && (name.ends_with("_bytes_total") || name.ends_with("_packets_total"))
+            })
+            .map(|(name, _)| name)
+            .collect();
+        assert!(
+            families.contains("lachesis_bytes_total")
+                && families.contains("lachesis_port_proto_packets_total"),
+            "the catalogue's billing families: {families:?}"
+        );
+        families
+    })
+}
 
 fn rabbit_url() -> String {
     format!("amqp://guest:guest@127.0.0.1:{RABBITMQ_PORT}/%2f")
@@ -471,7 +481,7 @@ const COLUMNS: [Column; 7] = [
 /// The billing samples of `e`, by series.
 fn billing(e: &Exposition) -> BTreeMap<String, u64> {
     e.samples()
-        .filter(|s| BILLING.contains(&s.name.as_str()))
+        .filter(|s| billing_families().contains(&s.name))
         .map(|s| (s.series(), s.count()))
         .collect()
 }
