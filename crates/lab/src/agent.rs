@@ -281,6 +281,23 @@ impl Agent {
         wrapper: &[&str],
         env: &[(&str, &str)],
     ) -> Agent {
+        Agent::spawn_in(binary, config, log, wrapper, env, None)
+    }
+
+    /// [`Agent::spawn`], the process entering `sandbox` (the unit's
+    /// sandboxing, [`crate::sandbox`]) before it execs the wrapper.
+    ///
+    /// # Panics
+    /// It cannot be started (the sandbox's failure is in the log).
+    #[must_use]
+    pub fn spawn_in(
+        binary: &Path,
+        config: &Path,
+        log: PathBuf,
+        wrapper: &[&str],
+        env: &[(&str, &str)],
+        sandbox: Option<&crate::sandbox::Sandbox>,
+    ) -> Agent {
         let mut cmd = match wrapper.split_first() {
             None => Command::new(binary),
             Some((program, args)) => {
@@ -290,6 +307,9 @@ impl Agent {
             }
         };
         scrub_env(&mut cmd);
+        if let Some(sandbox) = sandbox {
+            sandbox.apply(&mut cmd);
+        }
         let stderr =
             std::fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let started = Instant::now();

@@ -18,6 +18,7 @@ pub mod frame;
 pub mod http;
 pub mod netns;
 pub mod page;
+pub mod sandbox;
 pub mod tls;
 pub mod traffic;
 

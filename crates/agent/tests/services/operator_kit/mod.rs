@@ -14,7 +14,8 @@ mod policy;
 mod web_config;
 
 use std::net::Ipv4Addr;
-use std::path::Path;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -23,10 +24,11 @@ use crate::common::agent::{
     TENANT_A,
 };
 use crate::common::prometheus::{value, Dashboards, Prometheus};
-use crate::common::{repo, Sim};
+use crate::common::{repo, Sim, LACHESIS};
 use lachesis_lab::agent::{metric, Agent};
 use lachesis_lab::http::{get, Forwarder};
 use lachesis_lab::netns::{isolate, Lab};
+use lachesis_lab::sandbox::Sandbox;
 
 const UNIT: &str = "deploy/systemd/lachesis.service";
 
@@ -117,6 +119,12 @@ impl World {
     /// `forward`: loopback ports of host services (a broker) the agent
     /// must reach from the namespace.
     fn new(extra: &[(&str, Ipv4Addr)], forward: &[u16]) -> World {
+        World::in_dir(extra, forward, tempfile::tempdir().unwrap())
+    }
+
+    /// [`World::new`] with the agent's files (configuration, clouds.yaml,
+    /// state file, logs) in `dir`.
+    fn in_dir(extra: &[(&str, Ipv4Addr)], forward: &[u16], dir: tempfile::TempDir) -> World {
         lachesis_lab::require_root();
         let forwarders: Vec<Forwarder> = forward.iter().map(|p| Forwarder::start(*p)).collect();
         isolate();
@@ -136,7 +144,8 @@ impl World {
         let topo = scratch.path().join("topology.yaml");
         std::fs::write(&topo, topology()).unwrap();
         let sim = Sim::start_topology(&topo, &[]);
-        let setup = Setup::new(&lab, &sim);
+        let clouds = sim.clouds_yaml(dir.path(), |t| t);
+        let setup = Setup::in_dir(dir, &lab, &clouds, "sim");
         World {
             vms,
             setup,
@@ -494,41 +503,109 @@ fn the_debian_package_installs_into_a_fresh_root_and_its_unit_verifies() {
     assert!(!r.join("usr/bin/lachesis").exists());
 }
 
+/// What the unit's sandbox must refuse and allow, checked by a process
+/// in it (`python3 PROBE CONF STATE BPFFS MARKER`): it prints `refused as
+/// the unit says` and ends killed by SIGSYS on a call outside
+/// `SystemCallFilter=`, or exits naming the check that failed.
+const PROBE: &str = r#"
+import errno, mmap, os, socket, stat, subprocess, sys
+conf, state, bpffs, marker = sys.argv[1:5]
+
+def refused(what, f, *want):
+    try:
+        f()
+    except OSError as e:
+        if e.errno in want:
+            return
+        sys.exit(f"{what}: {e}, expected {' or '.join(errno.errorcode[w] for w in want)}")
+    sys.exit(f"{what}: allowed")
+
+def ok(what, f):
+    try:
+        f()
+    except OSError as e:
+        sys.exit(f"{what}: {e}")
+
+def touch(path):
+    open(path, "w").close()
+    os.unlink(path)
+
+# ProtectSystem=strict, with StateDirectory= and ReadWritePaths= writable.
+refused("write to /etc", lambda: touch("/etc/lachesis-probe"), errno.EROFS)
+refused("write to /var/lib", lambda: touch("/var/lib/lachesis-probe"), errno.EROFS)
+refused("write beside the configuration", lambda: touch(os.path.join(conf, "probe")), errno.EROFS)
+ok("write to the state directory", lambda: touch(os.path.join(state, "probe")))
+pin_dir = os.path.join(bpffs, f"lachesis-probe-{os.getpid()}")
+ok("mkdir in the bpffs", lambda: (os.mkdir(pin_dir), os.rmdir(pin_dir)))
+# ProtectKernelTunables.
+for tunable in ("/proc/sys/kernel/hostname", "/sys/class/net/lo/tx_queue_len"):
+    refused(f"open {tunable} to write", lambda: os.close(os.open(tunable, os.O_WRONLY)), errno.EROFS)
+# PrivateDevices: pseudo-devices only.
+nodes = [n for n in os.listdir("/dev") if stat.S_ISBLK(os.stat(f"/dev/{n}", follow_symlinks=False).st_mode)]
+if nodes:
+    sys.exit(f"block devices in /dev: {nodes}")
+ok("write to /dev/null", lambda: open("/dev/null", "w").write("x"))
+# PrivateTmp: a /tmp of its own.
+if os.path.exists(marker):
+    sys.exit(f"{marker}: the host's /tmp is visible")
+ok("write to /tmp", lambda: touch("/tmp/probe"))
+# ProtectHome: empty and inaccessible.
+for home in (h for h in ("/home", "/root") if os.path.isdir(h)):
+    st = os.stat(home)
+    if st.st_mode & 0o777 or st.st_dev == os.stat("/").st_dev:
+        sys.exit(f"{home}: not hidden (mode {st.st_mode:o})")
+    refused(f"list {home}", lambda: os.listdir(home), errno.EACCES)
+# RestrictAddressFamilies.
+for family in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):
+    ok(f"a socket of family {family}", lambda: socket.socket(family, socket.SOCK_DGRAM).close())
+refused("an AF_PACKET socket", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW), errno.EAFNOSUPPORT)
+# MemoryDenyWriteExecute.
+wx = mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC
+refused("a writable, executable mapping", lambda: mmap.mmap(-1, 4096, prot=wx), errno.EACCES, errno.EPERM)
+# NoNewPrivileges.
+if "NoNewPrivs:\t1" not in open("/proc/self/status").read():
+    sys.exit("no_new_privs is not set")
+# RestrictNamespaces, LockPersonality.
+for argv in (["unshare", "--user", "true"], ["setarch", "linux32", "true"]):
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode == 0 or "Operation not permitted" not in r.stderr:
+        sys.exit(f"{argv}: exit {r.returncode}, {r.stderr!r}")
+print("refused as the unit says", flush=True)
+# SystemCallFilter: a call outside it kills the process.
+os.chroot("/")
+sys.exit("chroot(2) was not stopped")
+"#;
+
+/// The unit's privileges and sandboxing, each proved on this machine
+/// without systemd as PID 1: the capabilities and no-new-privileges by
+/// `setpriv`, every other directive by [`Sandbox`] (the kernel mechanisms
+/// systemd uses, read from the unit file), checked first by a probe that
+/// each refuses what it should, then held by a real agent that boots,
+/// counts every tap byte and restarts onto its own programs in it.
 #[test]
-fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
+fn an_agent_in_the_units_sandbox_with_only_its_capabilities_boots_and_counts() {
     lachesis_lab::require_root();
-    let caps = unit_values("CapabilityBoundingSet");
-    assert!(!caps.is_empty());
-    let bounding: Vec<String> = caps
-        .iter()
-        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
-        .collect();
-    let bounding = format!("--bounding-set=-all,{}", bounding.join(","));
-    let wrapper = ["setpriv", &bounding, "--inh-caps=-all", "--no-new-privs"];
-
-    let world = World::new(&[], &[]);
+    let (wrapper, caps) = unit_setpriv();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let (world, state, binary) = sandboxed_world();
     let (a, b, setup) = (&world.vms[0], &world.vms[1], &world.setup);
+    let sandbox =
+        Sandbox::for_unit(&repo().join(UNIT), state.path()).unwrap_or_else(|e| panic!("{e}"));
+    probe_sandbox(&sandbox, &wrapper, setup, state.path());
+    let start = |n: usize| {
+        Agent::spawn_in(
+            &binary,
+            &setup.config,
+            setup.log(n),
+            &wrapper,
+            &[],
+            Some(&sandbox),
+        )
+    };
 
-    let mut agent = setup.start_under(0, &wrapper);
+    let mut agent = start(0);
     agent.wait_ready(setup.metrics);
-    // The agent really runs with that set and nothing more.
-    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
-    let bnd = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapBnd:"))
-        .unwrap()
-        .trim();
-    let eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .unwrap()
-        .trim();
-    assert_eq!(bnd, eff, "{status}");
-    assert_eq!(
-        u64::from_str_radix(bnd, 16).unwrap().count_ones() as usize,
-        caps.len(),
-        "{status}"
-    );
+    assert_confined(&agent, caps);
     let counted = |agent: &Agent| {
         assert_series_match(agent, setup.metrics, a, b, Duration::from_secs(20));
     };
@@ -540,7 +617,7 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
     // A restart (what `systemctl restart` and an upgrade do) must find the
     // first instance's programs on the taps and replace them, not add a
     // second pair that counts every byte twice.
-    let mut agent = setup.start_under(1, &wrapper);
+    let mut agent = start(1);
     agent.wait_ready(setup.metrics);
     traffic(a, b, 1);
     counted(&agent);
@@ -561,6 +638,15 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
         );
     };
     presence_heals_nothing(&agent);
+    // A reload (`systemctl reload`, SIGHUP) in the sandbox re-reads the
+    // configuration; the stop's final drain and state write are checked
+    // by `stop` (exit 0).
+    agent.signal(libc::SIGHUP);
+    wait_for_sample(
+        &agent,
+        setup.metrics,
+        "lachesis_config_reloads_total{result=\"ok\"} 1",
+    );
     agent.stop();
 
     // cls_bpf filters (kernels before 6.6): a mode change removes the TCX
@@ -575,7 +661,7 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
     )
     .unwrap();
     for n in 2..4 {
-        let mut agent = setup.start_under(n, &wrapper);
+        let mut agent = start(n);
         agent.wait_ready(setup.metrics);
         traffic(a, b, u16::try_from(n).unwrap());
         counted(&agent);
@@ -595,6 +681,111 @@ fn an_agent_with_only_the_units_capabilities_boots_and_counts() {
             assert_eq!(filters, 1, "{} {hook}: {text}", vm.tap);
         }
     }
+}
+
+/// `setpriv` and its arguments for the unit's privileges (its capability
+/// bounding set, no ambient or inheritable ones, `NoNewPrivileges=`), and
+/// how many capabilities that leaves.
+fn unit_setpriv() -> (Vec<String>, usize) {
+    let caps = unit_values("CapabilityBoundingSet");
+    assert!(!caps.is_empty());
+    let bounding: Vec<String> = caps
+        .iter()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    let mut wrapper = vec![
+        "setpriv".to_owned(),
+        format!("--bounding-set=-all,{}", bounding.join(",")),
+        "--inh-caps=-all".to_owned(),
+    ];
+    if unit_values("NoNewPrivileges") == ["yes"] {
+        wrapper.push("--no-new-privs".to_owned());
+    }
+    (wrapper, caps.len())
+}
+
+/// A [`World`] whose agent files sit where the package puts them: not
+/// under /tmp or /root, which the sandbox hides. The setup's directory
+/// stands for /etc/lachesis and /usr/bin (read-only in the sandbox; the
+/// binary is linked there), the returned one for the unit's
+/// `StateDirectory` (/var/lib/lachesis), the state file in it.
+fn sandboxed_world() -> (World, tempfile::TempDir, PathBuf) {
+    let in_var_lib = |prefix: &str| {
+        tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/var/lib")
+            .unwrap()
+    };
+    let world = World::in_dir(&[], &[], in_var_lib("lachesis-sandbox-"));
+    let setup = &world.setup;
+    let state = in_var_lib("lachesis-state-");
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    let old = setup.dir.path().join("state.json");
+    let old = old.to_str().unwrap();
+    assert!(text.contains(old), "{text}");
+    let new = state.path().join("state.json");
+    std::fs::write(&setup.config, text.replace(old, new.to_str().unwrap())).unwrap();
+    let binary = setup.dir.path().join("lachesis");
+    if std::fs::hard_link(LACHESIS, &binary).is_err() {
+        std::fs::copy(LACHESIS, &binary).unwrap();
+    }
+    (world, state, binary)
+}
+
+/// Runs [`PROBE`] in `sandbox` under `wrapper`: each directive refuses
+/// what it should, and a call outside the filter kills it.
+fn probe_sandbox(sandbox: &Sandbox, wrapper: &[&str], setup: &Setup, state: &Path) {
+    let marker = tempfile::Builder::new().tempfile_in("/tmp").unwrap();
+    let mut probe = Command::new(wrapper[0]);
+    probe
+        .args(&wrapper[1..])
+        .args(["python3", "-c", PROBE])
+        .arg(setup.dir.path())
+        .arg(state)
+        .arg(setup.bpffs.parent().unwrap())
+        .arg(marker.path())
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+    sandbox.apply(&mut probe);
+    let out = probe.output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(
+        (out.status.signal(), stdout.trim()),
+        (Some(libc::SIGSYS), "refused as the unit says"),
+        "the probe in the sandbox: {}\n{stdout}{stderr}",
+        out.status
+    );
+}
+
+/// The agent really runs with `caps` capabilities and nothing more, no
+/// new privileges, a seccomp filter and a read-only root.
+fn assert_confined(agent: &Agent, caps: usize) {
+    let pid = agent.child.id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} in {status}"))
+            .trim()
+            .to_owned()
+    };
+    let (bnd, eff) = (field("CapBnd:"), field("CapEff:"));
+    assert_eq!(bnd, eff, "{status}");
+    let held = u64::from_str_radix(&bnd, 16).unwrap().count_ones() as usize;
+    assert_eq!(held, caps, "{status}");
+    let confined = (field("NoNewPrivs:"), field("Seccomp:"));
+    assert_eq!(confined, ("1".into(), "2".into()), "{status}");
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    let root = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some("/"))
+        .unwrap();
+    let options = root.split(' ').nth(5).unwrap();
+    assert!(options.split(',').any(|o| o == "ro"), "{root}");
 }
 
 /// The Kafka-protocol broker's loopback port (scripts/real-cloud).
