@@ -40,7 +40,22 @@ pub struct Relay {
 
 impl Relay {
     pub fn start(config: &Path, log: PathBuf, metrics: SocketAddr) -> Relay {
-        let mut cmd = Command::new(LACHESIS);
+        Relay::start_in(Path::new(LACHESIS), config, log, metrics, None)
+    }
+
+    /// [`Relay::start`] of `binary`, in `sandbox` (its unit's sandboxing
+    /// and privileges: no capability, no new privileges) when given.
+    pub fn start_in(
+        binary: &Path,
+        config: &Path,
+        log: PathBuf,
+        metrics: SocketAddr,
+        sandbox: Option<&lachesis_lab::sandbox::Sandbox>,
+    ) -> Relay {
+        let mut cmd = Command::new(binary);
+        if let Some(sandbox) = sandbox {
+            sandbox.apply(&mut cmd);
+        }
         lachesis_lab::agent::scrub_env(&mut cmd);
         let child = cmd
             .args(["relay", "--config"])

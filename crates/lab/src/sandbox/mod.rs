@@ -10,12 +10,17 @@
 //!   (`/home`, `/root`, `/run/user` empty and inaccessible) and
 //!   `PrivateDevices=` (a `/dev` of pseudo-devices only; systemd's cgroup
 //!   device policy beside it is not reproduced);
-//! - a seccomp filter for `SystemCallFilter=` (an allow list, anything else
-//!   kills the process, as systemd does), `SystemCallArchitectures=native`,
+//! - a seccomp filter for `SystemCallFilter=` (an allow list, less the
+//!   calls of a later `~` line; anything else kills the process, as
+//!   systemd does), `SystemCallArchitectures=native`,
 //!   `RestrictAddressFamilies=`, `RestrictNamespaces=yes` and
 //!   `LockPersonality=`;
 //! - the kernel's memory-deny-write-execute (`PR_SET_MDWE`) for
-//!   `MemoryDenyWriteExecute=`.
+//!   `MemoryDenyWriteExecute=`;
+//! - the capability bounding set cut, no ambient or inheritable
+//!   capabilities, and no new privileges, for `CapabilityBoundingSet=`,
+//!   `AmbientCapabilities=` (empty) and `NoNewPrivileges=`: as systemd
+//!   does, before the filter and the exec.
 //!
 //! The system-call groups are systemd's own (`systemd-analyze
 //! syscall-filter`) and their numbers the kernel headers'
@@ -51,8 +56,44 @@ pub use unit::Directives;
 #[derive(Debug)]
 struct Plan {
     mounts: mounts::Mounts,
+    /// Capabilities to drop from the bounding set (`CapabilityBoundingSet=`).
+    drop_caps: Vec<libc::c_ulong>,
+    no_new_privs: bool,
     mdwe: bool,
     filter: Vec<libc::sock_filter>,
+}
+
+/// The kernel headers' capability numbers.
+const CAPABILITY_HEADER: &str = "/usr/include/linux/capability.h";
+
+/// The capabilities outside `keep` (names, `CAP_…`), from the kernel
+/// headers' numbers and the running kernel's last one.
+fn caps_to_drop(keep: &[String]) -> Result<Vec<libc::c_ulong>, String> {
+    let header = std::fs::read_to_string(CAPABILITY_HEADER)
+        .map_err(|e| format!("{CAPABILITY_HEADER} (package linux-libc-dev): {e}"))?;
+    let numbers: std::collections::BTreeMap<&str, libc::c_ulong> = header
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next()? == "#define").then_some(())?;
+            let (name, nr) = (w.next()?, w.next()?);
+            Some((name.strip_prefix("CAP_")?, nr.parse().ok()?))
+        })
+        .collect();
+    let last = "/proc/sys/kernel/cap_last_cap";
+    let last: libc::c_ulong = std::fs::read_to_string(last)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or_else(|| format!("{last}: not readable"))?;
+    let mut kept = Vec::new();
+    for name in keep {
+        let nr = name
+            .strip_prefix("CAP_")
+            .and_then(|n| numbers.get(n))
+            .ok_or_else(|| format!("{name}: no such capability in {CAPABILITY_HEADER}"))?;
+        kept.push(*nr);
+    }
+    Ok((0..=last).filter(|c| !kept.contains(c)).collect())
 }
 
 /// The unit's sandbox, ready to apply to commands.
@@ -119,8 +160,14 @@ impl Sandbox {
                 filter.len()
             ));
         }
+        let drop_caps = match &directives.capability_bounding_set {
+            Some(keep) => caps_to_drop(keep)?,
+            None => Vec::new(),
+        };
         let plan = Plan {
             mounts: mounts::plan(&directives, state_dir, &mountinfo(&mounts))?,
+            drop_caps,
+            no_new_privs: directives.no_new_privileges,
             mdwe: directives.memory_deny_write_execute,
             filter,
         };
@@ -131,8 +178,8 @@ impl Sandbox {
     }
 
     /// Makes `cmd` enter the sandbox between fork and exec. Run it as root
-    /// (with `CAP_SYS_ADMIN`): the capabilities are the wrapper's business
-    /// (`setpriv`), after the sandbox is in place.
+    /// (with `CAP_SYS_ADMIN`, for the mounts; the capabilities are cut
+    /// after them).
     pub fn apply(&self, cmd: &mut Command) {
         let plan = Arc::clone(&self.plan);
         // SAFETY: `enter` makes only system calls on memory prepared
@@ -155,6 +202,46 @@ fn failed(what: &[u8], path: &CStr) -> io::Error {
     err
 }
 
+/// `struct __user_cap_header_struct` and `__user_cap_data_struct`
+/// (linux/capability.h, version 3: two data words).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Empties the calling process's inheritable set.
+///
+/// # Safety
+/// Between fork and exec, as [`Plan::enter`].
+unsafe fn clear_inheritable() -> io::Result<()> {
+    let mut header = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: the header and two data words the version-3 calls expect.
+    unsafe {
+        if libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) != 0 {
+            return Err(failed(b"capget", c""));
+        }
+        for d in &mut data {
+            d.inheritable = 0;
+        }
+        if libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) != 0 {
+            return Err(failed(b"capset", c""));
+        }
+    }
+    Ok(())
+}
+
 impl Plan {
     /// Applies the plan to the calling (forked) process.
     fn enter(&self) -> io::Result<()> {
@@ -162,6 +249,24 @@ impl Plan {
         // calls take constants and a program that lives as long as `self`.
         unsafe {
             self.mounts.apply()?;
+            // Capabilities as systemd leaves them before the exec: the
+            // bounding set cut, no ambient or inheritable ones (root's
+            // exec then gets exactly the bounding set).
+            for cap in &self.drop_caps {
+                if libc::prctl(libc::PR_CAPBSET_DROP, *cap, 0, 0, 0) != 0 {
+                    return Err(failed(b"prctl(PR_CAPBSET_DROP)", c""));
+                }
+            }
+            if !self.drop_caps.is_empty() {
+                let clear_all = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
+                if libc::prctl(libc::PR_CAP_AMBIENT, clear_all, 0, 0, 0) != 0 {
+                    return Err(failed(b"prctl(PR_CAP_AMBIENT_CLEAR_ALL)", c""));
+                }
+                clear_inheritable()?;
+            }
+            if self.no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(failed(b"prctl(PR_SET_NO_NEW_PRIVS)", c""));
+            }
             let refuse_exec_gain = 1;
             if self.mdwe && libc::prctl(libc::PR_SET_MDWE, refuse_exec_gain, 0, 0, 0) != 0 {
                 return Err(failed(b"prctl(PR_SET_MDWE)", c""));

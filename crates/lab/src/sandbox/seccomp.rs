@@ -43,8 +43,9 @@ pub fn syscall_groups(listing: &str) -> BTreeMap<String, Vec<String>> {
 }
 
 /// The numbers `filter` allows (with `@default`, which systemd adds to
-/// every allow list), groups expanded; names with no number on this
-/// architecture (`mmap2`, …) drop out.
+/// every allow list; an item `~x` takes `x` away again), groups
+/// expanded; names with no number on this architecture (`mmap2`, …) drop
+/// out.
 ///
 /// # Errors
 /// A group systemd does not have, or a name in none of its groups.
@@ -53,10 +54,31 @@ pub fn allowed_numbers(
     groups: &BTreeMap<String, Vec<String>>,
     numbers: &BTreeMap<String, u32>,
 ) -> Result<BTreeSet<u32>, String> {
+    let mut out = BTreeSet::new();
+    // systemd starts an allow list with `@default`, then adds and takes
+    // away (`~`) in the unit's order.
+    for item in std::iter::once("@default").chain(filter.iter().map(String::as_str)) {
+        match item.strip_prefix('~') {
+            Some(taken) => {
+                for nr in expand(taken, groups, numbers)? {
+                    out.remove(&nr);
+                }
+            }
+            None => out.extend(expand(item, groups, numbers)?),
+        }
+    }
+    Ok(out)
+}
+
+/// The numbers of one name or `@group` (nested groups expanded).
+fn expand(
+    item: &str,
+    groups: &BTreeMap<String, Vec<String>>,
+    numbers: &BTreeMap<String, u32>,
+) -> Result<BTreeSet<u32>, String> {
     // What systemd knows: `@known` and every group's members.
     let known: BTreeSet<&str> = groups.values().flatten().map(String::as_str).collect();
-    let mut todo: Vec<&str> = filter.iter().map(String::as_str).collect();
-    todo.push("@default");
+    let mut todo = vec![item];
     let (mut seen, mut out) = (BTreeSet::new(), BTreeSet::new());
     while let Some(item) = todo.pop() {
         if !seen.insert(item) {
@@ -281,6 +303,13 @@ mod tests {
         // `@default` is added to any allow list; `mmap2` has no number here.
         let got = allowed_numbers(&list(&["chroot"]), &groups, &numbers()).unwrap();
         assert_eq!(got.into_iter().collect::<Vec<_>>(), [161, 231]);
+        // A later `~` line takes calls away again.
+        let got = allowed_numbers(
+            &list(&["@system-service", "~@basic-io", "~ioctl"]),
+            &groups,
+            &numbers(),
+        );
+        assert_eq!(got.unwrap().into_iter().collect::<Vec<_>>(), [231]);
         let err = allowed_numbers(&list(&["@nope"]), &groups, &numbers()).unwrap_err();
         assert!(err.starts_with("@nope: no such group"), "{err}");
         let err = allowed_numbers(&list(&["bfp"]), &groups, &numbers()).unwrap_err();

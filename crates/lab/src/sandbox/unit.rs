@@ -22,7 +22,8 @@ pub struct Directives {
     pub private_tmp: bool,
     /// `RestrictAddressFamilies=` (an allow list), when set.
     pub address_families: Option<Vec<String>>,
-    /// `SystemCallFilter=` (an allow list of names and `@groups`), when set.
+    /// `SystemCallFilter=` (an allow list of names and `@groups`, a later
+    /// `~` line's items kept as `~item`), when set.
     pub system_call_filter: Option<Vec<String>>,
     /// `SystemCallArchitectures=native`.
     pub native_only: bool,
@@ -39,6 +40,10 @@ pub struct Directives {
     /// `PrivateMounts=yes` (every sandbox here has a mount namespace of its
     /// own, with mounts propagating from the host only).
     pub private_mounts: bool,
+    /// `CapabilityBoundingSet=` (names), when set; empty: no capability.
+    pub capability_bounding_set: Option<Vec<String>>,
+    /// `NoNewPrivileges=yes`.
+    pub no_new_privileges: bool,
 }
 
 impl Directives {
@@ -96,12 +101,37 @@ impl Directives {
                 }
                 "PrivateDevices" => d.private_devices = yes(key, value).map_err(at)?,
                 "PrivateMounts" => d.private_mounts = yes(key, value).map_err(at)?,
+                "NoNewPrivileges" => d.no_new_privileges = yes(key, value).map_err(at)?,
+                "CapabilityBoundingSet" if value.starts_with('~') => {
+                    return Err(at(unsupported(
+                        key,
+                        value,
+                        "a list of capabilities to keep",
+                    )));
+                }
+                "CapabilityBoundingSet" if value.is_empty() => {
+                    d.capability_bounding_set = Some(Vec::new());
+                }
+                "CapabilityBoundingSet" => {
+                    d.capability_bounding_set
+                        .get_or_insert_with(Vec::new)
+                        .extend(words());
+                }
+                "AmbientCapabilities" if !value.is_empty() => {
+                    return Err(at(unsupported(key, value, "none")));
+                }
                 "SystemCallArchitectures" => {
                     d.native_only = match value {
                         "native" => true,
                         "" => false,
                         other => return Err(at(unsupported(key, other, "native"))),
                     };
+                }
+                "SystemCallFilter" if value.starts_with('~') && d.system_call_filter.is_some() => {
+                    // After an allow list: those calls taken away again.
+                    let list = d.system_call_filter.get_or_insert_with(Vec::new);
+                    let taken = value.trim_start_matches('~').split_whitespace();
+                    list.extend(taken.map(|w| format!("~{w}")));
                 }
                 "RestrictAddressFamilies" | "SystemCallFilter" if value.starts_with('~') => {
                     return Err(at(unsupported(key, value, "an allow list")));
@@ -155,7 +185,19 @@ mod tests {
         assert!(d.system_call_filter.is_some(), "{d:?}");
         assert!(d.native_only && d.memory_deny_write_execute && d.lock_personality);
         assert!(d.restrict_namespaces && d.protect_kernel_tunables);
-        assert!(d.private_devices && d.private_mounts);
+        assert!(d.private_devices && d.private_mounts && d.no_new_privileges);
+        let caps = d.capability_bounding_set.unwrap();
+        assert_eq!(caps, ["CAP_BPF", "CAP_NET_ADMIN", "CAP_PERFMON"]);
+    }
+
+    #[test]
+    fn the_relay_unit_s_directives_are_all_reproduced() {
+        let unit = include_str!("../../../../deploy/systemd/lachesis-relay.service");
+        let d = Directives::parse(unit).unwrap();
+        let filter = d.system_call_filter.as_deref().unwrap();
+        assert_eq!(filter, ["@system-service", "~@privileged", "~@resources"]);
+        assert!(d.protect_system_strict && !d.state_directory && d.read_write_paths.is_empty());
+        assert_eq!(d.capability_bounding_set, Some(Vec::new()));
     }
 
     #[test]
@@ -185,6 +227,11 @@ mod tests {
         let d = Directives::parse("[Unit]\nPrivateTmp=maybe\n[Service]\nProtectProc=invisible\n");
         assert_eq!(d.unwrap(), Directives::default());
         // An empty assignment resets a list, as in systemd.
+        let d = Directives::parse("[Service]\nSystemCallFilter=read\nSystemCallFilter=~@a b\n");
+        assert_eq!(
+            d.unwrap().system_call_filter.unwrap(),
+            ["read", "~@a", "~b"]
+        );
         let d = Directives::parse("[Service]\nSystemCallFilter=read\nSystemCallFilter=\n");
         assert_eq!(d.unwrap().system_call_filter, None);
     }

@@ -577,27 +577,26 @@ sys.exit("chroot(2) was not stopped")
 "#;
 
 /// The unit's privileges and sandboxing, each proved on this machine
-/// without systemd as PID 1: the capabilities and no-new-privileges by
-/// `setpriv`, every other directive by [`Sandbox`] (the kernel mechanisms
-/// systemd uses, read from the unit file), checked first by a probe that
-/// each refuses what it should, then held by a real agent that boots,
-/// counts every tap byte and restarts onto its own programs in it.
+/// without systemd as PID 1 by [`Sandbox`] (the kernel mechanisms systemd
+/// uses, read from the unit file): checked first by a probe that each
+/// refuses what it should, then held by a real agent that boots, counts
+/// every tap byte and restarts onto its own programs in it.
 #[test]
 fn an_agent_in_the_units_sandbox_with_only_its_capabilities_boots_and_counts() {
     lachesis_lab::require_root();
-    let (wrapper, caps) = unit_setpriv();
-    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let caps = unit_values("CapabilityBoundingSet").len();
+    assert!(caps > 0);
     let (world, state, binary) = sandboxed_world();
     let (a, b, setup) = (&world.vms[0], &world.vms[1], &world.setup);
     let sandbox =
         Sandbox::for_unit(&repo().join(UNIT), state.path()).unwrap_or_else(|e| panic!("{e}"));
-    probe_sandbox(&sandbox, &wrapper, setup, state.path());
+    probe_sandbox(&sandbox, setup, state.path());
     let start = |n: usize| {
         Agent::spawn_in(
             &binary,
             &setup.config,
             setup.log(n),
-            &wrapper,
+            &[],
             &[],
             Some(&sandbox),
         )
@@ -683,27 +682,6 @@ fn an_agent_in_the_units_sandbox_with_only_its_capabilities_boots_and_counts() {
     }
 }
 
-/// `setpriv` and its arguments for the unit's privileges (its capability
-/// bounding set, no ambient or inheritable ones, `NoNewPrivileges=`), and
-/// how many capabilities that leaves.
-fn unit_setpriv() -> (Vec<String>, usize) {
-    let caps = unit_values("CapabilityBoundingSet");
-    assert!(!caps.is_empty());
-    let bounding: Vec<String> = caps
-        .iter()
-        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
-        .collect();
-    let mut wrapper = vec![
-        "setpriv".to_owned(),
-        format!("--bounding-set=-all,{}", bounding.join(",")),
-        "--inh-caps=-all".to_owned(),
-    ];
-    if unit_values("NoNewPrivileges") == ["yes"] {
-        wrapper.push("--no-new-privs".to_owned());
-    }
-    (wrapper, caps.len())
-}
-
 /// A [`World`] whose agent files sit where the package puts them: not
 /// under /tmp or /root, which the sandbox hides. The setup's directory
 /// stands for /etc/lachesis and /usr/bin (read-only in the sandbox; the
@@ -732,14 +710,13 @@ fn sandboxed_world() -> (World, tempfile::TempDir, PathBuf) {
     (world, state, binary)
 }
 
-/// Runs [`PROBE`] in `sandbox` under `wrapper`: each directive refuses
-/// what it should, and a call outside the filter kills it.
-fn probe_sandbox(sandbox: &Sandbox, wrapper: &[&str], setup: &Setup, state: &Path) {
+/// Runs [`PROBE`] in `sandbox`: each directive refuses what it should,
+/// and a call outside the filter kills it.
+fn probe_sandbox(sandbox: &Sandbox, setup: &Setup, state: &Path) {
     let marker = tempfile::Builder::new().tempfile_in("/tmp").unwrap();
-    let mut probe = Command::new(wrapper[0]);
+    let mut probe = Command::new("python3");
     probe
-        .args(&wrapper[1..])
-        .args(["python3", "-c", PROBE])
+        .args(["-c", PROBE])
         .arg(setup.dir.path())
         .arg(state)
         .arg(setup.bpffs.parent().unwrap())
