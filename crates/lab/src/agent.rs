@@ -263,49 +263,24 @@ impl Agent {
     /// `binary agent --config config`, its stderr in `log`.
     #[must_use]
     pub fn start(binary: &Path, config: &Path, log: PathBuf) -> Agent {
-        Agent::spawn(binary, config, log, &[], &[])
+        Agent::spawn(binary, config, log, &[], None)
     }
 
-    /// [`Agent::start`] through `wrapper` (a program and its arguments
-    /// that execs the rest, e.g. `setpriv …`; none when empty), with `env`
-    /// added to its environment and the caller's scrubbed
-    /// ([`scrub_env`]).
+    /// [`Agent::start`] with `env` added to its environment and the
+    /// caller's scrubbed ([`scrub_env`]), in `sandbox` (a unit's
+    /// sandboxing and privileges, [`crate::sandbox`]) when given.
     ///
     /// # Panics
-    /// It cannot be started.
+    /// It cannot be started (a sandbox's failure is in the log).
     #[must_use]
     pub fn spawn(
         binary: &Path,
         config: &Path,
         log: PathBuf,
-        wrapper: &[&str],
-        env: &[(&str, &str)],
-    ) -> Agent {
-        Agent::spawn_in(binary, config, log, wrapper, env, None)
-    }
-
-    /// [`Agent::spawn`], the process entering `sandbox` (the unit's
-    /// sandboxing, [`crate::sandbox`]) before it execs the wrapper.
-    ///
-    /// # Panics
-    /// It cannot be started (the sandbox's failure is in the log).
-    #[must_use]
-    pub fn spawn_in(
-        binary: &Path,
-        config: &Path,
-        log: PathBuf,
-        wrapper: &[&str],
         env: &[(&str, &str)],
         sandbox: Option<&crate::sandbox::Sandbox>,
     ) -> Agent {
-        let mut cmd = match wrapper.split_first() {
-            None => Command::new(binary),
-            Some((program, args)) => {
-                let mut c = Command::new(program);
-                c.args(args).arg(binary);
-                c
-            }
-        };
+        let mut cmd = Command::new(binary);
         scrub_env(&mut cmd);
         if let Some(sandbox) = sandbox {
             sandbox.apply(&mut cmd);

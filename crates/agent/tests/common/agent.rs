@@ -115,18 +115,12 @@ impl Setup {
 
     /// Agent instance `n` on this configuration, its log `agent-N.log`.
     pub fn start(&self, n: usize) -> Agent {
-        self.start_under(n, &[])
-    }
-
-    /// [`Setup::start`] through `wrapper` (a program and its arguments that
-    /// execs the rest, e.g. `setpriv …`); none when empty.
-    pub fn start_under(&self, n: usize, wrapper: &[&str]) -> Agent {
-        Agent::spawn(Path::new(LACHESIS), &self.config, self.log(n), wrapper, &[])
+        Agent::start(Path::new(LACHESIS), &self.config, self.log(n))
     }
 
     /// [`Setup::start`] with `env` added to its environment.
     pub fn start_with_env(&self, n: usize, env: &[(&str, &str)]) -> Agent {
-        Agent::spawn(Path::new(LACHESIS), &self.config, self.log(n), &[], env)
+        Agent::spawn(Path::new(LACHESIS), &self.config, self.log(n), env, None)
     }
 
     pub fn log(&self, n: usize) -> PathBuf {

@@ -591,16 +591,7 @@ fn an_agent_in_the_units_sandbox_with_only_its_capabilities_boots_and_counts() {
     let sandbox =
         Sandbox::for_unit(&repo().join(UNIT), state.path()).unwrap_or_else(|e| panic!("{e}"));
     probe_sandbox(&sandbox, setup, state.path());
-    let start = |n: usize| {
-        Agent::spawn_in(
-            &binary,
-            &setup.config,
-            setup.log(n),
-            &[],
-            &[],
-            Some(&sandbox),
-        )
-    };
+    let start = |n: usize| Agent::spawn(&binary, &setup.config, setup.log(n), &[], Some(&sandbox));
 
     let mut agent = start(0);
     agent.wait_ready(setup.metrics);
